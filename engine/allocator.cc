@@ -1,0 +1,46 @@
+// Host allocator with statistics.
+#include "engine/allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ontrain {
+
+std::string Device::ToString() const {
+  return type == DeviceType::kCPU ? std::string("CPU") : "CUDA:" + std::to_string(index);
+}
+
+namespace {
+constexpr size_t kAlign = 64;
+constexpr size_t kHeader = kAlign;  // the block size is stored in front of the returned pointer
+}  // namespace
+
+void* CpuAllocator::Allocate(size_t bytes) {
+  size_t total = kHeader + ((bytes + kAlign - 1) / kAlign) * kAlign;
+  void* base = std::aligned_alloc(kAlign, total);
+  if (base == nullptr) return nullptr;
+  std::memcpy(base, &bytes, sizeof(bytes));
+  stats_.num_allocs++;
+  int64_t now = stats_.bytes_in_use += static_cast<int64_t>(bytes);
+  int64_t peak = stats_.peak_bytes.load();
+  while (now > peak && !stats_.peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+  return static_cast<uint8_t*>(base) + kHeader;
+}
+
+void CpuAllocator::Free(void* p) {
+  if (p == nullptr) return;
+  uint8_t* base = static_cast<uint8_t*>(p) - kHeader;
+  size_t bytes;
+  std::memcpy(&bytes, base, sizeof(bytes));
+  stats_.num_frees++;
+  stats_.bytes_in_use -= static_cast<int64_t>(bytes);
+  std::free(base);
+}
+
+CpuAllocator* HostAllocator() {
+  static CpuAllocator* allocator = new CpuAllocator();  // never destroyed: tensors may outlive main()
+  return allocator;
+}
+
+}  // namespace ontrain

@@ -1,0 +1,82 @@
+// Tensor: a dtype, a shape and a pointer to contiguous row-major storage on one device.
+//
+// A tensor either owns its buffer (allocated through a provider's IAllocator and returned to it when the last
+// copy of the tensor goes away) or is a view of memory owned elsewhere (an arena, a checkpoint, the caller).
+// Copies of a Tensor share storage; Clone() makes a deep host copy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/dtype.h"
+#include "engine/status.h"
+
+namespace ontrain {
+
+using Shape = std::vector<int64_t>;
+
+std::string ShapeToString(const Shape& shape);
+// Product of the dims (1 for a scalar); -1 when a dim is negative or the product overflows int64.
+int64_t ShapeNumElements(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Allocates an uninitialised tensor through `allocator`.
+  static StatusOr<Tensor> Allocate(DType dtype, Shape shape, IAllocator* allocator);
+  // A non-owning view; `data` must outlive every copy of the view.
+  static Tensor View(DType dtype, Shape shape, void* data, Device device = Device());
+  // A host tensor owning a copy of `values` (tests and small constants).
+  template <typename T>
+  static Tensor FromVector(const std::vector<T>& values, Shape shape);
+
+  bool defined() const { return dtype_ != DType::kUndefined; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim(int64_t i) const { return shape_[i]; }
+  int64_t NumElements() const { return ShapeNumElements(shape_); }
+  size_t SizeInBytes() const { return static_cast<size_t>(NumElements()) * DTypeSize(dtype_); }
+  Device device() const { return device_; }
+  bool owns_data() const { return holder_ != nullptr; }
+
+  void* raw_data() { return data_; }
+  const void* raw_data() const { return data_; }
+  template <typename T> T* data() { return static_cast<T*>(data_); }
+  template <typename T> const T* data() const { return static_cast<const T*>(data_); }
+
+  // Same storage, new shape with the same element count.
+  StatusOr<Tensor> Reshaped(Shape shape) const;
+  // Deep copy into new host memory (host tensors only).
+  Tensor Clone() const;
+
+ private:
+  DType dtype_ = DType::kUndefined;
+  Shape shape_;
+  Device device_;
+  void* data_ = nullptr;
+  std::shared_ptr<void> holder_;  // owns data_ when set
+};
+
+template <typename T>
+Tensor Tensor::FromVector(const std::vector<T>& values, Shape shape) {
+  Tensor t;
+  t.dtype_ = DTypeOf<T>::value;
+  t.shape_ = std::move(shape);
+  size_t bytes = values.size() * sizeof(T);
+  std::shared_ptr<uint8_t> buf(new uint8_t[bytes > 0 ? bytes : 1], std::default_delete<uint8_t[]>());
+  for (size_t i = 0; i < values.size(); ++i) reinterpret_cast<T*>(buf.get())[i] = values[i];
+  t.data_ = buf.get();
+  t.holder_ = buf;
+  return t;
+}
+
+// std::vector<bool> is bit-packed; store bools as bytes.
+template <>
+Tensor Tensor::FromVector<bool>(const std::vector<bool>& values, Shape shape);
+
+}  // namespace ontrain

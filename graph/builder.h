@@ -1,0 +1,27 @@
+// Small helpers for building graphs in code: typed value infos, nodes and attributes. Used by tests today
+// and by the artifact generator (autodiff, loss blocks, optimizer graphs).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace ontrain {
+
+// dims: >= 0 known, -1 unknown; `params` names symbolic dims by position (empty string: none).
+ValueInfo TensorInfo(const std::string& name, DType dtype, const std::vector<int64_t>& dims,
+                     const std::vector<std::string>& params = {});
+
+onnx::AttributeProto AttrInt(const std::string& name, int64_t v);
+onnx::AttributeProto AttrFloat(const std::string& name, float v);
+onnx::AttributeProto AttrString(const std::string& name, const std::string& v);
+onnx::AttributeProto AttrInts(const std::string& name, const std::vector<int64_t>& v);
+onnx::AttributeProto AttrFloats(const std::string& name, const std::vector<float>& v);
+onnx::AttributeProto AttrTensor(const std::string& name, const Tensor& v);
+
+Node MakeNode(const std::string& op_type, const std::vector<std::string>& inputs,
+              const std::vector<std::string>& outputs, const std::vector<onnx::AttributeProto>& attributes = {},
+              const std::string& name = "", const std::string& domain = "");
+
+}  // namespace ontrain

@@ -1,0 +1,34 @@
+// CPU provider construction and host copies.
+#include "providers/cpu/cpu_provider.h"
+
+#include <cstring>
+#include <thread>
+
+namespace ontrain {
+
+CpuExecutionProvider::CpuExecutionProvider(KernelRegistry registry, int threads)
+    : registry_(std::move(registry)), pool_(std::make_unique<ThreadPool>(threads)) {}
+
+StatusOr<std::unique_ptr<CpuExecutionProvider>> CpuExecutionProvider::Create(const CpuProviderOptions& options) {
+  if (options.intra_op_threads < 0) {
+    return InvalidArgument("intra_op_threads must be >= 0, got ", options.intra_op_threads);
+  }
+  int threads = options.intra_op_threads;
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ONT_ASSIGN_OR_RETURN(KernelRegistry registry, KernelRegistry::Create(CpuKernelList()));
+  return std::unique_ptr<CpuExecutionProvider>(new CpuExecutionProvider(std::move(registry), threads));
+}
+
+Status CpuExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {
+  ONT_RETURN_IF_ERROR(CheckCopyCompatible(src, *dst));
+  if (!src.device().is_host() || !dst->device().is_host()) {
+    return InvalidArgument("the CPU provider copies host tensors only; got ", src.device().ToString(), " -> ",
+                           dst->device().ToString());
+  }
+  if (src.SizeInBytes() > 0 && src.raw_data() != dst->raw_data()) {
+    std::memcpy(dst->raw_data(), src.raw_data(), src.SizeInBytes());
+  }
+  return Status::OK();
+}
+
+}  // namespace ontrain

@@ -1,0 +1,44 @@
+// The CPU execution provider: host memory, Eigen-based kernels, an intra-op thread pool.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "providers/cpu/thread_pool.h"
+#include "providers/execution_provider.h"
+
+namespace ontrain {
+
+struct CpuProviderOptions {
+  int intra_op_threads = 0;  // 0: one per hardware core
+};
+
+class CpuExecutionProvider : public IExecutionProvider {
+ public:
+  static StatusOr<std::unique_ptr<CpuExecutionProvider>> Create(const CpuProviderOptions& options = {});
+
+  const std::string& name() const override { return name_; }
+  Device device() const override { return Device(); }
+  const KernelRegistry& kernel_registry() const override { return registry_; }
+  IAllocator* allocator() override { return &allocator_; }
+  Status CopyTensor(const Tensor& src, Tensor* dst) override;
+  Status Synchronize() override { return Status::OK(); }
+  ThreadPool* thread_pool() override { return pool_.get(); }
+
+  const CpuAllocator& cpu_allocator() const { return allocator_; }
+
+ private:
+  CpuExecutionProvider(KernelRegistry registry, int threads);
+
+  std::string name_ = "CPU";
+  KernelRegistry registry_;
+  CpuAllocator allocator_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// The CPU provider's kernel list (providers/cpu/cpu_kernel_list.cc).
+std::vector<KernelDef> CpuKernelList();
+
+}  // namespace ontrain

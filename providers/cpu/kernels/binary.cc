@@ -1,0 +1,410 @@
+// Broadcasting elementwise kernels with two or more inputs: arithmetic, comparisons, logic, Pow, Mod,
+// PRelu, the variadic Sum/Mean/Max/Min, Where and Clip.
+#include <cmath>
+#include <limits>
+
+#include "providers/cpu/kernels/elementwise.h"
+#include "providers/cpu/kernels/kernels.h"
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+enum class Arith { kAdd, kSub, kMul, kDiv, kMax, kMin };
+
+template <typename C>
+C ApplyArith(Arith op, C a, C b) {
+  switch (op) {
+    case Arith::kAdd: return a + b;
+    case Arith::kSub: return a - b;
+    case Arith::kMul: return a * b;
+    case Arith::kDiv: return a / b;
+    case Arith::kMax:
+      if constexpr (std::is_floating_point_v<C>) if (std::isnan(a) || std::isnan(b)) return a + b;
+      return a > b ? a : b;
+    case Arith::kMin:
+      if constexpr (std::is_floating_point_v<C>) if (std::isnan(a) || std::isnan(b)) return a + b;
+      return a < b ? a : b;
+  }
+  return a;
+}
+
+// Shape of input 1 under the pre-opset-7 "broadcast"/"axis" attributes: aligned at `axis` of input 0.
+Shape LegacyBroadcastShape(const Node& n, int64_t opset, const Shape& a, const Shape& b) {
+  if (opset >= 7 || n.GetInt("broadcast", 0) == 0 || b.size() >= a.size()) return b;
+  int64_t axis = n.GetInt("axis", static_cast<int64_t>(a.size() - b.size()));
+  if (axis < 0) axis += static_cast<int64_t>(a.size());
+  Shape out(a.size(), 1);
+  for (size_t i = 0; i < b.size() && axis + i < out.size(); ++i) out[axis + i] = b[i];
+  return out;
+}
+
+template <typename T>
+Status CheckNoIntegerZero(const Tensor& b) {
+  if constexpr (std::is_integral_v<T>) {
+    const T* p = b.data<T>();
+    for (int64_t i = 0; i < b.NumElements(); ++i) {
+      if (p[i] == 0) return InvalidArgument("integer division by zero (divisor element ", i, ")");
+    }
+  }
+  return Status::OK();
+}
+
+// Add, Sub, Mul, Div: output dtype = input dtype.
+class ArithKernel : public OpKernel {
+ public:
+  ArithKernel(const NodeInfo& info, Arith op) : node_(*info.node), opset_(info.opset), op_(op) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
+    if (a->dtype() != b->dtype()) {
+      return InvalidArgument("input dtypes differ: ", DTypeName(a->dtype()), " and ", DTypeName(b->dtype()));
+    }
+    b_shape_ = LegacyBroadcastShape(node_, opset_, a->shape(), b->shape());
+    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({a->shape(), b_shape_}));
+    return ctx.DeclareOutput(0, a->dtype(), out);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& a = *ctx.input(0);
+    Tensor b = Tensor::View(ctx.input(1)->dtype(), b_shape_, const_cast<void*>(ctx.input(1)->raw_data()));
+    return DispatchAll(a.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      if constexpr (std::is_same_v<T, bool>) {
+        return Unimplemented("bool inputs");
+      } else {
+        if (op_ == Arith::kDiv) ONT_RETURN_IF_ERROR(CheckNoIntegerZero<T>(b));
+        Arith op = op_;
+        MapBinary<T, T, T>(a, b, ctx.output(0), ctx.thread_pool(), [op](T x, T y) {
+          return static_cast<T>(ApplyArith<C>(op, static_cast<C>(x), static_cast<C>(y)));
+        });
+        return Status::OK();
+      }
+    });
+  }
+
+ private:
+  const Node& node_;
+  int64_t opset_;
+  Arith op_;
+  Shape b_shape_;
+};
+
+enum class Compare { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual, kAnd, kOr, kXor };
+
+class CompareKernel : public OpKernel {
+ public:
+  CompareKernel(const NodeInfo& info, Compare op) : node_(*info.node), opset_(info.opset), op_(op) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
+    if (a->dtype() != b->dtype()) {
+      return InvalidArgument("input dtypes differ: ", DTypeName(a->dtype()), " and ", DTypeName(b->dtype()));
+    }
+    b_shape_ = LegacyBroadcastShape(node_, opset_, a->shape(), b->shape());
+    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({a->shape(), b_shape_}));
+    return ctx.DeclareOutput(0, DType::kBool, out);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& a = *ctx.input(0);
+    Tensor b = Tensor::View(ctx.input(1)->dtype(), b_shape_, const_cast<void*>(ctx.input(1)->raw_data()));
+    return DispatchAll(a.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      Compare op = op_;
+      MapBinary<T, T, bool>(a, b, ctx.output(0), ctx.thread_pool(), [op](T x0, T y0) {
+        C x = static_cast<C>(x0), y = static_cast<C>(y0);
+        switch (op) {
+          case Compare::kEqual: return x == y;
+          case Compare::kLess: return x < y;
+          case Compare::kGreater: return x > y;
+          case Compare::kLessOrEqual: return x <= y;
+          case Compare::kGreaterOrEqual: return x >= y;
+          case Compare::kAnd: return static_cast<bool>(x) && static_cast<bool>(y);
+          case Compare::kOr: return static_cast<bool>(x) || static_cast<bool>(y);
+          case Compare::kXor: return static_cast<bool>(x) != static_cast<bool>(y);
+        }
+        return false;
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  const Node& node_;
+  int64_t opset_;
+  Compare op_;
+  Shape b_shape_;
+};
+
+// Pow: base and exponent may have different types; the result has the base's type.
+class PowKernel : public OpKernel {
+ public:
+  explicit PowKernel(const NodeInfo& info) : node_(*info.node), opset_(info.opset) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "Y"));
+    b_shape_ = LegacyBroadcastShape(node_, opset_, a->shape(), b->shape());
+    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({a->shape(), b_shape_}));
+    return ctx.DeclareOutput(0, a->dtype(), out);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& a = *ctx.input(0);
+    Tensor b = Tensor::View(ctx.input(1)->dtype(), b_shape_, const_cast<void*>(ctx.input(1)->raw_data()));
+    return DispatchAll(a.dtype(), [&](auto ta) -> Status {
+      using A = typename decltype(ta)::type;
+      return DispatchAll(b.dtype(), [&](auto tb) -> Status {
+        using B = typename decltype(tb)::type;
+        if constexpr (std::is_same_v<A, bool> || std::is_same_v<B, bool>) {
+          return Unimplemented("bool inputs");
+        } else {
+          MapBinary<A, B, A>(a, b, ctx.output(0), ctx.thread_pool(), [](A x, B y) {
+            if constexpr (std::is_same_v<A, float>) {
+              return std::pow(x, ConvertValue<float>(y));
+            } else {
+              return ConvertValue<A>(std::pow(ConvertValue<double>(x), ConvertValue<double>(y)));
+            }
+          });
+          return Status::OK();
+        }
+      });
+    });
+  }
+
+ private:
+  const Node& node_;
+  int64_t opset_;
+  Shape b_shape_;
+};
+
+// Mod: fmod=1 is C's fmod (sign of the dividend); fmod=0 is Python's % (sign of the divisor, integers only).
+class ModKernel : public OpKernel {
+ public:
+  explicit ModKernel(const NodeInfo& info) : fmod_(info.node->GetInt("fmod", 0) != 0) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
+    if (IsFloatingPoint(a->dtype()) && !fmod_) return InvalidArgument("fmod must be 1 for floating-point inputs");
+    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({a->shape(), b->shape()}));
+    return ctx.DeclareOutput(0, a->dtype(), out);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& a = *ctx.input(0);
+    const Tensor& b = *ctx.input(1);
+    return DispatchAll(a.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      if constexpr (std::is_same_v<T, bool>) {
+        return Unimplemented("bool inputs");
+      } else {
+        ONT_RETURN_IF_ERROR(CheckNoIntegerZero<T>(b));
+        bool f = fmod_;
+        MapBinary<T, T, T>(a, b, ctx.output(0), ctx.thread_pool(), [f](T x0, T y0) {
+          C x = static_cast<C>(x0), y = static_cast<C>(y0);
+          if constexpr (std::is_floating_point_v<C>) {
+            return static_cast<T>(std::fmod(x, y));
+          } else {
+            C r = static_cast<C>(x % y);
+            if (!f && r != 0 && ((r < 0) != (y < 0))) r = static_cast<C>(r + y);
+            return static_cast<T>(r);
+          }
+        });
+        return Status::OK();
+      }
+    });
+  }
+
+ private:
+  bool fmod_;
+};
+
+class PReluKernel : public OpKernel {
+ public:
+  explicit PReluKernel(const NodeInfo&) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "slope"));
+    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({x->shape(), s->shape()}));
+    if (out != x->shape()) return InvalidArgument("slope ", ShapeToString(s->shape()), " does not broadcast to X");
+    return ctx.DeclareOutput(0, x->dtype(), out);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    return DispatchAll(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      MapBinary<T, T, T>(x, *ctx.input(1), ctx.output(0), ctx.thread_pool(), [](T v, T s) {
+        return static_cast<C>(v) < C(0) ? static_cast<T>(static_cast<C>(v) * static_cast<C>(s)) : v;
+      });
+      return Status::OK();
+    });
+  }
+};
+
+// Sum, Mean, Max, Min over any number of broadcast inputs.
+class VariadicKernel : public OpKernel {
+ public:
+  VariadicKernel(const NodeInfo&, Arith op, bool mean) : op_(op), mean_(mean) {}
+  Status Prepare(KernelContext& ctx) override {
+    if (ctx.num_inputs() == 0 || !ctx.input(0)) return InvalidArgument("needs at least one input");
+    std::vector<Shape> shapes;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, i, "data"));
+      if (t->dtype() != ctx.input(0)->dtype()) return InvalidArgument("input ", i, " has a different dtype");
+      shapes.push_back(t->shape());
+    }
+    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes(shapes));
+    return ctx.DeclareOutput(0, ctx.input(0)->dtype(), out);
+  }
+  Status Compute(KernelContext& ctx) override {
+    Tensor* y = ctx.output(0);
+    return DispatchAll(y->dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      if constexpr (std::is_same_v<T, bool>) {
+        return Unimplemented("bool inputs");
+      } else {
+        Arith op = op_;
+        // y = broadcast(x0), then y = op(y, xi) in place.
+        MapBinary<T, T, T>(*ctx.input(0), *ctx.input(0), y, ctx.thread_pool(), [](T a, T) { return a; });
+        for (int i = 1; i < ctx.num_inputs(); ++i) {
+          MapBinary<T, T, T>(*y, *ctx.input(i), y, ctx.thread_pool(), [op](T a, T b) {
+            return static_cast<T>(ApplyArith<C>(op, static_cast<C>(a), static_cast<C>(b)));
+          });
+        }
+        if (mean_) {
+          C n = static_cast<C>(ctx.num_inputs());
+          T* p = y->data<T>();
+          for (int64_t i = 0; i < y->NumElements(); ++i) p[i] = static_cast<T>(static_cast<C>(p[i]) / n);
+        }
+        return Status::OK();
+      }
+    });
+  }
+
+ private:
+  Arith op_;
+  bool mean_;
+};
+
+class WhereKernel : public OpKernel {
+ public:
+  explicit WhereKernel(const NodeInfo&) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* c, RequireInput(ctx, 0, "condition"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* y, RequireInput(ctx, 2, "Y"));
+    if (c->dtype() != DType::kBool) return InvalidArgument("condition must be bool, got ", DTypeName(c->dtype()));
+    if (x->dtype() != y->dtype()) return InvalidArgument("X and Y dtypes differ");
+    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({c->shape(), x->shape(), y->shape()}));
+    return ctx.DeclareOutput(0, x->dtype(), out);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &c = *ctx.input(0), &x = *ctx.input(1), &y = *ctx.input(2);
+    Tensor* out = ctx.output(0);
+    return DispatchBySize(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      BroadcastRows rows({c.shape(), x.shape(), y.shape()}, out->shape());
+      const bool* pc = c.data<bool>();
+      const T *px = x.data<T>(), *py = y.data<T>();
+      T* po = out->data<T>();
+      int64_t len = rows.row_length();
+      int64_t sc = rows.inner_stride(0), sx = rows.inner_stride(1), sy = rows.inner_stride(2);
+      ParallelFor(ctx.thread_pool(), rows.num_rows(), 2.0 * len, [&](int64_t s, int64_t e) {
+        int64_t off[3];
+        for (int64_t r = s; r < e; ++r) {
+          rows.Offsets(r, off);
+          for (int64_t i = 0; i < len; ++i) {
+            po[r * len + i] = pc[off[0] + i * sc] ? px[off[1] + i * sx] : py[off[2] + i * sy];
+          }
+        }
+      });
+      return Status::OK();
+    });
+  }
+};
+
+// Clip: bounds are attributes before opset 11, optional scalar inputs from 11 on.
+class ClipKernel : public OpKernel {
+ public:
+  explicit ClipKernel(const NodeInfo& info)
+      : opset_(info.opset),
+        attr_min_(info.node->GetFloat("min", -std::numeric_limits<float>::infinity())),
+        attr_max_(info.node->GetFloat("max", std::numeric_limits<float>::infinity())) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
+    for (int i = 1; i <= 2; ++i) {
+      const Tensor* b = ctx.input(i);
+      if (b && b->NumElements() != 1) return InvalidArgument(i == 1 ? "min" : "max", " must be a scalar");
+      if (b && b->dtype() != x->dtype()) return InvalidArgument(i == 1 ? "min" : "max", " dtype differs from input");
+    }
+    return ctx.DeclareOutput(0, x->dtype(), x->shape());
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    return DispatchAll(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      if constexpr (std::is_same_v<T, bool>) {
+        return Unimplemented("bool input");
+      } else {
+        C lo = std::numeric_limits<C>::lowest(), hi = std::numeric_limits<C>::max();
+        if (opset_ < 11) {
+          lo = static_cast<C>(std::max<double>(attr_min_, static_cast<double>(lo)));
+          hi = static_cast<C>(std::min<double>(attr_max_, static_cast<double>(hi)));
+        }
+        if (ctx.input(1)) lo = static_cast<C>(ctx.input(1)->data<T>()[0]);
+        if (ctx.input(2)) hi = static_cast<C>(ctx.input(2)->data<T>()[0]);
+        MapUnary(x.data<T>(), ctx.output(0)->data<T>(), x.NumElements(), ctx.thread_pool(), [lo, hi](T v) {
+          C c = static_cast<C>(v);
+          if (c < lo) c = lo;
+          if (c > hi) c = hi;
+          return static_cast<T>(c);
+        });
+        return Status::OK();
+      }
+    });
+  }
+
+ private:
+  int64_t opset_;
+  float attr_min_, attr_max_;
+};
+
+template <Arith op>
+StatusOr<std::unique_ptr<OpKernel>> MakeArith(const NodeInfo& i) { return std::unique_ptr<OpKernel>(new ArithKernel(i, op)); }
+template <Compare op>
+StatusOr<std::unique_ptr<OpKernel>> MakeCompare(const NodeInfo& i) {
+  return std::unique_ptr<OpKernel>(new CompareKernel(i, op));
+}
+template <Arith op, bool mean>
+StatusOr<std::unique_ptr<OpKernel>> MakeVariadic(const NodeInfo& i) {
+  return std::unique_ptr<OpKernel>(new VariadicKernel(i, op, mean));
+}
+
+}  // namespace
+
+KernelFactory kAdd = MakeArith<Arith::kAdd>;
+KernelFactory kSub = MakeArith<Arith::kSub>;
+KernelFactory kMul = MakeArith<Arith::kMul>;
+KernelFactory kDiv = MakeArith<Arith::kDiv>;
+KernelFactory kEqual = MakeCompare<Compare::kEqual>;
+KernelFactory kLess = MakeCompare<Compare::kLess>;
+KernelFactory kGreater = MakeCompare<Compare::kGreater>;
+KernelFactory kLessOrEqual = MakeCompare<Compare::kLessOrEqual>;
+KernelFactory kGreaterOrEqual = MakeCompare<Compare::kGreaterOrEqual>;
+KernelFactory kAnd = MakeCompare<Compare::kAnd>;
+KernelFactory kOr = MakeCompare<Compare::kOr>;
+KernelFactory kXor = MakeCompare<Compare::kXor>;
+KernelFactory kPow = MakeKernel<PowKernel>;
+KernelFactory kMod = MakeKernel<ModKernel>;
+KernelFactory kPRelu = MakeKernel<PReluKernel>;
+KernelFactory kSum = MakeVariadic<Arith::kAdd, false>;
+KernelFactory kMean = MakeVariadic<Arith::kAdd, true>;
+KernelFactory kMax = MakeVariadic<Arith::kMax, false>;
+KernelFactory kMin = MakeVariadic<Arith::kMin, false>;
+KernelFactory kWhere = MakeKernel<WhereKernel>;
+KernelFactory kClip = MakeKernel<ClipKernel>;
+
+}  // namespace cpu
+}  // namespace ontrain

@@ -1,0 +1,165 @@
+// Broadcasting and input-reading helpers for CPU kernels.
+#include "providers/cpu/kernels/common.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ontrain {
+namespace cpu {
+
+StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes) {
+  size_t rank = 0;
+  for (const Shape& s : shapes) rank = std::max(rank, s.size());
+  Shape out(rank, 1);
+  for (const Shape& s : shapes) {
+    size_t off = rank - s.size();
+    for (size_t i = 0; i < s.size(); ++i) {
+      int64_t d = s[i];
+      int64_t& o = out[off + i];
+      if (d == o || d == 1) continue;
+      if (o == 1) {
+        o = d;
+        continue;
+      }
+      std::string all;
+      for (const Shape& x : shapes) all += ShapeToString(x) + " ";
+      return InvalidArgument("shapes cannot be broadcast together: ", all);
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> Strides(const Shape& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * shape[i + 1];
+  return st;
+}
+
+std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out) {
+  std::vector<int64_t> st(out.size(), 0);
+  std::vector<int64_t> own = Strides(in);
+  size_t off = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i) st[off + i] = in[i] == 1 ? 0 : own[i];
+  return st;
+}
+
+BroadcastRows::BroadcastRows(const std::vector<Shape>& inputs, const Shape& out) {
+  if (out.empty()) {
+    strides_.assign(inputs.size(), {});
+    inner_strides_.assign(inputs.size(), 0);
+    return;
+  }
+  inner_ = out.back();
+  outer_.assign(out.begin(), out.end() - 1);
+  rows_ = ShapeNumElements(outer_);
+  for (const Shape& in : inputs) {
+    std::vector<int64_t> st = BroadcastStrides(in, out);
+    inner_strides_.push_back(st.back());
+    st.pop_back();
+    strides_.push_back(std::move(st));
+  }
+}
+
+void BroadcastRows::Offsets(int64_t r, int64_t* offsets) const {
+  for (size_t k = 0; k < strides_.size(); ++k) offsets[k] = 0;
+  for (int64_t d = static_cast<int64_t>(outer_.size()) - 1; d >= 0; --d) {
+    int64_t idx = r % outer_[d];
+    r /= outer_[d];
+    for (size_t k = 0; k < strides_.size(); ++k) offsets[k] += idx * strides_[k][d];
+  }
+}
+
+StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const char* what) {
+  if (axis < -rank || axis >= rank) {
+    return InvalidArgument(what, " ", axis, " is out of range for rank ", rank);
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+StatusOr<std::vector<int64_t>> ReadInts(const Tensor& t, const char* what) {
+  if (!t.device().is_host()) return InvalidArgument(what, " must be on the host");
+  std::vector<int64_t> v(static_cast<size_t>(t.NumElements()));
+  if (t.dtype() == DType::kInt64) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<int64_t>()[i];
+  } else if (t.dtype() == DType::kInt32) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<int32_t>()[i];
+  } else {
+    return InvalidArgument(what, " must be int32 or int64, got ", DTypeName(t.dtype()));
+  }
+  return v;
+}
+
+StatusOr<double> ReadScalar(const Tensor& t, const char* what) {
+  if (t.NumElements() != 1) {
+    return InvalidArgument(what, " must have one element, got shape ", ShapeToString(t.shape()));
+  }
+  double out = 0;
+  Status s = DispatchAll(t.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    out = ConvertValue<double>(t.data<T>()[0]);
+    return Status::OK();
+  });
+  ONT_RETURN_IF_ERROR(s);
+  return out;
+}
+
+StatusOr<const Tensor*> RequireInput(const KernelContext& ctx, int i, const char* name) {
+  const Tensor* t = ctx.input(i);
+  if (t == nullptr) return InvalidArgument("required input ", i, " (", name, ") is missing");
+  return t;
+}
+
+}  // namespace cpu
+}  // namespace ontrain
+
+namespace ontrain {
+namespace cpu {
+
+namespace {
+template <typename T>
+void StridedCopyTyped(const T* src, const std::vector<int64_t>& strides, const Shape& out, T* dst, ThreadPool* pool) {
+  if (out.empty()) {
+    dst[0] = src[0];
+    return;
+  }
+  int64_t len = out.back(), inner = strides.back();
+  Shape outer(out.begin(), out.end() - 1);
+  int64_t rows = ShapeNumElements(outer);
+  ParallelFor(pool, rows, static_cast<double>(len), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t off = 0, rem = r;
+      for (int64_t d = static_cast<int64_t>(outer.size()) - 1; d >= 0; --d) {
+        off += (rem % outer[d]) * strides[d];
+        rem /= outer[d];
+      }
+      T* o = dst + r * len;
+      const T* s = src + off;
+      if (inner == 1) {
+        for (int64_t i = 0; i < len; ++i) o[i] = s[i];
+      } else {
+        for (int64_t i = 0; i < len; ++i) o[i] = s[i * inner];
+      }
+    }
+  });
+}
+}  // namespace
+
+void StridedCopy(const void* src_base, const std::vector<int64_t>& src_strides, const Shape& out, size_t elem_size,
+                 void* dst, ThreadPool* pool) {
+  if (ShapeNumElements(out) == 0) return;
+  switch (elem_size) {
+    case 1: StridedCopyTyped(static_cast<const uint8_t*>(src_base), src_strides, out, static_cast<uint8_t*>(dst), pool); break;
+    case 2: StridedCopyTyped(static_cast<const uint16_t*>(src_base), src_strides, out, static_cast<uint16_t*>(dst), pool); break;
+    case 4: StridedCopyTyped(static_cast<const uint32_t*>(src_base), src_strides, out, static_cast<uint32_t*>(dst), pool); break;
+    default: StridedCopyTyped(static_cast<const uint64_t*>(src_base), src_strides, out, static_cast<uint64_t*>(dst), pool); break;
+  }
+}
+
+void CopyBytes(const Tensor& src, Tensor* dst) {
+  if (src.SizeInBytes() > 0 && src.raw_data() != dst->raw_data()) {
+    std::memcpy(dst->raw_data(), src.raw_data(), src.SizeInBytes());
+  }
+}
+
+}  // namespace cpu
+}  // namespace ontrain

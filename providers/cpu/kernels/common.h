@@ -1,0 +1,132 @@
+// Helpers shared by the CPU kernels: dtype dispatch, broadcasting, axis handling, reading index inputs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/dtype.h"
+#include "engine/status.h"
+#include "engine/tensor.h"
+#include "providers/cpu/thread_pool.h"
+#include "providers/kernel.h"
+
+namespace ontrain {
+namespace cpu {
+
+template <typename T> struct Tag { using type = T; };
+
+// Calls f(Tag<T>{}) for the C++ type of `t` among floating types (float, double, half, bfloat16).
+template <typename F>
+Status DispatchFloat(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32: return f(Tag<float>{});
+    case DType::kFloat64: return f(Tag<double>{});
+    case DType::kFloat16: return f(Tag<Float16>{});
+    case DType::kBFloat16: return f(Tag<BFloat16>{});
+    default: return Unimplemented("dtype ", DTypeName(t), " (expected a floating-point type)");
+  }
+}
+
+// Every numeric type plus bool.
+template <typename F>
+Status DispatchAll(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32: return f(Tag<float>{});
+    case DType::kFloat64: return f(Tag<double>{});
+    case DType::kFloat16: return f(Tag<Float16>{});
+    case DType::kBFloat16: return f(Tag<BFloat16>{});
+    case DType::kInt8: return f(Tag<int8_t>{});
+    case DType::kInt16: return f(Tag<int16_t>{});
+    case DType::kInt32: return f(Tag<int32_t>{});
+    case DType::kInt64: return f(Tag<int64_t>{});
+    case DType::kUInt8: return f(Tag<uint8_t>{});
+    case DType::kUInt16: return f(Tag<uint16_t>{});
+    case DType::kUInt32: return f(Tag<uint32_t>{});
+    case DType::kUInt64: return f(Tag<uint64_t>{});
+    case DType::kBool: return f(Tag<bool>{});
+    default: return Unimplemented("dtype ", DTypeName(t));
+  }
+}
+
+// Element-size dispatch for ops that only move bytes.
+template <typename F>
+Status DispatchBySize(DType t, F&& f) {
+  switch (DTypeSize(t)) {
+    case 1: return f(Tag<uint8_t>{});
+    case 2: return f(Tag<uint16_t>{});
+    case 4: return f(Tag<uint32_t>{});
+    case 8: return f(Tag<uint64_t>{});
+    default: return Unimplemented("dtype ", DTypeName(t));
+  }
+}
+
+// The numpy broadcast of several shapes, or an error naming both offending shapes.
+StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes);
+
+// Strides (in elements) that read `in` as if it had shape `out` (broadcast dims get stride 0).
+std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out);
+
+// Row-major strides of a shape.
+std::vector<int64_t> Strides(const Shape& shape);
+
+// Visits the output of a broadcast in rows along the last dimension. For each row, fn(out_offset, offsets,
+// inner) is called with the element offset of each input, and each input's stride within the row
+// (0 or 1) is given by inner_stride(k).
+class BroadcastRows {
+ public:
+  BroadcastRows(const std::vector<Shape>& inputs, const Shape& out);
+  int64_t num_rows() const { return rows_; }
+  int64_t row_length() const { return inner_; }
+  int64_t inner_stride(int k) const { return inner_strides_[k]; }
+  // Input offsets of row `r`.
+  void Offsets(int64_t r, int64_t* offsets) const;
+
+ private:
+  Shape outer_;                              // output dims except the last
+  std::vector<std::vector<int64_t>> strides_;  // per input, over outer_
+  std::vector<int64_t> inner_strides_;
+  int64_t rows_ = 1, inner_ = 1;
+};
+
+// axis in [-rank, rank) -> [0, rank).
+StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const char* what = "axis");
+
+// Reads an int32 or int64 tensor of any shape as int64 values.
+StatusOr<std::vector<int64_t>> ReadInts(const Tensor& t, const char* what);
+
+// Reads a one-element numeric tensor as double.
+StatusOr<double> ReadScalar(const Tensor& t, const char* what);
+
+// Requires input i to be present.
+StatusOr<const Tensor*> RequireInput(const KernelContext& ctx, int i, const char* name);
+
+// Converts between element types (numeric <-> numeric, via double for floats).
+template <typename To, typename From>
+inline To ConvertValue(From v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<float>(v) != 0.0f;
+  } else if constexpr (std::is_same_v<To, Float16> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<From, Float16> || std::is_same_v<From, BFloat16>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+}  // namespace cpu
+}  // namespace ontrain
+
+namespace ontrain {
+namespace cpu {
+
+// dst (contiguous, shape `out`) = src read with `src_strides` (elements, may be 0 or negative) from
+// `src_base`. Elements are moved as opaque `elem_size`-byte values.
+void StridedCopy(const void* src_base, const std::vector<int64_t>& src_strides, const Shape& out, size_t elem_size,
+                 void* dst, ThreadPool* pool);
+
+// Copies input 0 to output 0 byte for byte (for Identity and the reshaping ops).
+void CopyBytes(const Tensor& src, Tensor* dst);
+
+}  // namespace cpu
+}  // namespace ontrain

@@ -1,0 +1,190 @@
+// Conv and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for 1-D, 2-D and 3-D inputs.
+#include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/conv_geometry.h"
+#include "providers/cpu/kernels/gemm.h"
+#include "providers/cpu/kernels/kernels.h"
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+template <typename F>
+Status DispatchConvType(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32: return f(Tag<float>{});
+    case DType::kFloat64: return f(Tag<double>{});
+    default: return Unimplemented("dtype ", DTypeName(t), " (Conv supports float32 and float64)");
+  }
+}
+
+class ConvKernel : public OpKernel {
+ public:
+  explicit ConvKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
+
+  // X [N, C, in...], W [M, C/group, k...], B [M] -> Y [N, M, out...]
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
+    if (x->rank() < 3 || w->rank() != x->rank()) {
+      return InvalidArgument("X ", ShapeToString(x->shape()), " and W ", ShapeToString(w->shape()),
+                             " must both have rank >= 3 and equal rank");
+    }
+    if (x->dtype() != w->dtype()) return InvalidArgument("X is ", DTypeName(x->dtype()), ", W is ", DTypeName(w->dtype()));
+    int64_t c = x->dim(1), m = w->dim(0);
+    if (group_ <= 0 || c % group_ != 0 || m % group_ != 0 || w->dim(1) * group_ != c) {
+      return InvalidArgument("channels do not match: X has ", c, ", W ", ShapeToString(w->shape()), ", group ", group_);
+    }
+    if (const Tensor* b = ctx.input(2)) {
+      if (b->rank() != 1 || b->dim(0) != m) return InvalidArgument("B ", ShapeToString(b->shape()), " must be [", m, "]");
+    }
+    in_.assign(x->shape().begin() + 2, x->shape().end());
+    geo_ = WindowAttrs::FromNode(node_, Shape(w->shape().begin() + 2, w->shape().end()));
+    ONT_ASSIGN_OR_RETURN(out_, geo_.OutputDims(in_));
+    Shape y = {x->dim(0), m};
+    y.insert(y.end(), out_.begin(), out_.end());
+    int64_t col = (c / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(out_);
+    ctx.RequestScratch(static_cast<size_t>(col) * DTypeSize(x->dtype()));
+    return ctx.DeclareOutput(0, x->dtype(), y);
+  }
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
+    const Tensor* b = ctx.input(2);
+    Tensor* y = ctx.output(0);
+    return DispatchConvType(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
+      int64_t cg = c / group_, mg = m / group_;
+      int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
+      T* col = static_cast<T*>(ctx.scratch());
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t g = 0; g < group_; ++g) {
+          const T* xg = x.data<T>() + (i * c + g * cg) * isize;
+          Im2Col(xg, cg, in_, out_, geo_, col);
+          // Y_g [mg, osize] = W_g [mg, cg*ksize] * col [cg*ksize, osize]
+          Gemm<T>(false, false, mg, osize, cg * ksize, T(1), w.data<T>() + g * mg * cg * ksize, col, T(0),
+                  y->data<T>() + (i * m + g * mg) * osize, ctx.thread_pool());
+        }
+        if (b) {
+          for (int64_t j = 0; j < m; ++j) {
+            T* row = y->data<T>() + (i * m + j) * osize;
+            T bj = b->data<T>()[j];
+            for (int64_t o = 0; o < osize; ++o) row[o] += bj;
+          }
+        }
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  const Node& node_;
+  int64_t group_;
+  WindowAttrs geo_;
+  std::vector<int64_t> in_, out_;
+};
+
+class ConvTransposeKernel : public OpKernel {
+ public:
+  explicit ConvTransposeKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
+
+  // X [N, C, in...], W [C, M/group, k...] -> Y [N, M, out...]
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
+    if (x->rank() < 3 || w->rank() != x->rank()) {
+      return InvalidArgument("X ", ShapeToString(x->shape()), " and W ", ShapeToString(w->shape()),
+                             " must both have rank >= 3 and equal rank");
+    }
+    int64_t c = x->dim(1);
+    if (group_ <= 0 || w->dim(0) != c || c % group_ != 0) {
+      return InvalidArgument("channels do not match: X has ", c, ", W ", ShapeToString(w->shape()), ", group ", group_);
+    }
+    int64_t m = w->dim(1) * group_;
+    if (const Tensor* b = ctx.input(2)) {
+      if (b->rank() != 1 || b->dim(0) != m) return InvalidArgument("B ", ShapeToString(b->shape()), " must be [", m, "]");
+    }
+    in_.assign(x->shape().begin() + 2, x->shape().end());
+    size_t nd = in_.size();
+    geo_ = WindowAttrs::FromNode(node_, Shape(w->shape().begin() + 2, w->shape().end()));
+    if (geo_.kernel.size() != nd || geo_.pads.size() != 2 * nd || geo_.strides.size() != nd) {
+      return InvalidArgument("window attributes do not match ", nd, " spatial dims");
+    }
+    std::vector<int64_t> out_pad = node_.GetInts("output_padding");
+    if (out_pad.empty()) out_pad.assign(nd, 0);
+    std::vector<int64_t> out_shape = node_.GetInts("output_shape");
+    if (out_shape.size() > nd) out_shape.erase(out_shape.begin(), out_shape.end() - nd);
+    out_.assign(nd, 0);
+    for (size_t i = 0; i < nd; ++i) {
+      int64_t span = (geo_.kernel[i] - 1) * geo_.dilations[i] + 1;
+      int64_t full = geo_.strides[i] * (in_[i] - 1) + out_pad[i] + span;
+      bool same = geo_.auto_pad == "SAME_UPPER" || geo_.auto_pad == "SAME_LOWER";
+      if (!out_shape.empty() || same) {
+        int64_t target = out_shape.empty() ? in_[i] * geo_.strides[i] : out_shape[i];
+        int64_t total = full - target;  // negative when output_shape asks for more than the full output
+        int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2), as ONNX defines it
+        if (geo_.auto_pad == "SAME_UPPER") {
+          geo_.pads[i] = half;
+          geo_.pads[i + nd] = total - half;
+        } else {
+          geo_.pads[i] = total - half;
+          geo_.pads[i + nd] = half;
+        }
+      } else if (geo_.auto_pad == "VALID") {
+        geo_.pads[i] = geo_.pads[i + nd] = 0;
+      }
+      out_[i] = full - geo_.pads[i] - geo_.pads[i + nd];
+      if (out_[i] <= 0) return InvalidArgument("output spatial dim ", i, " would be ", out_[i]);
+    }
+    Shape y = {x->dim(0), m};
+    y.insert(y.end(), out_.begin(), out_.end());
+    int64_t col = (m / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(in_);
+    ctx.RequestScratch(static_cast<size_t>(col) * DTypeSize(x->dtype()));
+    return ctx.DeclareOutput(0, x->dtype(), y);
+  }
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
+    const Tensor* b = ctx.input(2);
+    Tensor* y = ctx.output(0);
+    return DispatchConvType(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      int64_t n = x.dim(0), c = x.dim(1), m = y->dim(1);
+      int64_t cg = c / group_, mg = m / group_;
+      int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
+      T* col = static_cast<T*>(ctx.scratch());
+      T* py = y->data<T>();
+      std::fill(py, py + y->NumElements(), T(0));
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t g = 0; g < group_; ++g) {
+          // col [mg*ksize, isize] = W_g^T [mg*ksize, cg] * X_g [cg, isize]; then scatter into Y (the output
+          // plays the role of the convolution's input).
+          Gemm<T>(true, false, mg * ksize, isize, cg, T(1), w.data<T>() + g * cg * mg * ksize,
+                  x.data<T>() + (i * c + g * cg) * isize, T(0), col, ctx.thread_pool());
+          Col2Im(col, mg, out_, in_, geo_, py + (i * m + g * mg) * osize);
+        }
+        if (b) {
+          for (int64_t j = 0; j < m; ++j) {
+            T* row = py + (i * m + j) * osize;
+            for (int64_t o = 0; o < osize; ++o) row[o] += b->data<T>()[j];
+          }
+        }
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  const Node& node_;
+  int64_t group_;
+  WindowAttrs geo_;
+  std::vector<int64_t> in_, out_;
+};
+
+}  // namespace
+
+KernelFactory kConv = MakeKernel<ConvKernel>;
+KernelFactory kConvTranspose = MakeKernel<ConvTransposeKernel>;
+
+}  // namespace cpu
+}  // namespace ontrain

@@ -1,0 +1,131 @@
+// Window geometry and im2col/col2im for N spatial dimensions.
+#include "providers/cpu/kernels/conv_geometry.h"
+
+#include <cmath>
+
+namespace ontrain {
+namespace cpu {
+
+WindowAttrs WindowAttrs::FromNode(const Node& node, std::vector<int64_t> kernel) {
+  WindowAttrs w;
+  w.kernel = node.HasAttribute("kernel_shape") ? node.GetInts("kernel_shape") : std::move(kernel);
+  size_t k = w.kernel.size();
+  w.strides = node.GetInts("strides");
+  w.dilations = node.GetInts("dilations");
+  w.pads = node.GetInts("pads");
+  if (w.strides.empty()) w.strides.assign(k, 1);
+  if (w.dilations.empty()) w.dilations.assign(k, 1);
+  if (w.pads.empty()) w.pads.assign(2 * k, 0);
+  w.auto_pad = node.GetString("auto_pad", "NOTSET");
+  w.ceil_mode = node.GetInt("ceil_mode", 0) != 0;
+  return w;
+}
+
+StatusOr<std::vector<int64_t>> WindowAttrs::OutputDims(const std::vector<int64_t>& in) {
+  size_t k = kernel.size();
+  if (in.size() != k || strides.size() != k || dilations.size() != k || pads.size() != 2 * k) {
+    return InvalidArgument("window attributes do not match ", in.size(), " spatial dims: kernel_shape has ", k,
+                           ", strides ", strides.size(), ", dilations ", dilations.size(), ", pads ", pads.size());
+  }
+  std::vector<int64_t> out(k);
+  for (size_t i = 0; i < k; ++i) {
+    if (strides[i] <= 0 || dilations[i] <= 0 || kernel[i] <= 0) {
+      return InvalidArgument("kernel, strides and dilations must be positive");
+    }
+    int64_t span = (kernel[i] - 1) * dilations[i] + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      out[i] = (in[i] + strides[i] - 1) / strides[i];
+      int64_t total = std::max<int64_t>(0, (out[i] - 1) * strides[i] + span - in[i]);
+      int64_t small = total / 2;
+      pads[i] = auto_pad == "SAME_UPPER" ? small : total - small;
+      pads[i + k] = total - pads[i];
+      continue;
+    }
+    if (auto_pad == "VALID") {
+      pads[i] = pads[i + k] = 0;
+    } else if (auto_pad != "NOTSET") {
+      return InvalidArgument("unknown auto_pad \"", auto_pad, "\"");
+    }
+    int64_t padded = in[i] + pads[i] + pads[i + k];
+    if (padded < span) {
+      return InvalidArgument("window ", span, " is larger than the padded input ", padded, " in spatial dim ", i);
+    }
+    int64_t num = padded - span;
+    out[i] = (ceil_mode ? (num + strides[i] - 1) / strides[i] : num / strides[i]) + 1;
+    // With ceil_mode, a last window that would start in the end padding is dropped.
+    if (ceil_mode && (out[i] - 1) * strides[i] >= in[i] + pads[i]) out[i]--;
+  }
+  return out;
+}
+
+namespace {
+
+// Calls fn(col_row, x_offset_or_-1) ... factored loop for im2col and col2im.
+template <typename Fn>
+void ForEachPatch(int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                  const WindowAttrs& w, Fn fn) {
+  size_t nd = in.size();
+  int64_t ksize = 1, osize = 1, isize = 1;
+  for (size_t i = 0; i < nd; ++i) {
+    ksize *= w.kernel[i];
+    osize *= out[i];
+    isize *= in[i];
+  }
+  std::vector<int64_t> kidx(nd), oidx(nd);
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t kk = 0; kk < ksize; ++kk) {
+      int64_t r = kk;
+      for (size_t d = nd; d-- > 0;) {
+        kidx[d] = r % w.kernel[d];
+        r /= w.kernel[d];
+      }
+      int64_t row = (c * ksize + kk) * osize;
+      std::fill(oidx.begin(), oidx.end(), 0);
+      for (int64_t o = 0; o < osize; ++o) {
+        int64_t off = 0;
+        bool inside = true;
+        for (size_t d = 0; d < nd; ++d) {
+          int64_t p = oidx[d] * w.strides[d] - w.pads[d] + kidx[d] * w.dilations[d];
+          if (p < 0 || p >= in[d]) {
+            inside = false;
+            break;
+          }
+          off = off * in[d] + p;
+        }
+        fn(row + o, inside ? c * isize + off : -1);
+        for (size_t d = nd; d-- > 0;) {
+          if (++oidx[d] < out[d]) break;
+          oidx[d] = 0;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void Im2Col(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+            const WindowAttrs& w, T* col) {
+  ForEachPatch(channels, in, out, w, [&](int64_t i, int64_t src) { col[i] = src >= 0 ? x[src] : T(0); });
+}
+
+template <typename T>
+void Col2Im(const T* col, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+            const WindowAttrs& w, T* x) {
+  ForEachPatch(channels, in, out, w, [&](int64_t i, int64_t dst) {
+    if (dst >= 0) x[dst] += col[i];
+  });
+}
+
+template void Im2Col<float>(const float*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+                            const WindowAttrs&, float*);
+template void Im2Col<double>(const double*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+                             const WindowAttrs&, double*);
+template void Col2Im<float>(const float*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+                            const WindowAttrs&, float*);
+template void Col2Im<double>(const double*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+                             const WindowAttrs&, double*);
+
+}  // namespace cpu
+}  // namespace ontrain

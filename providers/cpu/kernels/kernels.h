@@ -1,0 +1,150 @@
+// Factories of the CPU kernels, one per op family file. The kernel list (cpu_kernel_list.cc) is the only
+// place that maps ops, opset ranges and dtypes to them.
+#pragma once
+
+#include "providers/kernel.h"
+
+namespace ontrain {
+namespace cpu {
+
+// binary.cc
+extern KernelFactory kAdd;
+extern KernelFactory kSub;
+extern KernelFactory kMul;
+extern KernelFactory kDiv;
+extern KernelFactory kEqual;
+extern KernelFactory kLess;
+extern KernelFactory kGreater;
+extern KernelFactory kLessOrEqual;
+extern KernelFactory kGreaterOrEqual;
+extern KernelFactory kAnd;
+extern KernelFactory kOr;
+extern KernelFactory kXor;
+extern KernelFactory kPow;
+extern KernelFactory kMod;
+extern KernelFactory kPRelu;
+extern KernelFactory kSum;
+extern KernelFactory kMean;
+extern KernelFactory kMax;
+extern KernelFactory kMin;
+extern KernelFactory kWhere;
+extern KernelFactory kClip;
+
+// conv.cc
+extern KernelFactory kConv;
+extern KernelFactory kConvTranspose;
+
+// generate_ops.cc
+extern KernelFactory kConstant;
+extern KernelFactory kConstantOfShape;
+extern KernelFactory kRange;
+extern KernelFactory kEyeLike;
+extern KernelFactory kCast;
+extern KernelFactory kCastLike;
+
+// index_ops.cc
+extern KernelFactory kGather;
+extern KernelFactory kGatherElements;
+extern KernelFactory kSlice;
+extern KernelFactory kPad;
+extern KernelFactory kOneHot;
+extern KernelFactory kTrilu;
+extern KernelFactory kCumSum;
+
+// loss.cc
+extern KernelFactory kSoftmaxCrossEntropyLoss;
+extern KernelFactory kNegativeLogLikelihoodLoss;
+
+// matmul.cc
+extern KernelFactory kMatMul;
+extern KernelFactory kGemm;
+
+// norm.cc
+extern KernelFactory kBatchNormalization;
+extern KernelFactory kLayerNormalization;
+extern KernelFactory kInstanceNormalization;
+extern KernelFactory kDropout;
+
+// pool.cc
+extern KernelFactory kMaxPool;
+extern KernelFactory kAveragePool;
+extern KernelFactory kGlobalAveragePool;
+extern KernelFactory kGlobalMaxPool;
+
+// reduce.cc
+extern KernelFactory kReduceSum;
+extern KernelFactory kReduceMean;
+extern KernelFactory kReduceMax;
+extern KernelFactory kReduceMin;
+extern KernelFactory kReduceProd;
+extern KernelFactory kReduceSumSquare;
+extern KernelFactory kReduceL1;
+extern KernelFactory kReduceL2;
+extern KernelFactory kReduceLogSum;
+extern KernelFactory kReduceLogSumExp;
+extern KernelFactory kArgMax;
+extern KernelFactory kArgMin;
+
+// shape_ops.cc
+extern KernelFactory kIdentity;
+extern KernelFactory kReshape;
+extern KernelFactory kFlatten;
+extern KernelFactory kSqueeze;
+extern KernelFactory kUnsqueeze;
+extern KernelFactory kTranspose;
+extern KernelFactory kConcat;
+extern KernelFactory kSplit;
+extern KernelFactory kExpand;
+extern KernelFactory kTile;
+extern KernelFactory kShape;
+extern KernelFactory kSize;
+
+// softmax.cc
+extern KernelFactory kSoftmax;
+extern KernelFactory kLogSoftmax;
+extern KernelFactory kHardmax;
+
+// unary.cc
+extern KernelFactory kSqrt;
+extern KernelFactory kReciprocal;
+extern KernelFactory kExp;
+extern KernelFactory kLog;
+extern KernelFactory kErf;
+extern KernelFactory kFloor;
+extern KernelFactory kCeil;
+extern KernelFactory kRound;
+extern KernelFactory kTanh;
+extern KernelFactory kSoftsign;
+extern KernelFactory kSin;
+extern KernelFactory kCos;
+extern KernelFactory kTan;
+extern KernelFactory kAsin;
+extern KernelFactory kAcos;
+extern KernelFactory kAtan;
+extern KernelFactory kSinh;
+extern KernelFactory kCosh;
+extern KernelFactory kAsinh;
+extern KernelFactory kAcosh;
+extern KernelFactory kAtanh;
+extern KernelFactory kSigmoid;
+extern KernelFactory kSoftplus;
+extern KernelFactory kLeakyRelu;
+extern KernelFactory kElu;
+extern KernelFactory kCelu;
+extern KernelFactory kSelu;
+extern KernelFactory kHardSigmoid;
+extern KernelFactory kHardSwish;
+extern KernelFactory kThresholdedRelu;
+extern KernelFactory kGelu;
+extern KernelFactory kNeg;
+extern KernelFactory kAbs;
+extern KernelFactory kSign;
+extern KernelFactory kRelu;
+extern KernelFactory kNot;
+extern KernelFactory kIsNaN;
+extern KernelFactory kIsInf;
+extern KernelFactory kMsGelu;
+extern KernelFactory kMsFastGelu;
+
+}  // namespace cpu
+}  // namespace ontrain

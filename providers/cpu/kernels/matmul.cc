@@ -1,0 +1,148 @@
+// MatMul (numpy semantics: batch broadcasting, 1-D promotion) and Gemm.
+#include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/gemm.h"
+#include "providers/cpu/kernels/kernels.h"
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+template <typename F>
+Status DispatchGemmType(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32: return f(Tag<float>{});
+    case DType::kFloat64: return f(Tag<double>{});
+    case DType::kInt32: return f(Tag<int32_t>{});
+    case DType::kInt64: return f(Tag<int64_t>{});
+    case DType::kUInt32: return f(Tag<uint32_t>{});
+    case DType::kUInt64: return f(Tag<uint64_t>{});
+    default: return Unimplemented("dtype ", DTypeName(t));
+  }
+}
+
+class MatMulKernel : public OpKernel {
+ public:
+  explicit MatMulKernel(const NodeInfo&) {}
+
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
+    if (a->dtype() != b->dtype()) return InvalidArgument("A is ", DTypeName(a->dtype()), ", B is ", DTypeName(b->dtype()));
+    if (a->rank() == 0 || b->rank() == 0) return InvalidArgument("MatMul inputs must have rank >= 1");
+    // 1. Promote 1-D operands: A [K] -> [1,K], B [K] -> [K,1]; the added dims are dropped from the output.
+    Shape as = a->shape(), bs = b->shape();
+    if (as.size() == 1) as.insert(as.begin(), 1);
+    if (bs.size() == 1) bs.push_back(1);
+    m_ = as[as.size() - 2];
+    k_ = as.back();
+    n_ = bs.back();
+    if (bs[bs.size() - 2] != k_) {
+      return InvalidArgument("inner dimensions differ: ", ShapeToString(a->shape()), " x ", ShapeToString(b->shape()));
+    }
+    // 2. Broadcast the batch dimensions.
+    Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+    ONT_ASSIGN_OR_RETURN(batch_, BroadcastShapes({a_batch, b_batch}));
+    a_strides_ = BroadcastStrides(a_batch, batch_);
+    b_strides_ = BroadcastStrides(b_batch, batch_);
+    Shape out = batch_;
+    if (a->rank() > 1) out.push_back(m_);
+    if (b->rank() > 1) out.push_back(n_);
+    return ctx.DeclareOutput(0, a->dtype(), out);
+  }
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &a = *ctx.input(0), &b = *ctx.input(1);
+    Tensor* y = ctx.output(0);
+    return DispatchGemmType(a.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      int64_t batches = ShapeNumElements(batch_);
+      std::vector<int64_t> idx(batch_.size());
+      for (int64_t bi = 0; bi < batches; ++bi) {
+        // Batch index -> element offsets of A and B (broadcast dims have stride 0).
+        int64_t rem = bi, oa = 0, ob = 0;
+        for (int64_t d = static_cast<int64_t>(batch_.size()) - 1; d >= 0; --d) {
+          int64_t i = rem % batch_[d];
+          rem /= batch_[d];
+          oa += i * a_strides_[d];
+          ob += i * b_strides_[d];
+        }
+        Gemm<T>(false, false, m_, n_, k_, T(1), a.data<T>() + oa * m_ * k_, b.data<T>() + ob * k_ * n_, T(0),
+                y->data<T>() + bi * m_ * n_, ctx.thread_pool());
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  Shape batch_;
+  std::vector<int64_t> a_strides_, b_strides_;
+};
+
+class GemmKernel : public OpKernel {
+ public:
+  explicit GemmKernel(const NodeInfo& info)
+      : trans_a_(info.node->GetInt("transA", 0) != 0),
+        trans_b_(info.node->GetInt("transB", 0) != 0),
+        alpha_(info.node->GetFloat("alpha", 1.0f)),
+        beta_(info.node->GetFloat("beta", 1.0f)) {}
+
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
+    if (a->rank() != 2 || b->rank() != 2) {
+      return InvalidArgument("A and B must be 2-D, got ", ShapeToString(a->shape()), " and ", ShapeToString(b->shape()));
+    }
+    if (a->dtype() != b->dtype()) return InvalidArgument("A is ", DTypeName(a->dtype()), ", B is ", DTypeName(b->dtype()));
+    m_ = trans_a_ ? a->dim(1) : a->dim(0);
+    k_ = trans_a_ ? a->dim(0) : a->dim(1);
+    int64_t kb = trans_b_ ? b->dim(1) : b->dim(0);
+    n_ = trans_b_ ? b->dim(0) : b->dim(1);
+    if (k_ != kb) {
+      return InvalidArgument("inner dimensions differ: A", ShapeToString(a->shape()), trans_a_ ? "^T" : "", " x B",
+                             ShapeToString(b->shape()), trans_b_ ? "^T" : "");
+    }
+    if (const Tensor* c = ctx.input(2)) {
+      auto out = BroadcastShapes({c->shape(), {m_, n_}});
+      if (!out.ok() || out.value() != Shape{m_, n_}) {
+        return InvalidArgument("C ", ShapeToString(c->shape()), " does not broadcast to [", m_, ",", n_, "]");
+      }
+    }
+    return ctx.DeclareOutput(0, a->dtype(), {m_, n_});
+  }
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &a = *ctx.input(0), &b = *ctx.input(1);
+    const Tensor* c = ctx.input(2);
+    Tensor* y = ctx.output(0);
+    return DispatchGemmType(a.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      T* py = y->data<T>();
+      T beta = T(0);
+      if (c != nullptr && beta_ != 0.0f) {
+        // Y = broadcast(C), then Y = alpha*AB + beta*Y.
+        std::vector<int64_t> st = BroadcastStrides(c->shape(), {m_, n_});
+        const T* pc = c->data<T>();
+        for (int64_t i = 0; i < m_; ++i)
+          for (int64_t j = 0; j < n_; ++j) py[i * n_ + j] = pc[i * st[0] + j * st[1]];
+        beta = static_cast<T>(beta_);
+      }
+      Gemm<T>(trans_a_, trans_b_, m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), beta, py,
+              ctx.thread_pool());
+      return Status::OK();
+    });
+  }
+
+ private:
+  bool trans_a_, trans_b_;
+  float alpha_, beta_;
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+};
+
+}  // namespace
+
+KernelFactory kMatMul = MakeKernel<MatMulKernel>;
+KernelFactory kGemm = MakeKernel<GemmKernel>;
+
+}  // namespace cpu
+}  // namespace ontrain

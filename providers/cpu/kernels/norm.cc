@@ -1,0 +1,301 @@
+// Normalization kernels: BatchNormalization (inference and training mode), LayerNormalization (ONNX and
+// com.microsoft), InstanceNormalization; and Dropout.
+#include <cmath>
+#include <random>
+
+#include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/elementwise.h"
+#include "providers/cpu/kernels/kernels.h"
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+Status CheckChannelVector(const Tensor* t, int64_t c, const char* name) {
+  if (t->NumElements() != c) {
+    return InvalidArgument(name, " has shape ", ShapeToString(t->shape()), ", expected [", c, "]");
+  }
+  return Status::OK();
+}
+
+// X [N, C, ...]; scale, B, mean, var [C].
+// Training mode (opset >= 14 training_mode=1, or older opsets asked for the statistics outputs) normalises
+// with the batch statistics and outputs running_mean = mean*momentum + batch_mean*(1-momentum), likewise
+// running_var with the population (biased) batch variance, as ONNX defines.
+class BatchNormKernel : public OpKernel {
+ public:
+  explicit BatchNormKernel(const NodeInfo& info)
+      : opset_(info.opset),
+        epsilon_(info.node->GetFloat("epsilon", 1e-5f)),
+        momentum_(info.node->GetFloat("momentum", 0.9f)),
+        training_attr_(info.node->GetInt("training_mode", 0) != 0) {}
+
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    if (x->rank() < 2) return InvalidArgument("X must be [N, C, ...], got ", ShapeToString(x->shape()));
+    int64_t c = x->dim(1);
+    const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
+    for (int i = 1; i < 5; ++i) {
+      ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, i, names[i]));
+      ONT_RETURN_IF_ERROR(CheckChannelVector(t, c, names[i]));
+    }
+    training_ = opset_ >= 14 ? training_attr_ : (ctx.output_requested(1) || ctx.output_requested(2));
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
+    for (int i = 1; i < ctx.num_outputs(); ++i) {
+      ONT_RETURN_IF_ERROR(ctx.DeclareOutput(i, ctx.input(3)->dtype(), {c}));
+    }
+    return Status::OK();
+  }
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      int64_t n = x.dim(0), c = x.dim(1), inner = c ? x.NumElements() / (n * c) : 0;
+      if (n == 0) inner = 0;
+      const T* px = x.data<T>();
+      T* py = ctx.output(0)->data<T>();
+      auto at = [&](int i, int64_t j) { return static_cast<C>(ctx.input(i)->data<T>()[j]); };
+      ParallelFor(ctx.thread_pool(), c, 4.0 * n * inner, [&](int64_t c0, int64_t c1) {
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          C mean = at(3, ch), var = at(4, ch);
+          if (training_) {
+            double s = 0, s2 = 0;
+            for (int64_t b = 0; b < n; ++b)
+              for (int64_t i = 0; i < inner; ++i) s += static_cast<double>(static_cast<C>(px[(b * c + ch) * inner + i]));
+            double cnt = static_cast<double>(n * inner);
+            double bm = s / cnt;
+            for (int64_t b = 0; b < n; ++b)
+              for (int64_t i = 0; i < inner; ++i) {
+                double d = static_cast<double>(static_cast<C>(px[(b * c + ch) * inner + i])) - bm;
+                s2 += d * d;
+              }
+            double bv = s2 / cnt;
+            if (Tensor* rm = ctx.output(1)) rm->data<T>()[ch] = static_cast<T>(static_cast<C>(mean * momentum_ + bm * (1 - momentum_)));
+            if (Tensor* rv = ctx.output(2)) rv->data<T>()[ch] = static_cast<T>(static_cast<C>(var * momentum_ + bv * (1 - momentum_)));
+            if (opset_ < 14) {  // old versions: outputs 3/4 are the saved batch mean and variance
+              if (Tensor* sm = ctx.output(3)) sm->data<T>()[ch] = static_cast<T>(static_cast<C>(bm));
+              if (Tensor* sv = ctx.output(4)) sv->data<T>()[ch] = static_cast<T>(static_cast<C>(bv));
+            }
+            mean = static_cast<C>(bm);
+            var = static_cast<C>(bv);
+          }
+          C inv = C(1) / std::sqrt(var + static_cast<C>(epsilon_));
+          C a = at(1, ch) * inv, b = at(2, ch) - mean * at(1, ch) * inv;
+          for (int64_t bt = 0; bt < n; ++bt) {
+            int64_t base = (bt * c + ch) * inner;
+            for (int64_t i = 0; i < inner; ++i) py[base + i] = static_cast<T>(static_cast<C>(px[base + i]) * a + b);
+          }
+        }
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  int64_t opset_;
+  float epsilon_, momentum_;
+  bool training_attr_, training_ = false;
+};
+
+// Y = (X - mean) / sqrt(var + eps) * scale + B over the dims from `axis` on. Mean and InvStdDev have X's
+// shape with those dims set to 1.
+class LayerNormKernel : public OpKernel {
+ public:
+  explicit LayerNormKernel(const NodeInfo& info)
+      : axis_(info.node->GetInt("axis", -1)), epsilon_(info.node->GetFloat("epsilon", 1e-5f)) {}
+
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* scale, RequireInput(ctx, 1, "Scale"));
+    ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_, x->rank()));
+    outer_ = 1;
+    inner_ = 1;
+    Shape stat = x->shape();
+    for (int64_t d = 0; d < x->rank(); ++d) {
+      if (d < axis) outer_ *= x->dim(d);
+      else {
+        inner_ *= x->dim(d);
+        stat[d] = 1;
+      }
+    }
+    if (scale->NumElements() != inner_) {
+      return InvalidArgument("Scale has shape ", ShapeToString(scale->shape()), " but the normalized size is ", inner_);
+    }
+    if (const Tensor* b = ctx.input(2); b && b->NumElements() != inner_) {
+      return InvalidArgument("B has shape ", ShapeToString(b->shape()), " but the normalized size is ", inner_);
+    }
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
+    for (int i = 1; i < ctx.num_outputs() && i < 3; ++i) {
+      ONT_RETURN_IF_ERROR(ctx.DeclareOutput(i, IsFloatingPoint(x->dtype()) ? DType::kFloat32 : x->dtype(), stat));
+    }
+    return Status::OK();
+  }
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      const T* px = x.data<T>();
+      const T* ps = ctx.input(1)->data<T>();
+      const T* pb = ctx.input(2) ? ctx.input(2)->data<T>() : nullptr;
+      T* py = ctx.output(0)->data<T>();
+      Tensor* mean_out = ctx.output(1);
+      Tensor* inv_out = ctx.output(2);
+      int64_t inner = inner_;
+      ParallelFor(ctx.thread_pool(), outer_, 8.0 * inner, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const T* row = px + r * inner;
+          C mean = 0, var = 0;
+          for (int64_t i = 0; i < inner; ++i) mean += static_cast<C>(row[i]);
+          mean /= static_cast<C>(inner);
+          for (int64_t i = 0; i < inner; ++i) {
+            C d = static_cast<C>(row[i]) - mean;
+            var += d * d;
+          }
+          var /= static_cast<C>(inner);
+          C inv = C(1) / std::sqrt(var + static_cast<C>(epsilon_));
+          for (int64_t i = 0; i < inner; ++i) {
+            C v = (static_cast<C>(row[i]) - mean) * inv * static_cast<C>(ps[i]);
+            if (pb) v += static_cast<C>(pb[i]);
+            py[r * inner + i] = static_cast<T>(v);
+          }
+          if (mean_out) WriteStat(mean_out, r, mean);
+          if (inv_out) WriteStat(inv_out, r, inv);
+        }
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  template <typename C>
+  static void WriteStat(Tensor* t, int64_t r, C v) {
+    if (t->dtype() == DType::kFloat64) t->data<double>()[r] = static_cast<double>(v);
+    else t->data<float>()[r] = static_cast<float>(v);
+  }
+  int64_t axis_;
+  float epsilon_;
+  int64_t outer_ = 0, inner_ = 0;
+};
+
+// X [N, C, ...]: each (n, c) plane is normalised on its own, then scaled by scale[c] and shifted by B[c].
+class InstanceNormKernel : public OpKernel {
+ public:
+  explicit InstanceNormKernel(const NodeInfo& info) : epsilon_(info.node->GetFloat("epsilon", 1e-5f)) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
+    if (x->rank() < 3) return InvalidArgument("input must be [N, C, spatial...], got ", ShapeToString(x->shape()));
+    ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "scale"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 2, "B"));
+    ONT_RETURN_IF_ERROR(CheckChannelVector(s, x->dim(1), "scale"));
+    ONT_RETURN_IF_ERROR(CheckChannelVector(b, x->dim(1), "B"));
+    return ctx.DeclareOutput(0, x->dtype(), x->shape());
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      int64_t c = x.dim(1), planes = x.dim(0) * c, size = planes ? x.NumElements() / planes : 0;
+      const T* px = x.data<T>();
+      T* py = ctx.output(0)->data<T>();
+      for (int64_t p = 0; p < planes; ++p) {
+        const T* row = px + p * size;
+        C mean = 0, var = 0;
+        for (int64_t i = 0; i < size; ++i) mean += static_cast<C>(row[i]);
+        mean /= static_cast<C>(size);
+        for (int64_t i = 0; i < size; ++i) var += (static_cast<C>(row[i]) - mean) * (static_cast<C>(row[i]) - mean);
+        var /= static_cast<C>(size);
+        C inv = C(1) / std::sqrt(var + static_cast<C>(epsilon_));
+        C sc = static_cast<C>(ctx.input(1)->data<T>()[p % c]), bi = static_cast<C>(ctx.input(2)->data<T>()[p % c]);
+        for (int64_t i = 0; i < size; ++i) py[p * size + i] = static_cast<T>((static_cast<C>(row[i]) - mean) * inv * sc + bi);
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  float epsilon_;
+};
+
+// Dropout. Opset >= 12: ratio and training_mode are optional inputs; before that, attributes (and is_test
+// before 7). In training mode each element is kept with probability 1 - ratio and scaled by 1/(1 - ratio);
+// the mask output says which were kept. The generator is seeded from the `seed` attribute when present.
+class DropoutKernel : public OpKernel {
+ public:
+  explicit DropoutKernel(const NodeInfo& info)
+      : opset_(info.opset),
+        attr_ratio_(info.node->GetFloat("ratio", 0.5f)),
+        is_test_(info.node->GetInt("is_test", 0) != 0),
+        rng_(info.node->HasAttribute("seed") ? static_cast<uint64_t>(info.node->GetInt("seed", 0))
+                                             : std::random_device{}()) {}
+
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
+    ratio_ = attr_ratio_;
+    training_ = opset_ < 7 ? !is_test_ : false;
+    if (opset_ >= 12) {
+      ratio_ = 0.5f;
+      if (const Tensor* r = ctx.input(1)) {
+        ONT_ASSIGN_OR_RETURN(double v, ReadScalar(*r, "ratio"));
+        ratio_ = static_cast<float>(v);
+      }
+      if (const Tensor* t = ctx.input(2)) {
+        if (t->dtype() != DType::kBool || t->NumElements() != 1) return InvalidArgument("training_mode must be a bool scalar");
+        training_ = t->data<bool>()[0];
+      }
+    }
+    if (!(ratio_ >= 0.0f && ratio_ < 1.0f)) return InvalidArgument("ratio must be in [0, 1), got ", ratio_);
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
+    if (ctx.num_outputs() > 1) {
+      DType mask = opset_ >= 10 ? DType::kBool : x->dtype();
+      ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, mask, x->shape()));
+    }
+    return Status::OK();
+  }
+
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* mask = ctx.output(1);
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* px = x.data<T>();
+      T* py = ctx.output(0)->data<T>();
+      int64_t n = x.NumElements();
+      bool drop = training_ && ratio_ > 0.0f;
+      C scale = static_cast<C>(1.0 / (1.0 - ratio_));
+      std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+      for (int64_t i = 0; i < n; ++i) {
+        bool keep = !drop || uni(rng_) >= ratio_;
+        py[i] = keep ? (drop ? static_cast<T>(static_cast<C>(px[i]) * scale) : px[i]) : static_cast<T>(C(0));
+        if (mask) {
+          if (mask->dtype() == DType::kBool) mask->data<bool>()[i] = keep;
+          else mask->data<T>()[i] = static_cast<T>(C(keep ? 1 : 0));
+        }
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  int64_t opset_;
+  float attr_ratio_;
+  bool is_test_;
+  std::mt19937_64 rng_;
+  float ratio_ = 0.5f;
+  bool training_ = false;
+};
+
+}  // namespace
+
+KernelFactory kBatchNormalization = MakeKernel<BatchNormKernel>;
+KernelFactory kLayerNormalization = MakeKernel<LayerNormKernel>;
+KernelFactory kInstanceNormalization = MakeKernel<InstanceNormKernel>;
+KernelFactory kDropout = MakeKernel<DropoutKernel>;
+
+}  // namespace cpu
+}  // namespace ontrain

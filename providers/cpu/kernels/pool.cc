@@ -1,0 +1,220 @@
+// MaxPool (with its Indices output), AveragePool, GlobalAveragePool and GlobalMaxPool over N spatial dims.
+#include <cmath>
+#include <limits>
+
+#include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/conv_geometry.h"
+#include "providers/cpu/kernels/elementwise.h"
+#include "providers/cpu/kernels/kernels.h"
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+// Visits each output position of one [in...] plane; fn(o, window) gets the flat output index and, through
+// `window`, the flat input indices of the window's in-bounds elements plus the count of positions that fall
+// in explicit padding (for count_include_pad).
+struct Window {
+  std::vector<int64_t> idx;  // in-bounds input offsets within the plane
+  int64_t padded_count = 0;  // positions inside [-pad_begin, in + pad_end)
+};
+
+template <typename Fn>
+void ForEachWindow(const std::vector<int64_t>& in, const std::vector<int64_t>& out, const WindowAttrs& w, Fn fn) {
+  size_t nd = in.size();
+  int64_t osize = ShapeNumElements(out), ksize = ShapeNumElements(w.kernel);
+  std::vector<int64_t> oidx(nd, 0), kidx(nd);
+  Window win;
+  for (int64_t o = 0; o < osize; ++o) {
+    win.idx.clear();
+    win.padded_count = 0;
+    for (int64_t kk = 0; kk < ksize; ++kk) {
+      int64_t r = kk;
+      for (size_t d = nd; d-- > 0;) {
+        kidx[d] = r % w.kernel[d];
+        r /= w.kernel[d];
+      }
+      int64_t off = 0;
+      bool inside = true, in_pad_region = true;
+      for (size_t d = 0; d < nd; ++d) {
+        int64_t p = oidx[d] * w.strides[d] - w.pads[d] + kidx[d] * w.dilations[d];
+        if (p < -w.pads[d] || p >= in[d] + w.pads[d + nd]) in_pad_region = false;
+        if (p < 0 || p >= in[d]) inside = false;
+        off = off * in[d] + p;
+      }
+      if (in_pad_region) win.padded_count++;
+      if (inside) win.idx.push_back(off);
+    }
+    fn(o, win);
+    for (size_t d = nd; d-- > 0;) {
+      if (++oidx[d] < out[d]) break;
+      oidx[d] = 0;
+    }
+  }
+}
+
+class PoolBase : public OpKernel {
+ protected:
+  explicit PoolBase(const NodeInfo& info) : node_(*info.node), opset_(info.opset) {}
+
+  Status PrepareWindow(KernelContext& ctx) {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    if (x->rank() < 3) return InvalidArgument("X must be [N, C, spatial...], got ", ShapeToString(x->shape()));
+    in_.assign(x->shape().begin() + 2, x->shape().end());
+    geo_ = WindowAttrs::FromNode(node_, {});
+    if (geo_.kernel.size() != in_.size()) {
+      return InvalidArgument("kernel_shape has ", geo_.kernel.size(), " dims but X has ", in_.size(), " spatial dims");
+    }
+    ONT_ASSIGN_OR_RETURN(out_, geo_.OutputDims(in_));
+    Shape y = {x->dim(0), x->dim(1)};
+    y.insert(y.end(), out_.begin(), out_.end());
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), y));
+    if (ctx.num_outputs() > 1) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, DType::kInt64, y));
+    return Status::OK();
+  }
+
+  const Node& node_;
+  int64_t opset_;
+  WindowAttrs geo_;
+  std::vector<int64_t> in_, out_;
+};
+
+class MaxPoolKernel : public PoolBase {
+ public:
+  explicit MaxPoolKernel(const NodeInfo& info) : PoolBase(info), storage_order_(info.node->GetInt("storage_order", 0)) {}
+  Status Prepare(KernelContext& ctx) override { return PrepareWindow(ctx); }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    Tensor* ind = ctx.output(1);
+    return DispatchAll(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      if constexpr (std::is_same_v<T, bool>) {
+        return Unimplemented("bool input");
+      } else {
+        int64_t planes = x.dim(0) * x.dim(1), isize = ShapeNumElements(in_), osize = ShapeNumElements(out_);
+        ParallelFor(ctx.thread_pool(), planes, static_cast<double>(osize * ShapeNumElements(geo_.kernel)),
+                    [&](int64_t p0, int64_t p1) {
+          for (int64_t p = p0; p < p1; ++p) {
+            const T* px = x.data<T>() + p * isize;
+            ForEachWindow(in_, out_, geo_, [&](int64_t o, const Window& win) {
+              C best = std::numeric_limits<C>::lowest();
+              int64_t arg = win.idx.empty() ? 0 : win.idx[0];
+              for (int64_t i : win.idx) {
+                C v = static_cast<C>(px[i]);
+                if (v > best) {
+                  best = v;
+                  arg = i;
+                }
+              }
+              y->data<T>()[p * osize + o] = static_cast<T>(best);
+              if (ind) ind->data<int64_t>()[p * osize + o] = p * isize + StorageIndex(arg);
+            });
+          }
+        });
+        return Status::OK();
+      }
+    });
+  }
+
+ private:
+  // Row-major plane offset -> the offset in the requested storage order (1: column-major).
+  int64_t StorageIndex(int64_t off) const {
+    if (storage_order_ == 0) return off;
+    int64_t result = 0, mult = 1;
+    std::vector<int64_t> coord(in_.size());
+    for (size_t d = in_.size(); d-- > 0;) {
+      coord[d] = off % in_[d];
+      off /= in_[d];
+    }
+    for (size_t d = 0; d < in_.size(); ++d) {
+      result += coord[d] * mult;
+      mult *= in_[d];
+    }
+    return result;
+  }
+  int64_t storage_order_;
+};
+
+class AveragePoolKernel : public PoolBase {
+ public:
+  explicit AveragePoolKernel(const NodeInfo& info)
+      : PoolBase(info), count_include_pad_(info.node->GetInt("count_include_pad", 0) != 0) {}
+  Status Prepare(KernelContext& ctx) override { return PrepareWindow(ctx); }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      int64_t planes = x.dim(0) * x.dim(1), isize = ShapeNumElements(in_), osize = ShapeNumElements(out_);
+      ParallelFor(ctx.thread_pool(), planes, static_cast<double>(osize * ShapeNumElements(geo_.kernel)),
+                  [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const T* px = x.data<T>() + p * isize;
+          ForEachWindow(in_, out_, geo_, [&](int64_t o, const Window& win) {
+            C sum = 0;
+            for (int64_t i : win.idx) sum += static_cast<C>(px[i]);
+            int64_t count = count_include_pad_ ? win.padded_count : static_cast<int64_t>(win.idx.size());
+            y->data<T>()[p * osize + o] = static_cast<T>(count > 0 ? sum / static_cast<C>(count) : C(0));
+          });
+        }
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  bool count_include_pad_;
+};
+
+// GlobalAveragePool / GlobalMaxPool: one value per (n, c) plane, spatial dims kept as 1.
+class GlobalPoolKernel : public OpKernel {
+ public:
+  GlobalPoolKernel(const NodeInfo&, bool max) : max_(max) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    if (x->rank() < 2) return InvalidArgument("X must be [N, C, ...], got ", ShapeToString(x->shape()));
+    Shape y(x->rank(), 1);
+    y[0] = x->dim(0);
+    y[1] = x->dim(1);
+    return ctx.DeclareOutput(0, x->dtype(), y);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      int64_t planes = x.dim(0) * x.dim(1), size = planes ? x.NumElements() / planes : 0;
+      for (int64_t p = 0; p < planes; ++p) {
+        const T* px = x.data<T>() + p * size;
+        C acc = max_ ? std::numeric_limits<C>::lowest() : C(0);
+        for (int64_t i = 0; i < size; ++i) {
+          C v = static_cast<C>(px[i]);
+          acc = max_ ? std::max(acc, v) : acc + v;
+        }
+        y->data<T>()[p] = static_cast<T>(max_ ? acc : acc / static_cast<C>(size));
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  bool max_;
+};
+
+}  // namespace
+
+KernelFactory kMaxPool = MakeKernel<MaxPoolKernel>;
+KernelFactory kAveragePool = MakeKernel<AveragePoolKernel>;
+KernelFactory kGlobalAveragePool = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return std::unique_ptr<OpKernel>(new GlobalPoolKernel(i, false));
+};
+KernelFactory kGlobalMaxPool = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return std::unique_ptr<OpKernel>(new GlobalPoolKernel(i, true));
+};
+
+}  // namespace cpu
+}  // namespace ontrain
