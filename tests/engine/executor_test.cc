@@ -1,0 +1,133 @@
+// Executor: results against a plain-loop reference, memory planning (no allocation through the provider's
+// allocator after the first run at a shape, arena reuse), and thread-count independence.
+#include "engine/executor.h"
+
+#include <cmath>
+#include <thread>
+
+#include "graph/builder.h"
+#include "gtest/gtest.h"
+#include "providers/cpu/cpu_provider.h"
+#include "tests/test_util.h"
+
+namespace ontrain {
+namespace {
+
+std::vector<float> Iota(int64_t n, float scale) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * scale);
+  return v;
+}
+
+TEST(ExecutorTest, MlpMatchesReference) {
+  auto cpu = CpuExecutionProvider::Create({}).value();
+  auto ex = Executor::Create(testing::MakeMlpModel(), cpu.get());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  std::vector<float> x = Iota(5 * 4, 0.7f);
+  std::vector<Tensor> out;
+  ASSERT_TRUE(ex.value()->Run({{"x", Tensor::FromVector(x, {5, 4})}}, {"y"}, &out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].shape(), (Shape{5, 2}));
+  std::vector<float> ref = testing::MlpReference(x, 5);
+  std::vector<float> got = testing::ToVector(out[0]);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-6f) << i;
+}
+
+TEST(ExecutorTest, NoAllocationAfterFirstRunAtSameShape) {
+  auto cpu = CpuExecutionProvider::Create({}).value();
+  auto ex = Executor::Create(testing::MakeMlpModel(), cpu.get()).value();
+  const AllocatorStats& stats = cpu->cpu_allocator().stats();
+  Tensor x8 = Tensor::FromVector(Iota(8 * 4, 0.3f), {8, 4});
+  Tensor x3 = Tensor::FromVector(Iota(3 * 4, 0.9f), {3, 4});
+  std::vector<Tensor> out;
+  ASSERT_TRUE(ex->Run({{"x", x8}}, {"y"}, &out).ok());  // plans batch 8
+  int64_t after_first = stats.num_allocs.load();
+  EXPECT_GT(after_first, 0);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(ex->Run({{"x", x8}}, {"y"}, &out).ok());
+  EXPECT_EQ(stats.num_allocs.load(), after_first) << "runs at a planned shape must not allocate";
+  ASSERT_TRUE(ex->Run({{"x", x3}}, {"y"}, &out).ok());  // a new shape plans again
+  EXPECT_EQ(ex->num_plans(), 2u);
+  int64_t after_second_shape = stats.num_allocs.load();
+  ASSERT_TRUE(ex->Run({{"x", x8}}, {"y"}, &out).ok());
+  ASSERT_TRUE(ex->Run({{"x", x3}}, {"y"}, &out).ok());
+  EXPECT_EQ(stats.num_allocs.load(), after_second_shape);
+  // Results stay right when served from the arena.
+  std::vector<float> ref = testing::MlpReference(testing::ToVector(x3), 3);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(out[0].data<float>()[i], ref[i], 1e-6f);
+}
+
+TEST(ExecutorTest, ArenaReusesBuffersAfterLastUse) {
+  // A chain of 8 Relu nodes on 1 MiB tensors: at most two intermediates are alive at once, and the output
+  // is kept, so the arena needs about three buffers rather than eight.
+  Model m;
+  m.opset_imports[""] = 17;
+  const int64_t n = 256 * 1024;
+  m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {n}));
+  m.graph.outputs.push_back(TensorInfo("v8", DType::kFloat32, {n}));
+  for (int i = 0; i < 8; ++i) {
+    m.graph.nodes.push_back(
+        MakeNode("Relu", {i == 0 ? "x" : "v" + std::to_string(i)}, {"v" + std::to_string(i + 1)}));
+  }
+  auto cpu = CpuExecutionProvider::Create({}).value();
+  auto ex = Executor::Create(m, cpu.get()).value();
+  std::vector<Tensor> out;
+  Tensor x = Tensor::FromVector(Iota(n, 0.01f), {n});
+  ASSERT_TRUE(ex->Run({{"x", x}}, {"v8"}, &out).ok());
+  ASSERT_TRUE(ex->Run({{"x", x}}, {"v8"}, &out).ok());
+  size_t one = n * sizeof(float);
+  EXPECT_LE(ex->last_arena_bytes(), 3 * one);
+  EXPECT_GE(ex->last_arena_bytes(), 2 * one);
+  for (int64_t i = 0; i < n; i += 997) EXPECT_EQ(out[0].data<float>()[i], std::max(0.0f, x.data<float>()[i]));
+}
+
+TEST(ExecutorTest, ThreadCountDoesNotChangeResults) {
+  Model m;
+  m.opset_imports[""] = 17;
+  m.graph.inputs.push_back(TensorInfo("a", DType::kFloat32, {64, 96}));
+  m.graph.inputs.push_back(TensorInfo("b", DType::kFloat32, {96, 80}));
+  m.graph.outputs.push_back(TensorInfo("c", DType::kFloat32, {64, 80}));
+  m.graph.nodes.push_back(MakeNode("MatMul", {"a", "b"}, {"c"}));
+  Tensor a = Tensor::FromVector(Iota(64 * 96, 0.11f), {64, 96});
+  Tensor b = Tensor::FromVector(Iota(96 * 80, 0.07f), {96, 80});
+  std::vector<float> results[2];
+  for (int threads : {1, 2}) {
+    auto cpu = CpuExecutionProvider::Create({threads}).value();
+    EXPECT_EQ(cpu->thread_pool()->num_threads(), threads);
+    auto ex = Executor::Create(m, cpu.get()).value();
+    std::vector<Tensor> out;
+    ASSERT_TRUE(ex->Run({{"a", a}, {"b", b}}, {"c"}, &out).ok());
+    results[threads - 1] = testing::ToVector(out[0]);
+  }
+  EXPECT_EQ(results[0], results[1]);
+  // And against a double-precision reference.
+  for (int i = 0; i < 64; i += 7) {
+    for (int j = 0; j < 80; j += 9) {
+      double s = 0;
+      for (int k = 0; k < 96; ++k) s += static_cast<double>(a.data<float>()[i * 96 + k]) * b.data<float>()[k * 80 + j];
+      EXPECT_NEAR(results[0][i * 80 + j], s, 1e-4);
+    }
+  }
+}
+
+TEST(ExecutorTest, InitializerCanBeOverriddenByFeed) {
+  Model m = testing::MakeMlpModel();
+  m.graph.inputs.push_back(TensorInfo("b1", DType::kFloat32, {3}));
+  auto cpu = CpuExecutionProvider::Create({}).value();
+  auto ex = Executor::Create(m, cpu.get()).value();
+  EXPECT_EQ(ex->required_inputs(), std::vector<std::string>{"x"});
+  std::vector<Tensor> base, over;
+  Tensor x = Tensor::FromVector(Iota(4, 1.0f), {1, 4});
+  ASSERT_TRUE(ex->Run({{"x", x}}, {"y"}, &base).ok());
+  std::vector<float> y0 = testing::ToVector(base[0]);
+  ASSERT_TRUE(ex->Run({{"x", x}, {"b1", Tensor::FromVector<float>({5, 5, -5}, {3})}}, {"y"}, &over).ok());
+  EXPECT_NE(y0, testing::ToVector(over[0]));
+}
+
+TEST(ExecutorTest, DefaultThreadsIsHardwareConcurrency) {
+  auto cpu = CpuExecutionProvider::Create({}).value();
+  EXPECT_EQ(cpu->thread_pool()->num_threads(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  EXPECT_FALSE(CpuExecutionProvider::Create({-1}).ok());
+}
+
+}  // namespace
+}  // namespace ontrain

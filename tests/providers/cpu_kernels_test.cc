@@ -1,0 +1,139 @@
+// CPU kernels and helpers checked against hand-computed values, for what ONNX's conformance data does not
+// cover: com.microsoft Gelu/FastGelu, Dropout in training mode, BatchNormalization running statistics,
+// half-precision conversion, and the thread pool.
+#include <cmath>
+#include <set>
+
+#include "engine/executor.h"
+#include "graph/builder.h"
+#include "gtest/gtest.h"
+#include "providers/cpu/cpu_provider.h"
+#include "providers/cpu/thread_pool.h"
+#include "tests/test_util.h"
+
+namespace ontrain {
+namespace {
+
+std::vector<Tensor> RunModel(const Model& m, const NamedTensors& feeds, std::vector<std::string> fetch = {}) {
+  auto cpu = CpuExecutionProvider::Create({2}).value();
+  auto ex = Executor::Create(m, cpu.get());
+  EXPECT_TRUE(ex.ok()) << ex.status().ToString();
+  if (fetch.empty()) fetch = ex.value()->output_names();
+  std::vector<Tensor> out;
+  Status s = ex.value()->Run(feeds, fetch, &out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  for (Tensor& t : out) t = t.Clone();  // outlive the executor
+  return out;
+}
+
+TEST(CpuKernelsTest, MicrosoftGeluAndFastGeluWithBias) {
+  std::vector<float> x = {-3.0f, -1.0f, -0.25f, 0.0f, 0.5f, 2.0f};
+  std::vector<float> bias = {0.1f, -0.2f, 0.3f};
+  for (bool fast : {false, true}) {
+    Model m;
+    m.opset_imports[""] = 17;
+    m.opset_imports["com.microsoft"] = 1;
+    m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {2, 3}));
+    if (fast) m.graph.inputs.push_back(TensorInfo("b", DType::kFloat32, {3}));
+    m.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {2, 3}));
+    std::vector<std::string> ins = fast ? std::vector<std::string>{"x", "b"} : std::vector<std::string>{"x"};
+    m.graph.nodes.push_back(MakeNode(fast ? "FastGelu" : "Gelu", ins, {"y"}, {}, "g", "com.microsoft"));
+    NamedTensors feeds = {{"x", Tensor::FromVector(x, {2, 3})}};
+    if (fast) feeds.push_back({"b", Tensor::FromVector(bias, {3})});
+    std::vector<Tensor> out = RunModel(m, feeds);
+    for (int i = 0; i < 6; ++i) {
+      double v = x[i] + (fast ? bias[i % 3] : 0.0);
+      double expect = fast ? 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                           : 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+      EXPECT_NEAR(out[0].data<float>()[i], expect, 1e-6) << (fast ? "FastGelu " : "Gelu ") << i;
+    }
+  }
+}
+
+Model DropoutModel(int64_t seed) {
+  Model m;
+  m.opset_imports[""] = 13;
+  m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {10000}));
+  m.graph.inputs.push_back(TensorInfo("ratio", DType::kFloat32, {}));
+  m.graph.inputs.push_back(TensorInfo("training", DType::kBool, {}));
+  m.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {10000}));
+  m.graph.outputs.push_back(TensorInfo("mask", DType::kBool, {10000}));
+  m.graph.nodes.push_back(MakeNode("Dropout", {"x", "ratio", "training"}, {"y", "mask"}, {AttrInt("seed", seed)}));
+  return m;
+}
+
+TEST(CpuKernelsTest, DropoutTrainingKeepRateScalingAndSeed) {
+  NamedTensors feeds = {{"x", Tensor::FromVector(std::vector<float>(10000, 2.0f), {10000})},
+                        {"ratio", Tensor::FromVector<float>({0.25f}, {})},
+                        {"training", Tensor::FromVector<bool>({true}, {})}};
+  std::vector<Tensor> a = RunModel(DropoutModel(7), feeds);
+  std::vector<Tensor> b = RunModel(DropoutModel(7), feeds);
+  std::vector<Tensor> c = RunModel(DropoutModel(8), feeds);
+  int kept = 0, same_as_b = 0, same_as_c = 0;
+  for (int i = 0; i < 10000; ++i) {
+    bool k = a[1].data<bool>()[i];
+    kept += k;
+    EXPECT_FLOAT_EQ(a[0].data<float>()[i], k ? 2.0f / 0.75f : 0.0f);
+    same_as_b += k == b[1].data<bool>()[i];
+    same_as_c += k == c[1].data<bool>()[i];
+  }
+  EXPECT_NEAR(kept / 10000.0, 0.75, 0.02);  // binomial sd is 0.0043
+  EXPECT_EQ(same_as_b, 10000) << "same seed, same mask";
+  EXPECT_LT(same_as_c, 9000) << "another seed, another mask";
+  // Inference mode passes the input through with an all-true mask.
+  feeds[2].second = Tensor::FromVector<bool>({false}, {});
+  std::vector<Tensor> inf = RunModel(DropoutModel(7), feeds);
+  for (int i = 0; i < 10000; i += 101) {
+    EXPECT_EQ(inf[0].data<float>()[i], 2.0f);
+    EXPECT_TRUE(inf[1].data<bool>()[i]);
+  }
+}
+
+TEST(CpuKernelsTest, BatchNormTrainingModeRunningStats) {
+  // x [2, 1, 2]: channel values {1, 2, 3, 6}: mean 3, population variance 3.5.
+  Model m;
+  m.opset_imports[""] = 15;
+  m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {2, 1, 2}));
+  for (const char* p : {"scale", "bias", "mean", "var"}) m.graph.inputs.push_back(TensorInfo(p, DType::kFloat32, {1}));
+  m.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {2, 1, 2}));
+  m.graph.outputs.push_back(TensorInfo("rm", DType::kFloat32, {1}));
+  m.graph.outputs.push_back(TensorInfo("rv", DType::kFloat32, {1}));
+  m.graph.nodes.push_back(MakeNode("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y", "rm", "rv"},
+                                   {AttrInt("training_mode", 1), AttrFloat("momentum", 0.8f), AttrFloat("epsilon", 0.5f)}));
+  std::vector<Tensor> out = RunModel(m, {{"x", Tensor::FromVector<float>({1, 2, 3, 6}, {2, 1, 2})},
+                                          {"scale", Tensor::FromVector<float>({2}, {1})},
+                                          {"bias", Tensor::FromVector<float>({1}, {1})},
+                                          {"mean", Tensor::FromVector<float>({10}, {1})},
+                                          {"var", Tensor::FromVector<float>({20}, {1})}});
+  const float xs[] = {1, 2, 3, 6};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[0].data<float>()[i], (xs[i] - 3) / 2.0f * 2 + 1, 1e-6);  // sqrt(3.5+.5)=2
+  EXPECT_NEAR(out[1].data<float>()[0], 10 * 0.8 + 3 * 0.2, 1e-6);
+  EXPECT_NEAR(out[2].data<float>()[0], 20 * 0.8 + 3.5 * 0.2, 1e-6);
+}
+
+TEST(CpuKernelsTest, Float16Conversion) {
+  const float exact[] = {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f /* min normal */, 5.960464477539063e-08f};
+  for (float f : exact) EXPECT_EQ(static_cast<float>(Float16(f)), f) << f;
+  EXPECT_TRUE(std::isinf(static_cast<float>(Float16(65520.0f))));
+  EXPECT_TRUE(std::isnan(static_cast<float>(Float16(NAN))));
+  EXPECT_EQ(Float16(1.0f + 1.0f / 2048).bits, Float16(1.0f).bits);  // tie to even, downwards
+  EXPECT_EQ(Float16(1.0f + 3.0f / 2048).bits, Float16(1.0f).bits + 2);  // tie to even, upwards
+  EXPECT_EQ(Float16(1.0f + 3.0f / 4096).bits, Float16(1.0f).bits + 1);  // nearest
+  EXPECT_EQ(static_cast<float>(BFloat16(1.00390625f)), 1.0f);       // tie to even
+  EXPECT_EQ(static_cast<float>(BFloat16(1.01171875f)), 1.015625f);  // tie to even, upwards
+}
+
+TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
+  ThreadPool pool(2);
+  std::vector<int> hits(100000, 0);
+  pool.ParallelFor(static_cast<int64_t>(hits.size()), 100.0, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i]++;
+  });
+  for (int h : hits) ASSERT_EQ(h, 1);
+  int calls = 0;
+  pool.ParallelFor(10, 1.0, [&](int64_t b, int64_t e) { calls++; EXPECT_EQ(e - b, 10); });
+  EXPECT_EQ(calls, 1) << "tiny loops stay on the caller";
+}
+
+}  // namespace
+}  // namespace ontrain

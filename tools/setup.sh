@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package that ontrain's build, tests and demo need. Idempotent: when all are
+# present it changes nothing and does not touch the network.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap        # Bazel 4.2.3
+  libeigen3-dev          # CPU kernels
+  libprotobuf-dev protobuf-compiler
+  libonnx-dev            # ONNX 1.12: protos, checker, shape inference
+  libonnx-testdata       # ONNX backend conformance data
+  libflatbuffers-dev flatbuffers-compiler  # ONNX Runtime checkpoint format
+  dataset-fashion-mnist  # the demo's training data
+  python3                # tools/count_tests.py
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  [[ "$p" == \#* ]] && continue
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -o DPkg::Lock::Timeout=600 -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
+echo "setup: done"
