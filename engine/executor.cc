@@ -35,6 +35,15 @@ struct Executor::Plan {
 
 Executor::~Executor() = default;
 
+namespace {
+const ValueInfo* FindValueInfo(const Graph& g, const std::string& name) {
+  if (name.empty()) return nullptr;
+  for (const ValueInfo& v : g.value_infos) if (v.name == name) return &v;
+  for (const ValueInfo& v : g.outputs) if (v.name == name) return &v;
+  return nullptr;
+}
+}  // namespace
+
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, IExecutionProvider* provider) {
   std::unique_ptr<Executor> ex(new Executor());
   ex->provider_ = provider;
@@ -175,7 +184,8 @@ Status Executor::RunNode(size_t pos, Plan* plan, std::vector<size_t>* sizes) {
     for (const Tensor* t : st.in_ptrs) dtypes.push_back(t ? t->dtype() : DType::kUndefined);
     auto def = provider_->kernel_registry().Find(n.domain, n.op_type, st.opset, dtypes);
     if (!def.ok()) return def.status().WithContext(n.Describe());
-    NodeInfo info{&n, st.opset};
+    NodeInfo info{&n, st.opset, {}};
+    for (const std::string& o : n.outputs) info.output_infos.push_back(FindValueInfo(graph_, o));
     auto kernel = def.value()->create(info);
     if (!kernel.ok()) return kernel.status().WithContext(n.Describe());
     st.def = def.value();

@@ -18,6 +18,9 @@ class ThreadPool;
 struct NodeInfo {
   const Node* node = nullptr;
   int64_t opset = 0;  // the opset version imported for the node's domain
+  // The graph's declared or inferred type of each output (nullptr where unknown). Kernels whose output shape
+  // is not a function of their inputs (MaxPoolGrad, AveragePoolGrad) read it.
+  std::vector<const ValueInfo*> output_infos;
 };
 
 class KernelContext {

@@ -25,6 +25,7 @@ const std::vector<D> kBool = {D::kBool};
 constexpr int kLatest = 21;  // newest ai.onnx version whose changelog was checked for these ops
 const char* kOnnx = "";
 const char* kMs = "com.microsoft";
+const char* kPreview = "ai.onnx.preview.training";
 }  // namespace
 
 std::vector<KernelDef> CpuKernelList() {
@@ -43,6 +44,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "Atan", 7, kLatest, kFloat, kAtan},
       {kOnnx, "Atanh", 9, kLatest, kFloat, kAtanh},
       {kOnnx, "AveragePool", 1, 18, kFloat, kAveragePool},
+      {kOnnx, "AveragePoolGrad", 9, kLatest, kFloat, kAveragePoolGrad},  // ONNX Runtime's, in the ONNX domain
       {kOnnx, "BatchNormalization", 1, kLatest, kFloat, kBatchNormalization},
       {kOnnx, "Cast", 6, kLatest, kAll, kCast},
       {kOnnx, "CastLike", 15, kLatest, kAll, kCastLike},
@@ -91,6 +93,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "MatMul", 1, kLatest, kGemmTypes, kMatMul},
       {kOnnx, "Max", 1, kLatest, kNumeric, kMax},
       {kOnnx, "MaxPool", 1, kLatest, kNumeric, kMaxPool},
+      {kOnnx, "MaxPoolGrad", 9, kLatest, kFloat, kMaxPoolGrad},  // ONNX Runtime's, in the ONNX domain
       {kOnnx, "Mean", 1, kLatest, kFloat, kMean},
       {kOnnx, "Min", 1, kLatest, kNumeric, kMin},
       {kOnnx, "Mod", 10, kLatest, kNumeric, kMod},
@@ -144,9 +147,42 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "Unsqueeze", 1, kLatest, kAll, kUnsqueeze},
       {kOnnx, "Where", 9, kLatest, kAll, kWhere, 1},
       {kOnnx, "Xor", 1, kLatest, kBool, kXor},
-      // com.microsoft
+      // ai.onnx.preview.training
+      {kPreview, "Adagrad", 1, 1, kFloat32, kAdagrad},
+      {kPreview, "Adam", 1, 1, kFloat32, kAdam},
+      {kPreview, "Momentum", 1, 1, kFloat32, kMomentum},
+      // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them
+      {kMs, "BatchNormInternal", 1, 1, kFloat, kBatchNormInternal},
+      {kMs, "BatchNormalizationGrad", 1, 1, kFloat, kBatchNormalizationGrad},
+      {kMs, "BroadcastGradientArgs", 1, 1, kIndex, kBroadcastGradientArgs},
+      {kMs, "ConcatTraining", 1, 1, kAll, kConcatTraining},
+      {kMs, "ConvGrad", 1, 1, kConvTypes, kConvGrad},
+      {kMs, "DivGrad", 1, 1, kFloat, kDivGrad},
+      {kMs, "DropoutGrad", 1, 1, kFloat, kDropoutGrad},
       {kMs, "FastGelu", 1, 1, kFloat, kMsFastGelu},
+      {kMs, "FastGeluGrad", 1, 1, kFloat, kFastGeluGrad},
+      {kMs, "FusedMatMul", 1, 1, kConvTypes, kFusedMatMul},
+      {kMs, "GatherElementsGrad", 1, 1, kFloat, kGatherElementsGrad},
+      {kMs, "GatherGrad", 1, 1, kFloat, kGatherGrad, 2},
       {kMs, "Gelu", 1, 1, kFloat, kMsGelu},
+      {kMs, "GeluGrad", 1, 1, kFloat, kGeluGrad},
+      {kMs, "InPlaceAccumulatorV2", 1, 1, kFloat, kInPlaceAccumulatorV2},
+      {kMs, "LayerNormalization", 1, 1, kFloat, kLayerNormalization},
+      {kMs, "LayerNormalizationGrad", 1, 1, kFloat, kLayerNormalizationGrad},
+      {kMs, "LeakyReluGrad", 1, 1, kFloat, kLeakyReluGrad},
+      {kMs, "LogSoftmaxGrad", 1, 1, kFloat, kLogSoftmaxGrad},
+      {kMs, "LogSoftmaxGrad_13", 1, 1, kFloat, kLogSoftmaxGrad13},
+      {kMs, "ReduceSumTraining", 1, 1, kNumeric, kReduceSumTraining},
+      {kMs, "ReluGrad", 1, 1, kFloat, kReluGrad},
+      {kMs, "Scale", 1, 1, kFloat, kScale},
+      {kMs, "SigmoidGrad", 1, 1, kFloat, kSigmoidGrad},
+      {kMs, "SoftmaxCrossEntropyLossGrad", 1, 1, kFloat, kSoftmaxCrossEntropyLossGrad},
+      {kMs, "SoftmaxCrossEntropyLossInternal", 1, 1, kFloat, kSoftmaxCrossEntropyLossInternal},
+      {kMs, "SoftmaxCrossEntropyLossInternalGrad", 1, 1, kFloat, kSoftmaxCrossEntropyLossInternalGrad},
+      {kMs, "SoftmaxGrad", 1, 1, kFloat, kSoftmaxGrad},
+      {kMs, "SoftmaxGrad_13", 1, 1, kFloat, kSoftmaxGrad13},
+      {kMs, "SplitTraining", 1, 1, kAll, kSplitTraining},
+      {kMs, "TanhGrad", 1, 1, kFloat, kTanhGrad},
   };
 }
 

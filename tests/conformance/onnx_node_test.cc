@@ -40,6 +40,9 @@ const std::map<std::string, std::string>& Excluded() {
        "ONNX 1.12's reference truncates float32 to bfloat16; ontrain rounds to nearest even"},
       {"test_castlike_FLOAT_to_BFLOAT16_expanded",
        "ONNX 1.12's reference truncates float32 to bfloat16; ontrain rounds to nearest even"},
+      {"test_adam_multiple",
+       "the expected outputs were computed with epsilon=1e-2, but the node does not set epsilon (ONNX's default "
+       "is 1e-6): an error in ONNX 1.12's test case"},
       {"test_cast_BFLOAT16_to_FLOAT",
        "the test data stores the bfloat16 input as a uint16 tensor, contradicting the model's input type"},
       {"test_castlike_BFLOAT16_to_FLOAT",

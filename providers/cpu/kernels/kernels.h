@@ -42,6 +42,42 @@ extern KernelFactory kEyeLike;
 extern KernelFactory kCast;
 extern KernelFactory kCastLike;
 
+// grad_conv_pool.cc
+extern KernelFactory kConvGrad;
+extern KernelFactory kMaxPoolGrad;
+extern KernelFactory kAveragePoolGrad;
+
+// grad_elementwise.cc
+extern KernelFactory kReluGrad;
+extern KernelFactory kSigmoidGrad;
+extern KernelFactory kTanhGrad;
+extern KernelFactory kGeluGrad;
+extern KernelFactory kFastGeluGrad;
+extern KernelFactory kLeakyReluGrad;
+extern KernelFactory kDropoutGrad;
+extern KernelFactory kScale;
+
+// grad_norm.cc
+extern KernelFactory kBatchNormalizationGrad;
+extern KernelFactory kLayerNormalizationGrad;
+
+// grad_softmax_loss.cc
+extern KernelFactory kSoftmaxGrad;
+extern KernelFactory kSoftmaxGrad13;
+extern KernelFactory kLogSoftmaxGrad;
+extern KernelFactory kLogSoftmaxGrad13;
+extern KernelFactory kSoftmaxCrossEntropyLossGrad;
+extern KernelFactory kSoftmaxCrossEntropyLossInternalGrad;
+
+// grad_tensor.cc
+extern KernelFactory kInPlaceAccumulatorV2;
+extern KernelFactory kBroadcastGradientArgs;
+extern KernelFactory kDivGrad;
+extern KernelFactory kGatherGrad;
+extern KernelFactory kGatherElementsGrad;
+extern KernelFactory kFusedMatMul;
+extern KernelFactory kConcatTraining;
+
 // index_ops.cc
 extern KernelFactory kGather;
 extern KernelFactory kGatherElements;
@@ -53,6 +89,7 @@ extern KernelFactory kCumSum;
 
 // loss.cc
 extern KernelFactory kSoftmaxCrossEntropyLoss;
+extern KernelFactory kSoftmaxCrossEntropyLossInternal;
 extern KernelFactory kNegativeLogLikelihoodLoss;
 
 // matmul.cc
@@ -61,9 +98,15 @@ extern KernelFactory kGemm;
 
 // norm.cc
 extern KernelFactory kBatchNormalization;
+extern KernelFactory kBatchNormInternal;
 extern KernelFactory kLayerNormalization;
 extern KernelFactory kInstanceNormalization;
 extern KernelFactory kDropout;
+
+// optimizer_ops.cc
+extern KernelFactory kAdam;
+extern KernelFactory kAdagrad;
+extern KernelFactory kMomentum;
 
 // pool.cc
 extern KernelFactory kMaxPool;
@@ -73,6 +116,7 @@ extern KernelFactory kGlobalMaxPool;
 
 // reduce.cc
 extern KernelFactory kReduceSum;
+extern KernelFactory kReduceSumTraining;
 extern KernelFactory kReduceMean;
 extern KernelFactory kReduceMax;
 extern KernelFactory kReduceMin;
@@ -98,6 +142,7 @@ extern KernelFactory kExpand;
 extern KernelFactory kTile;
 extern KernelFactory kShape;
 extern KernelFactory kSize;
+extern KernelFactory kSplitTraining;
 
 // softmax.cc
 extern KernelFactory kSoftmax;

@@ -16,11 +16,12 @@ namespace {
 
 class NllLossKernel : public OpKernel {
  public:
-  NllLossKernel(const NodeInfo& info, bool with_softmax)
+  NllLossKernel(const NodeInfo& info, bool with_softmax, bool internal = false)
       : with_softmax_(with_softmax),
+        internal_(internal),
         reduction_(info.node->GetString("reduction", "mean")),
-        has_ignore_(info.node->HasAttribute("ignore_index")),
-        ignore_index_(info.node->GetInt("ignore_index", 0)) {}
+        has_ignore_attr_(info.node->HasAttribute("ignore_index")),
+        ignore_attr_(info.node->GetInt("ignore_index", 0)) {}
 
   Status Prepare(KernelContext& ctx) override {
     if (reduction_ != "mean" && reduction_ != "sum" && reduction_ != "none") {
@@ -37,6 +38,13 @@ class NllLossKernel : public OpKernel {
     }
     if (t->dtype() != DType::kInt32 && t->dtype() != DType::kInt64) {
       return InvalidArgument("labels must be int32 or int64, got ", DTypeName(t->dtype()));
+    }
+    has_ignore_ = has_ignore_attr_;
+    ignore_index_ = ignore_attr_;
+    if (internal_ && ctx.input(3)) {  // SoftmaxCrossEntropyLossInternal takes ignore_index as a tensor
+      ONT_ASSIGN_OR_RETURN(double v, ReadScalar(*ctx.input(3), "ignore_index"));
+      has_ignore_ = true;
+      ignore_index_ = static_cast<int64_t>(v);
     }
     if (const Tensor* w = ctx.input(2); w && (w->rank() != 1 || w->dim(0) != x->dim(1))) {
       return InvalidArgument("weights have shape ", ShapeToString(w->shape()), ", expected [", x->dim(1), "]");
@@ -100,16 +108,21 @@ class NllLossKernel : public OpKernel {
   }
 
  private:
-  bool with_softmax_;
+  bool with_softmax_, internal_;
   std::string reduction_;
-  bool has_ignore_;
-  int64_t ignore_index_;
+  bool has_ignore_attr_;
+  int64_t ignore_attr_;
+  bool has_ignore_ = false;
+  int64_t ignore_index_ = 0;
 };
 
 }  // namespace
 
 KernelFactory kSoftmaxCrossEntropyLoss = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
   return std::unique_ptr<OpKernel>(new NllLossKernel(i, true));
+};
+KernelFactory kSoftmaxCrossEntropyLossInternal = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return std::unique_ptr<OpKernel>(new NllLossKernel(i, true, true));
 };
 KernelFactory kNegativeLogLikelihoodLoss = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
   return std::unique_ptr<OpKernel>(new NllLossKernel(i, false));

@@ -24,11 +24,12 @@ Status CheckChannelVector(const Tensor* t, int64_t c, const char* name) {
 // running_var with the population (biased) batch variance, as ONNX defines.
 class BatchNormKernel : public OpKernel {
  public:
-  explicit BatchNormKernel(const NodeInfo& info)
+  explicit BatchNormKernel(const NodeInfo& info, bool internal = false)
       : opset_(info.opset),
+        internal_(internal),
         epsilon_(info.node->GetFloat("epsilon", 1e-5f)),
         momentum_(info.node->GetFloat("momentum", 0.9f)),
-        training_attr_(info.node->GetInt("training_mode", 0) != 0) {}
+        training_attr_(info.node->GetInt("training_mode", internal ? 1 : 0) != 0) {}
 
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
@@ -39,7 +40,8 @@ class BatchNormKernel : public OpKernel {
       ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, i, names[i]));
       ONT_RETURN_IF_ERROR(CheckChannelVector(t, c, names[i]));
     }
-    training_ = opset_ >= 14 ? training_attr_ : (ctx.output_requested(1) || ctx.output_requested(2));
+    training_ = opset_ >= 14 || internal_ ? training_attr_ : (ctx.output_requested(1) || ctx.output_requested(2));
+    if (internal_ && ctx.input(5)) training_ = ctx.input(5)->data<bool>()[0];
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     for (int i = 1; i < ctx.num_outputs(); ++i) {
       ONT_RETURN_IF_ERROR(ctx.DeclareOutput(i, ctx.input(3)->dtype(), {c}));
@@ -74,9 +76,11 @@ class BatchNormKernel : public OpKernel {
             double bv = s2 / cnt;
             if (Tensor* rm = ctx.output(1)) rm->data<T>()[ch] = static_cast<T>(static_cast<C>(mean * momentum_ + bm * (1 - momentum_)));
             if (Tensor* rv = ctx.output(2)) rv->data<T>()[ch] = static_cast<T>(static_cast<C>(var * momentum_ + bv * (1 - momentum_)));
-            if (opset_ < 14) {  // old versions: outputs 3/4 are the saved batch mean and variance
+            if (opset_ < 14 || internal_) {  // outputs 3/4: the batch mean, and the batch variance (old
+                                             // opsets) or 1/sqrt(variance + epsilon) (BatchNormInternal)
               if (Tensor* sm = ctx.output(3)) sm->data<T>()[ch] = static_cast<T>(static_cast<C>(bm));
-              if (Tensor* sv = ctx.output(4)) sv->data<T>()[ch] = static_cast<T>(static_cast<C>(bv));
+              double v4 = internal_ ? 1.0 / std::sqrt(bv + epsilon_) : bv;
+              if (Tensor* sv = ctx.output(4)) sv->data<T>()[ch] = static_cast<T>(static_cast<C>(v4));
             }
             mean = static_cast<C>(bm);
             var = static_cast<C>(bv);
@@ -95,6 +99,7 @@ class BatchNormKernel : public OpKernel {
 
  private:
   int64_t opset_;
+  bool internal_;
   float epsilon_, momentum_;
   bool training_attr_, training_ = false;
 };
@@ -293,6 +298,9 @@ class DropoutKernel : public OpKernel {
 }  // namespace
 
 KernelFactory kBatchNormalization = MakeKernel<BatchNormKernel>;
+KernelFactory kBatchNormInternal = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return std::unique_ptr<OpKernel>(new BatchNormKernel(i, true));
+};
 KernelFactory kLayerNormalization = MakeKernel<LayerNormKernel>;
 KernelFactory kInstanceNormalization = MakeKernel<InstanceNormKernel>;
 KernelFactory kDropout = MakeKernel<DropoutKernel>;

@@ -219,6 +219,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeReduce(const NodeInfo& i) {
 }  // namespace
 
 KernelFactory kReduceSum = MakeReduce<Reduce::kSum, 13>;
+KernelFactory kReduceSumTraining = MakeReduce<Reduce::kSum, 1>;  // com.microsoft: axes always an input
 KernelFactory kReduceMean = MakeReduce<Reduce::kMean, 18>;
 KernelFactory kReduceMax = MakeReduce<Reduce::kMax, 18>;
 KernelFactory kReduceMin = MakeReduce<Reduce::kMin, 18>;

@@ -397,3 +397,16 @@ KernelFactory kSize = MakeKernel<SizeKernel>;
 
 }  // namespace cpu
 }  // namespace ontrain
+
+namespace ontrain {
+namespace cpu {
+
+// SplitTraining(input, split) is Split with the split sizes as an input (opset-13 semantics).
+KernelFactory kSplitTraining = [](const NodeInfo& info) -> StatusOr<std::unique_ptr<OpKernel>> {
+  NodeInfo v13 = info;
+  v13.opset = 13;
+  return kSplit(v13);
+};
+
+}  // namespace cpu
+}  // namespace ontrain

@@ -1,0 +1,225 @@
+// Gradients of convolution and pooling: ConvGrad (com.microsoft), MaxPoolGrad and AveragePoolGrad (ONNX
+// domain, opset 9, as ONNX Runtime registers them).
+#include <cstring>
+
+#include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/conv_geometry.h"
+#include "providers/cpu/kernels/gemm.h"
+#include "providers/cpu/kernels/kernels.h"
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+// ConvGrad(dY, X, W) -> (dX?, dW?, dB?) with the forward Conv's attributes.
+//   dW_g += dY_g [mg, O] * col(X_g)^T [O, cg*K];  col(dX_g) = W_g^T [cg*K, mg] * dY_g, scattered back;
+//   dB = sum of dY over batch and space.
+class ConvGradKernel : public OpKernel {
+ public:
+  explicit ConvGradKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 2, "W"));
+    if (x->rank() < 3 || w->rank() != x->rank() || dy->rank() != x->rank()) {
+      return InvalidArgument("dY, X and W must have equal rank >= 3");
+    }
+    int64_t c = x->dim(1), m = w->dim(0);
+    if (group_ <= 0 || c % group_ || m % group_ || w->dim(1) * group_ != c) {
+      return InvalidArgument("channels do not match: X has ", c, ", W ", ShapeToString(w->shape()), ", group ", group_);
+    }
+    in_.assign(x->shape().begin() + 2, x->shape().end());
+    geo_ = WindowAttrs::FromNode(node_, Shape(w->shape().begin() + 2, w->shape().end()));
+    ONT_ASSIGN_OR_RETURN(out_, geo_.OutputDims(in_));
+    Shape expect = {x->dim(0), m};
+    expect.insert(expect.end(), out_.begin(), out_.end());
+    if (dy->shape() != expect) {
+      return InvalidArgument("dY has shape ", ShapeToString(dy->shape()), ", expected ", ShapeToString(expect));
+    }
+    int64_t col = (c / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(out_);
+    ctx.RequestScratch(static_cast<size_t>(col) * DTypeSize(x->dtype()));
+    if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
+    if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, w->dtype(), w->shape()));
+    if (ctx.output_requested(2)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, w->dtype(), {m}));
+    return Status::OK();
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &x = *ctx.input(1), &w = *ctx.input(2);
+    Tensor *dx = ctx.output(0), *dw = ctx.output(1), *db = ctx.output(2);
+    return DispatchConvTypes(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0), cg = c / group_, mg = m / group_;
+      int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
+      T* col = static_cast<T*>(ctx.scratch());
+      if (dx) std::fill(dx->data<T>(), dx->data<T>() + dx->NumElements(), T(0));
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t g = 0; g < group_; ++g) {
+          const T* dyg = dy.data<T>() + (i * m + g * mg) * osize;
+          if (dw) {
+            Im2Col(x.data<T>() + (i * c + g * cg) * isize, cg, in_, out_, geo_, col);
+            Gemm<T>(false, true, mg, cg * ksize, osize, T(1), dyg, col, i == 0 ? T(0) : T(1),
+                    dw->data<T>() + g * mg * cg * ksize, ctx.thread_pool());
+          }
+          if (dx) {
+            Gemm<T>(true, false, cg * ksize, osize, mg, T(1), w.data<T>() + g * mg * cg * ksize, dyg, T(0), col,
+                    ctx.thread_pool());
+            Col2Im(col, cg, in_, out_, geo_, dx->data<T>() + (i * c + g * cg) * isize);
+          }
+        }
+      }
+      if (db) {
+        for (int64_t j = 0; j < m; ++j) {
+          T s = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const T* row = dy.data<T>() + (i * m + j) * osize;
+            for (int64_t o = 0; o < osize; ++o) s += row[o];
+          }
+          db->data<T>()[j] = s;
+        }
+      }
+      if (dw && n == 0) std::fill(dw->data<T>(), dw->data<T>() + dw->NumElements(), T(0));
+      return Status::OK();
+    });
+  }
+
+ private:
+  template <typename F>
+  static Status DispatchConvTypes(DType t, F&& f) {
+    if (t == DType::kFloat32) return f(Tag<float>{});
+    if (t == DType::kFloat64) return f(Tag<double>{});
+    return Unimplemented("dtype ", DTypeName(t), " (ConvGrad supports float32 and float64)");
+  }
+  const Node& node_;
+  int64_t group_;
+  WindowAttrs geo_;
+  std::vector<int64_t> in_, out_;
+};
+
+// dX's shape is not a function of dY: it is the forward input's shape, which the graph declares for this
+// node's output (batch taken from dY), as ONNX Runtime's kernels read it.
+StatusOr<Shape> PoolGradOutputShape(const NodeInfo& info, const Tensor& dy) {
+  const ValueInfo* v = info.output_infos.empty() ? nullptr : info.output_infos[0];
+  if (v == nullptr || !v->has_shape || v->dims.size() != dy.shape().size()) {
+    return InvalidArgument("the graph must declare the shape of output \"",
+                           info.node->outputs.empty() ? "" : info.node->outputs[0],
+                           "\" (the pooled input's shape) for a pooling gradient");
+  }
+  Shape s;
+  for (size_t d = 0; d < v->dims.size(); ++d) {
+    if (d == 0) s.push_back(dy.dim(0));
+    else if (v->dims[d].known()) s.push_back(v->dims[d].value);
+    else return InvalidArgument("output \"", v->name, "\" has a symbolic dimension ", d, "; a static shape is needed");
+  }
+  return s;
+}
+
+class MaxPoolGradKernel : public OpKernel {
+ public:
+  explicit MaxPoolGradKernel(const NodeInfo& info) : info_(info) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* idx, RequireInput(ctx, 1, "Indices"));
+    if (idx->dtype() != DType::kInt64 || idx->shape() != dy->shape()) return InvalidArgument("Indices must be int64 like dY");
+    ONT_ASSIGN_OR_RETURN(Shape s, PoolGradOutputShape(info_, *dy));
+    return ctx.DeclareOutput(0, dy->dtype(), s);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &idx = *ctx.input(1);
+    Tensor* dx = ctx.output(0);
+    return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      T* p = dx->data<T>();
+      int64_t n = dx->NumElements();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(0.0f);
+      for (int64_t i = 0; i < dy.NumElements(); ++i) {
+        int64_t k = idx.data<int64_t>()[i];
+        if (k < 0 || k >= n) return InvalidArgument("index ", k, " at position ", i, " is outside dX (", n, " elements)");
+        p[k] = static_cast<T>(static_cast<float>(p[k]) + static_cast<float>(dy.data<T>()[i]));
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  NodeInfo info_;
+};
+
+// Spreads each dY element evenly over its pooling window (the count as the forward pass divided by).
+class AveragePoolGradKernel : public OpKernel {
+ public:
+  explicit AveragePoolGradKernel(const NodeInfo& info)
+      : info_(info), count_include_pad_(info.node->GetInt("count_include_pad", 0) != 0) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONT_ASSIGN_OR_RETURN(Shape s, PoolGradOutputShape(info_, *dy));
+    in_.assign(s.begin() + 2, s.end());
+    geo_ = WindowAttrs::FromNode(*info_.node, {});
+    if (geo_.kernel.size() != in_.size()) return InvalidArgument("kernel_shape does not match the spatial rank");
+    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> out, geo_.OutputDims(in_));
+    Shape expect = {dy->dim(0), s[1]};
+    expect.insert(expect.end(), out.begin(), out.end());
+    if (dy->shape() != expect) return InvalidArgument("dY has shape ", ShapeToString(dy->shape()), ", expected ", ShapeToString(expect));
+    out_ = out;
+    return ctx.DeclareOutput(0, dy->dtype(), s);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& dy = *ctx.input(0);
+    Tensor* dx = ctx.output(0);
+    return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      size_t nd = in_.size();
+      int64_t planes = dy.dim(0) * dy.dim(1), isize = ShapeNumElements(in_), osize = ShapeNumElements(out_);
+      int64_t ksize = ShapeNumElements(geo_.kernel);
+      std::vector<float> acc(static_cast<size_t>(isize));
+      std::vector<int64_t> oidx(nd), kidx(nd), offs(ksize);
+      for (int64_t p = 0; p < planes; ++p) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::fill(oidx.begin(), oidx.end(), 0);
+        for (int64_t o = 0; o < osize; ++o) {
+          int64_t inside = 0, padded = 0;
+          for (int64_t kk = 0; kk < ksize; ++kk) {
+            int64_t r = kk, off = 0;
+            bool in = true, in_pad = true;
+            for (size_t d = nd; d-- > 0;) {
+              kidx[d] = r % geo_.kernel[d];
+              r /= geo_.kernel[d];
+            }
+            for (size_t d = 0; d < nd; ++d) {
+              int64_t q = oidx[d] * geo_.strides[d] - geo_.pads[d] + kidx[d] * geo_.dilations[d];
+              if (q < -geo_.pads[d] || q >= in_[d] + geo_.pads[d + nd]) in_pad = false;
+              if (q < 0 || q >= in_[d]) in = false;
+              off = off * in_[d] + q;
+            }
+            padded += in_pad;
+            offs[inside] = off;
+            inside += in;
+          }
+          int64_t count = count_include_pad_ ? padded : inside;
+          float g = count ? static_cast<float>(dy.data<T>()[p * osize + o]) / count : 0.0f;
+          for (int64_t k = 0; k < inside; ++k) acc[offs[k]] += g;
+          for (size_t d = nd; d-- > 0;) {
+            if (++oidx[d] < out_[d]) break;
+            oidx[d] = 0;
+          }
+        }
+        for (int64_t i = 0; i < isize; ++i) dx->data<T>()[p * isize + i] = static_cast<T>(acc[i]);
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  NodeInfo info_;
+  bool count_include_pad_;
+  WindowAttrs geo_;
+  std::vector<int64_t> in_, out_;
+};
+
+}  // namespace
+
+KernelFactory kConvGrad = MakeKernel<ConvGradKernel>;
+KernelFactory kMaxPoolGrad = MakeKernel<MaxPoolGradKernel>;
+KernelFactory kAveragePoolGrad = MakeKernel<AveragePoolGradKernel>;
+
+}  // namespace cpu
+}  // namespace ontrain

@@ -1,0 +1,155 @@
+// Gradient kernels of elementwise ops (com.microsoft domain, as ONNX Runtime's gradient builder emits them):
+// ReluGrad, SigmoidGrad, TanhGrad, GeluGrad, FastGeluGrad, LeakyReluGrad, DropoutGrad, and Scale.
+#include <cmath>
+
+#include "providers/cpu/kernels/elementwise.h"
+#include "providers/cpu/kernels/kernels.h"
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+enum class GradKind { kRelu, kSigmoid, kTanh, kGelu, kFastGelu, kLeakyRelu };
+
+// (dY, X or Y) -> dX, same shape.
+class ActivationGradKernel : public OpKernel {
+ public:
+  ActivationGradKernel(const NodeInfo& info, GradKind kind) : kind_(kind), alpha_(info.node->GetFloat("alpha", 0.01f)) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
+    if (dy->shape() != x->shape() || dy->dtype() != x->dtype()) {
+      return InvalidArgument("dY ", DTypeName(dy->dtype()), ShapeToString(dy->shape()), " and input ",
+                             DTypeName(x->dtype()), ShapeToString(x->shape()), " must match");
+    }
+    return ctx.DeclareOutput(0, dy->dtype(), dy->shape());
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &x = *ctx.input(1);
+    return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T *pd = dy.data<T>(), *px = x.data<T>();
+      T* out = ctx.output(0)->data<T>();
+      GradKind kind = kind_;
+      C alpha = static_cast<C>(alpha_);
+      ParallelFor(ctx.thread_pool(), dy.NumElements(), 20.0, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) {
+          C g = static_cast<C>(pd[i]), v = static_cast<C>(px[i]);
+          C r = 0;
+          switch (kind) {
+            case GradKind::kRelu: r = v > C(0) ? g : C(0); break;
+            case GradKind::kSigmoid: r = g * v * (C(1) - v); break;
+            case GradKind::kTanh: r = g * (C(1) - v * v); break;
+            case GradKind::kLeakyRelu: r = v > C(0) ? g : alpha * g; break;
+            case GradKind::kGelu:
+              r = g * (C(0.5) * (std::erf(v * C(M_SQRT1_2)) + C(1)) + v * std::exp(-v * v / C(2)) * C(0.3989422804014327));
+              break;
+            case GradKind::kFastGelu: {
+              const C a = C(0.7978845608028654), k = C(0.044715);
+              C t = std::tanh(a * (v + k * v * v * v));
+              r = g * C(0.5) * (C(1) + t + (C(1) - t * t) * (a * v + C(3) * k * a * v * v * v));
+              break;
+            }
+          }
+          out[i] = static_cast<T>(r);
+        }
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  GradKind kind_;
+  float alpha_;
+};
+
+// DropoutGrad(dY, mask, ratio?, training_mode?): dX = mask ? dY / (1 - ratio) : 0 in training mode with a
+// non-zero ratio; otherwise dX = dY.
+class DropoutGradKernel : public OpKernel {
+ public:
+  explicit DropoutGradKernel(const NodeInfo&) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* mask, RequireInput(ctx, 1, "mask"));
+    if (mask->dtype() != DType::kBool || mask->shape() != dy->shape()) {
+      return InvalidArgument("mask must be bool", ShapeToString(dy->shape()), ", got ", DTypeName(mask->dtype()),
+                             ShapeToString(mask->shape()));
+    }
+    ratio_ = 0.5f;
+    if (ctx.input(2)) {
+      ONT_ASSIGN_OR_RETURN(double r, ReadScalar(*ctx.input(2), "ratio"));
+      ratio_ = static_cast<float>(r);
+    }
+    if (!(ratio_ >= 0.0f && ratio_ < 1.0f)) return InvalidArgument("ratio must be in [0, 1), got ", ratio_);
+    training_ = ctx.input(3) && ctx.input(3)->data<bool>()[0];
+    return ctx.DeclareOutput(0, dy->dtype(), dy->shape());
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &mask = *ctx.input(1);
+    return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      const T* pd = dy.data<T>();
+      const bool* pm = mask.data<bool>();
+      T* out = ctx.output(0)->data<T>();
+      bool pass = !training_ || ratio_ == 0.0f;
+      C scale = static_cast<C>(1.0 / (1.0 - ratio_));
+      for (int64_t i = 0; i < dy.NumElements(); ++i) {
+        out[i] = pass ? pd[i] : (pm[i] ? static_cast<T>(static_cast<C>(pd[i]) * scale) : static_cast<T>(C(0)));
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  float ratio_ = 0.5f;
+  bool training_ = false;
+};
+
+// Scale(input, scale): input * scale, or input / scale with scale_down=1.
+class ScaleKernel : public OpKernel {
+ public:
+  explicit ScaleKernel(const NodeInfo& info) : down_(info.node->GetInt("scale_down", 0) != 0) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "scale"));
+    ONT_ASSIGN_OR_RETURN(scale_, ReadScalar(*s, "scale"));
+    return ctx.DeclareOutput(0, x->dtype(), x->shape());
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      C s = static_cast<C>(scale_);
+      bool down = down_;
+      MapUnary(x.data<T>(), ctx.output(0)->data<T>(), x.NumElements(), ctx.thread_pool(),
+               [s, down](T v) { return static_cast<T>(down ? static_cast<C>(v) / s : static_cast<C>(v) * s); });
+      return Status::OK();
+    });
+  }
+
+ private:
+  bool down_;
+  double scale_ = 1;
+};
+
+template <GradKind kind>
+StatusOr<std::unique_ptr<OpKernel>> MakeActGrad(const NodeInfo& i) {
+  return std::unique_ptr<OpKernel>(new ActivationGradKernel(i, kind));
+}
+
+}  // namespace
+
+KernelFactory kReluGrad = MakeActGrad<GradKind::kRelu>;
+KernelFactory kSigmoidGrad = MakeActGrad<GradKind::kSigmoid>;
+KernelFactory kTanhGrad = MakeActGrad<GradKind::kTanh>;
+KernelFactory kGeluGrad = MakeActGrad<GradKind::kGelu>;
+KernelFactory kFastGeluGrad = MakeActGrad<GradKind::kFastGelu>;
+KernelFactory kLeakyReluGrad = MakeActGrad<GradKind::kLeakyRelu>;
+KernelFactory kDropoutGrad = MakeKernel<DropoutGradKernel>;
+KernelFactory kScale = MakeKernel<ScaleKernel>;
+
+}  // namespace cpu
+}  // namespace ontrain

@@ -1,0 +1,139 @@
+// Gradients of the normalizations (com.microsoft): BatchNormalizationGrad and LayerNormalizationGrad.
+#include <cmath>
+
+#include "providers/cpu/kernels/elementwise.h"
+#include "providers/cpu/kernels/kernels.h"
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+// (dY, X [N,C,...], scale [C], saved_mean [C], saved_inv_std [C]) -> (dX, dScale, dBias), with
+// x^ = (x - mean) * inv_std:  dBias = sum dY,  dScale = sum dY x^,
+// dX = scale * inv_std / M * (M dY - dBias - x^ dScale), M = N * spatial.
+class BatchNormGradKernel : public OpKernel {
+ public:
+  explicit BatchNormGradKernel(const NodeInfo&) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
+    if (x->rank() < 2 || dy->shape() != x->shape()) return InvalidArgument("dY and X must be equal [N, C, ...]");
+    for (int i = 2; i < 5; ++i) {
+      ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, i, i == 2 ? "scale" : i == 3 ? "mean" : "inv_std"));
+      if (t->NumElements() != x->dim(1)) return InvalidArgument("input ", i, " must have ", x->dim(1), " elements");
+    }
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
+    for (int i = 1; i < 3; ++i) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(i, x->dtype(), {x->dim(1)}));
+    return Status::OK();
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &x = *ctx.input(1);
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      int64_t n = x.dim(0), c = x.dim(1), inner = n * c ? x.NumElements() / (n * c) : 0;
+      double m = static_cast<double>(n * inner);
+      auto at = [&](int i, int64_t j) { return static_cast<double>(static_cast<float>(ctx.input(i)->data<T>()[j])); };
+      for (int64_t ch = 0; ch < c; ++ch) {
+        double mean = at(3, ch), inv = at(4, ch), db = 0, ds = 0;
+        for (int64_t b = 0; b < n; ++b) {
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t k = (b * c + ch) * inner + i;
+            double g = static_cast<float>(dy.data<T>()[k]);
+            db += g;
+            ds += g * (static_cast<float>(x.data<T>()[k]) - mean) * inv;
+          }
+        }
+        double coef = at(2, ch) * inv / m;
+        for (int64_t b = 0; b < n; ++b) {
+          for (int64_t i = 0; i < inner; ++i) {
+            int64_t k = (b * c + ch) * inner + i;
+            double xh = (static_cast<float>(x.data<T>()[k]) - mean) * inv;
+            double g = static_cast<float>(dy.data<T>()[k]);
+            if (Tensor* dx = ctx.output(0)) dx->data<T>()[k] = static_cast<T>(static_cast<float>(coef * (m * g - db - xh * ds)));
+          }
+        }
+        if (Tensor* dsc = ctx.output(1)) dsc->data<T>()[ch] = static_cast<T>(static_cast<float>(ds));
+        if (Tensor* dbi = ctx.output(2)) dbi->data<T>()[ch] = static_cast<T>(static_cast<float>(db));
+      }
+      return Status::OK();
+    });
+  }
+};
+
+// (dY, X, scale, mean, inv_std_dev) -> (dX, dScale, dBias), rows flattened at `axis`:
+// x^ = (x - mean) * inv_std, B = dY * scale * inv_std, dX = B - mean(B) - x^ * mean(B * x^).
+class LayerNormGradKernel : public OpKernel {
+ public:
+  explicit LayerNormGradKernel(const NodeInfo& info) : axis_(info.node->GetInt("axis", -1)) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "Y_grad"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* scale, RequireInput(ctx, 2, "scale"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* mean, RequireInput(ctx, 3, "mean"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* inv, RequireInput(ctx, 4, "inv_std_dev"));
+    if (dy->shape() != x->shape()) return InvalidArgument("Y_grad and X shapes differ");
+    ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_, x->rank()));
+    rows_ = cols_ = 1;
+    for (int64_t d = 0; d < x->rank(); ++d) (d < axis ? rows_ : cols_) *= x->dim(d);
+    if (scale->NumElements() != cols_ || mean->NumElements() != rows_ || inv->NumElements() != rows_) {
+      return InvalidArgument("scale must have ", cols_, " elements and mean/inv_std_dev ", rows_);
+    }
+    if (mean->dtype() != DType::kFloat32 && mean->dtype() != x->dtype()) return InvalidArgument("mean dtype");
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, scale->dtype(), scale->shape()));
+    if (ctx.num_outputs() > 2) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, scale->dtype(), scale->shape()));
+    return Status::OK();
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &x = *ctx.input(1), &scale = *ctx.input(2);
+    const Tensor &mean = *ctx.input(3), &inv = *ctx.input(4);
+    return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      auto stat = [](const Tensor& t, int64_t r) -> C {
+        return t.dtype() == DType::kFloat64 ? static_cast<C>(t.data<double>()[r]) : static_cast<C>(t.data<float>()[r]);
+      };
+      int64_t cols = cols_;
+      std::vector<C> ds(cols, 0), db(cols, 0);
+      Tensor* dx = ctx.output(0);
+      for (int64_t r = 0; r < rows_; ++r) {
+        C mu = stat(mean, r), is = stat(inv, r), mb = 0, mbx = 0;
+        for (int64_t i = 0; i < cols; ++i) {
+          int64_t k = r * cols + i;
+          C g = static_cast<C>(dy.data<T>()[k]), xh = (static_cast<C>(x.data<T>()[k]) - mu) * is;
+          db[i] += g;
+          ds[i] += g * xh;
+          C b = g * static_cast<C>(scale.data<T>()[i]) * is;
+          mb += b;
+          mbx += b * xh;
+        }
+        mb /= static_cast<C>(cols);
+        mbx /= static_cast<C>(cols);
+        if (dx == nullptr) continue;
+        for (int64_t i = 0; i < cols; ++i) {
+          int64_t k = r * cols + i;
+          C g = static_cast<C>(dy.data<T>()[k]), xh = (static_cast<C>(x.data<T>()[k]) - mu) * is;
+          C b = g * static_cast<C>(scale.data<T>()[i]) * is;
+          dx->data<T>()[k] = static_cast<T>(b - mb - xh * mbx);
+        }
+      }
+      for (int64_t i = 0; i < cols; ++i) {
+        if (Tensor* o = ctx.output(1)) o->data<T>()[i] = static_cast<T>(ds[i]);
+        if (Tensor* o = ctx.output(2)) o->data<T>()[i] = static_cast<T>(db[i]);
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  int64_t axis_;
+  int64_t rows_ = 1, cols_ = 1;
+};
+
+}  // namespace
+
+KernelFactory kBatchNormalizationGrad = MakeKernel<BatchNormGradKernel>;
+KernelFactory kLayerNormalizationGrad = MakeKernel<LayerNormGradKernel>;
+
+}  // namespace cpu
+}  // namespace ontrain
