@@ -79,9 +79,9 @@ class DropoutGradKernel : public OpKernel {
     ratio_ = 0.5f;
     if (ctx.input(2)) {
       ONT_ASSIGN_OR_RETURN(double r, ReadScalar(*ctx.input(2), "ratio"));
-      ratio_ = static_cast<float>(r);
+      ratio_ = r;
     }
-    if (!(ratio_ >= 0.0f && ratio_ < 1.0f)) return InvalidArgument("ratio must be in [0, 1), got ", ratio_);
+    if (!(ratio_ >= 0.0 && ratio_ < 1.0)) return InvalidArgument("ratio must be in [0, 1), got ", ratio_);
     training_ = ctx.input(3) && ctx.input(3)->data<bool>()[0];
     return ctx.DeclareOutput(0, dy->dtype(), dy->shape());
   }
@@ -93,7 +93,7 @@ class DropoutGradKernel : public OpKernel {
       const T* pd = dy.data<T>();
       const bool* pm = mask.data<bool>();
       T* out = ctx.output(0)->data<T>();
-      bool pass = !training_ || ratio_ == 0.0f;
+      bool pass = !training_ || ratio_ == 0.0;
       C scale = static_cast<C>(1.0 / (1.0 - ratio_));
       for (int64_t i = 0; i < dy.NumElements(); ++i) {
         out[i] = pass ? pd[i] : (pm[i] ? static_cast<T>(static_cast<C>(pd[i]) * scale) : static_cast<T>(C(0)));
@@ -103,7 +103,7 @@ class DropoutGradKernel : public OpKernel {
   }
 
  private:
-  float ratio_ = 0.5f;
+  double ratio_ = 0.5;
   bool training_ = false;
 };
 

@@ -243,17 +243,17 @@ class DropoutKernel : public OpKernel {
     ratio_ = attr_ratio_;
     training_ = opset_ < 7 ? !is_test_ : false;
     if (opset_ >= 12) {
-      ratio_ = 0.5f;
+      ratio_ = 0.5;
       if (const Tensor* r = ctx.input(1)) {
         ONT_ASSIGN_OR_RETURN(double v, ReadScalar(*r, "ratio"));
-        ratio_ = static_cast<float>(v);
+        ratio_ = v;
       }
       if (const Tensor* t = ctx.input(2)) {
         if (t->dtype() != DType::kBool || t->NumElements() != 1) return InvalidArgument("training_mode must be a bool scalar");
         training_ = t->data<bool>()[0];
       }
     }
-    if (!(ratio_ >= 0.0f && ratio_ < 1.0f)) return InvalidArgument("ratio must be in [0, 1), got ", ratio_);
+    if (!(ratio_ >= 0.0 && ratio_ < 1.0)) return InvalidArgument("ratio must be in [0, 1), got ", ratio_);
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.num_outputs() > 1) {
       DType mask = opset_ >= 10 ? DType::kBool : x->dtype();
@@ -271,11 +271,11 @@ class DropoutKernel : public OpKernel {
       const T* px = x.data<T>();
       T* py = ctx.output(0)->data<T>();
       int64_t n = x.NumElements();
-      bool drop = training_ && ratio_ > 0.0f;
+      bool drop = training_ && ratio_ > 0.0;
       C scale = static_cast<C>(1.0 / (1.0 - ratio_));
       std::uniform_real_distribution<float> uni(0.0f, 1.0f);
       for (int64_t i = 0; i < n; ++i) {
-        bool keep = !drop || uni(rng_) >= ratio_;
+        bool keep = !drop || uni(rng_) >= static_cast<float>(ratio_);
         py[i] = keep ? (drop ? static_cast<T>(static_cast<C>(px[i]) * scale) : px[i]) : static_cast<T>(C(0));
         if (mask) {
           if (mask->dtype() == DType::kBool) mask->data<bool>()[i] = keep;
@@ -291,7 +291,7 @@ class DropoutKernel : public OpKernel {
   float attr_ratio_;
   bool is_test_;
   std::mt19937_64 rng_;
-  float ratio_ = 0.5f;
+  double ratio_ = 0.5;
   bool training_ = false;
 };
 
