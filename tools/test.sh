@@ -7,9 +7,16 @@ cd "$(dirname "$0")/.."
 
 tools/setup.sh || { echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
+# ONNX Runtime's own artifact sets (test inputs kept beside the project, never in it); tests that need them
+# skip and say so when they are absent.
+extra=()
+if [ -d ../shared/ort-artifacts ]; then
+  extra+=("--test_env=ONTRAIN_ORT_ARTIFACTS=$(cd ../shared/ort-artifacts && pwd)")
+fi
+
 bep="$(mktemp -t ontrain-bep.XXXXXX)"
 trap 'rm -f "$bep"' EXIT
-bazel test //... --build_event_json_file="$bep" "$@"
+bazel test //... --build_event_json_file="$bep" "${extra[@]}" "$@"
 rc=$?
 
 /usr/bin/python3 tools/count_tests.py "$bep"
