@@ -1,4 +1,5 @@
-// Runs ONNX's own backend conformance cases (libonnx-testdata, data/node/*) on the CPU provider.
+// Runs ONNX's own backend conformance cases (libonnx-testdata, data/node/* and data/simple/*) on the CPU
+// provider.
 //
 // Each case directory holds model.onnx and test_data_set_*/{input,output}_*.pb. A case runs when every op
 // of its model has a CPU kernel at the model's opset; cases with an unsupported op are skipped and counted
@@ -130,8 +131,9 @@ std::string Compare(const Tensor& expected, const Tensor& actual) {
 class OnnxNodeTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OnnxNodeTest, MatchesReference) {
-  const std::string name = GetParam();
-  const std::string dir = NodeDataDir() + "/" + name;
+  const std::string path = GetParam();
+  const std::string name = path.substr(path.find('/') + 1);
+  const std::string dir = TestDataDir() + "/" + path;
   counts().total++;
   auto ex = Excluded().find(name);
   if (ex != Excluded().end()) {
@@ -198,8 +200,12 @@ TEST_P(OnnxNodeTest, MatchesReference) {
   (ok ? counts().passed : counts().failed)++;
 }
 
-INSTANTIATE_TEST_SUITE_P(Node, OnnxNodeTest, ::testing::ValuesIn(ListNodeCases()),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Onnx, OnnxNodeTest, ::testing::ValuesIn(ListCases()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           for (char& c : n) if (c == '/') c = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace ontrain
@@ -208,10 +214,10 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   int rc = RUN_ALL_TESTS();
   auto& c = ontrain::counts();
-  std::printf("ONNX node conformance: %d cases, %d ran, %d passed, %d failed, %d unsupported, %d excluded\n",
+  std::printf("ONNX node+simple conformance: %d cases, %d ran, %d passed, %d failed, %d unsupported, %d excluded\n",
               c.total.load(), c.passed.load() + c.failed.load(), c.passed.load(), c.failed.load(),
               c.unsupported.load(), c.excluded.load());
-  if (c.total.load() == static_cast<int>(ontrain::ListNodeCases().size()) && c.passed.load() < ontrain::kMinPassing) {
+  if (c.total.load() == static_cast<int>(ontrain::ListCases().size()) && c.passed.load() < ontrain::kMinPassing) {
     std::printf("FAIL: fewer than %d cases passed\n", ontrain::kMinPassing);
     return 1;
   }

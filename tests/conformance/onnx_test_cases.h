@@ -6,9 +6,9 @@
 
 namespace ontrain {
 
-// Folder holding the node cases (…/onnx_testdata/node).
-std::string NodeDataDir();
-// Names of all node case folders, sorted.
-std::vector<std::string> ListNodeCases();
+// Folder holding ONNX's backend test data (…/onnx_testdata, with node/ and simple/ inside).
+std::string TestDataDir();
+// All node and simple cases as "node/<case>" and "simple/<case>", sorted.
+std::vector<std::string> ListCases();
 
 }  // namespace ontrain

@@ -1,4 +1,5 @@
-// Every ONNX Runtime artifact set of ../shared/ort-artifacts trains in ontrain, and its 20 AdamW losses
+// Every ONNX Runtime artifact set of ../shared/ort-artifacts (and the MLP that tools/make_mlp_fixture.py
+// writes in ONNX Runtime's conventions) trains in ontrain, and its 20 AdamW losses
 // match those ONNX Runtime 1.19.2's own training engine produced on the same batches
 // (tests/data/ort_reference_losses.txt, made by tools/ort_reference/make_reference.sh).
 #include <cmath>
@@ -28,6 +29,7 @@ struct SetSpec {
   std::string name;
   std::vector<InputSpec> inputs;
   std::vector<std::string> zero_dropout;  // initializers set to 0 in both engines
+  std::string local_dir;                  // in the repository (runfiles), not in ../shared
 };
 
 // Mirrors tools/ort_reference/sets.json.
@@ -39,6 +41,7 @@ const std::vector<SetSpec>& Sets() {
       {"srij-transformer-lora", {{"input", "float", {4, 32}}, {"labels", "int64", {4}, 32}},
        {"/dropout/Constant_output_0"}},
       {"seizureguard-cnn1d", {{"input", "float", {2, 18, 1024}}, {"labels", "int64", {2}, 2}}, {}},
+      {"ort_mlp", {{"input", "float", {8, 6}}, {"labels", "int64", {8}, 3}}, {}, "tests/data/ort_mlp"},
   };
   return *sets;
 }
@@ -95,7 +98,7 @@ class OrtParityTest : public ::testing::TestWithParam<size_t> {};
 TEST_P(OrtParityTest, LossesMatchOnnxRuntime) {
   const SetSpec& set = Sets()[GetParam()];
   std::string why;
-  std::string dir = testing::OrtArtifactDir(set.name, &why);
+  std::string dir = set.local_dir.empty() ? testing::OrtArtifactDir(set.name, &why) : set.local_dir;
   if (dir.empty()) GTEST_SKIP() << why;
   auto reference = ReadReference();
   ASSERT_EQ(reference[set.name].size(), static_cast<size_t>(kSteps)) << "no reference losses for " << set.name;
@@ -131,7 +134,7 @@ TEST_P(OrtParityTest, LossesMatchOnnxRuntime) {
               set.name.c_str(), kSteps, worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 5),
+INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 6),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            std::string n = Sets()[info.param].name;
                            for (char& c : n) if (c == '-') c = '_';

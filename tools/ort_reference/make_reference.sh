@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/ort_reference_losses.txt: ONNX Runtime 1.19.2's training engine on the artifact
-# sets of ../shared/ort-artifacts (listed in sets.json), 20 AdamW steps each. Needs node/npm and
+# sets of ../shared/ort-artifacts and tests/data/ort_mlp (listed in sets.json), 20 AdamW steps each. Needs node/npm and
 # /usr/bin/python3 with python3-onnx; the tests only read the output file.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -12,8 +12,10 @@ work="$(mktemp -d /tmp/ontrain_ref_XXXXXX)"  # no dot in the path: flatc cuts na
 trap 'rm -rf "$work"' EXIT
 for name in $(/usr/bin/python3 -c "import json;print(' '.join(s['name'] for s in json.load(open('sets.json'))['sets']))"); do
   zero=$(/usr/bin/python3 -c "import json;print(','.join(next(s for s in json.load(open('sets.json'))['sets'] if s['name']=='$name').get('zero_dropout',[])))")
+  src=$(/usr/bin/python3 -c "import json;print(next(s for s in json.load(open('sets.json'))['sets'] if s['name']=='$name').get('dir',''))")
+  src=${src:+$repo/$src}
   mkdir -p "$work/$name"
-  /usr/bin/python3 patch_dropout.py "$artifacts/$name" "$work/$name" "$zero"
+  /usr/bin/python3 patch_dropout.py "${src:-$artifacts/$name}" "$work/$name" "$zero"
   # ONNX Runtime 1.19.2 accepts only version-2 checkpoints: re-encode a version-1 file with flatc (same
   # tables), independently of ontrain's own reader and writer.
   flatc --json --raw-binary --strict-json -o "$work/$name" "$repo/checkpoint/ort_checkpoint.fbs" -- "$work/$name/checkpoint"
