@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 
+#include "engine/random.h"
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
@@ -236,7 +237,7 @@ class DropoutKernel : public OpKernel {
         attr_ratio_(info.node->GetFloat("ratio", 0.5f)),
         is_test_(info.node->GetInt("is_test", 0) != 0),
         rng_(info.node->HasAttribute("seed") ? static_cast<uint64_t>(info.node->GetInt("seed", 0))
-                                             : std::random_device{}()) {}
+                                             : NextKernelSeed()) {}
 
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
