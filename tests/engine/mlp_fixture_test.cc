@@ -163,6 +163,33 @@ TEST_F(MlpFixtureTest, LinearSchedulerResumedAtStep51) {
   }
 }
 
+// The model exported after 10 steps gives the logits that ONNX Runtime (onnxruntime-node) computed for
+// the same export (tests/data/ort_mlp/export_reference.txt, from tools/ort_reference/check_export.sh).
+TEST_F(MlpFixtureTest, ExportedModelMatchesOnnxRuntimeInference) {
+  auto s = Make(&state_);
+  for (int step = 0; step < 10; ++step) Step(*s, step);
+  std::string path = ::testing::TempDir() + "/mlp_inference.onnx";
+  ASSERT_TRUE(s->ExportModelForInferencing(path, {"logits"}).ok());
+  auto m = LoadModel(path);
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->graph.inputs.size(), 1u);
+  auto ex = Executor::Create(m.value(), cpu_.get()).value();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(ex->Run({{"input", testing::SyntheticFloats({8, 6}, 10)}}, {"logits"}, &out).ok());
+  std::ifstream f(kDir + "/export_reference.txt");
+  std::vector<double> ort;
+  std::string line;
+  while (std::getline(f, line)) if (!line.empty() && line[0] != '#') ort.push_back(std::stod(line));
+  ASSERT_EQ(ort.size(), static_cast<size_t>(out[0].NumElements()));
+  double worst = 0;
+  for (size_t i = 0; i < ort.size(); ++i) {
+    double rel = std::abs(out[0].data<float>()[i] - ort[i]) / std::max(std::abs(ort[i]), 1e-3);
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, 1e-5) << i;
+  }
+  std::printf("[export-parity] exported logits vs onnxruntime-node: largest relative difference %.3g\n", worst);
+}
+
 TEST_F(MlpFixtureTest, OptimizerSignatureIsChecked) {
   Model opt = LoadModel(kDir + "/optimizer_model.onnx").value();
   std::swap(opt.graph.inputs[2], opt.graph.inputs[3]);
