@@ -1,0 +1,177 @@
+// The gradient graph builder: forward rewrites, reachability, and the reverse sweep that calls the
+// per-op builders of gradient_builders.cc and sums partial gradients.
+#include "graph/autodiff.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "graph/builder.h"
+#include "graph/gradient_builders.h"
+#include "graph/shape_inference.h"
+
+namespace ontrain {
+
+namespace {
+
+// A name not yet used in the graph, derived from `base`.
+std::string FreshName(const Graph& g, const std::string& base) {
+  std::set<std::string> used;
+  for (const Node& n : g.nodes) for (const auto& o : n.outputs) used.insert(o);
+  std::string name = base;
+  for (int k = 1; used.count(name); ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+void EnsureOutputs(Graph& g, Node& n, size_t count, const std::vector<std::string>& suffixes) {
+  while (n.outputs.size() < count) n.outputs.push_back("");
+  for (size_t i = 1; i < count; ++i) {
+    if (n.outputs[i].empty()) n.outputs[i] = FreshName(g, n.name + "/" + suffixes[i - 1]);
+  }
+}
+
+bool IsFloat(DType t) { return IsFloatingPoint(t); }
+
+}  // namespace
+
+Status PrepareForGradients(Model* model) {
+  Graph& g = model->graph;
+  for (Node& n : g.nodes) {
+    if (!n.domain.empty()) continue;
+    if (n.op_type == "MaxPool") EnsureOutputs(g, n, 2, {"indices"});
+    else if (n.op_type == "SoftmaxCrossEntropyLoss") EnsureOutputs(g, n, 2, {"log_prob"});
+    else if (n.op_type == "LayerNormalization") EnsureOutputs(g, n, 3, {"mean", "inv_std_dev"});
+    else if (n.op_type == "Dropout") EnsureOutputs(g, n, 2, {"mask"});
+    else if (n.op_type == "BatchNormalization") {
+      // ONNX Runtime's BatchNormReplacement: com.microsoft BatchNormInternal, training mode, 5 outputs.
+      n.op_type = "BatchNormInternal";
+      n.domain = "com.microsoft";
+      n.attributes.erase("spatial");
+      n.attributes["training_mode"] = AttrInt("training_mode", 1);
+      EnsureOutputs(g, n, 5, {"running_mean", "running_var", "saved_mean", "saved_inv_std"});
+    }
+  }
+  if (model->OpsetFor("com.microsoft") == 0) model->opset_imports["com.microsoft"] = 1;
+  return Status::OK();
+}
+
+std::vector<std::string> DifferentiableOps() { return GradientRuleNames(); }
+
+Status BuildGradientGraph(Model* model, const std::string& loss, const std::vector<std::string>& xs) {
+  Graph& g = model->graph;
+  if (model->OpsetFor("") < 13) return Unimplemented("gradient graphs need ONNX opset >= 13, got ", model->OpsetFor(""));
+  if (model->OpsetFor("com.microsoft") == 0) model->opset_imports["com.microsoft"] = 1;
+  // 1. Types and shapes of every forward value.
+  Model typed = *model;
+  ONT_RETURN_IF_ERROR(InferShapes(&typed).WithContext("gradient graph"));
+  std::map<std::string, ValueInfo> types;
+  for (const ValueInfo& v : typed.graph.inputs) types[v.name] = v;
+  for (const ValueInfo& v : typed.graph.value_infos) types[v.name] = v;
+  for (const ValueInfo& v : typed.graph.outputs) types[v.name] = v;
+  for (const auto& [name, t] : g.initializers) {
+    ValueInfo v;
+    v.name = name;
+    v.dtype = t.dtype();
+    v.has_shape = true;
+    for (int64_t d : t.shape()) v.dims.push_back(Dim{d, ""});
+    types[name] = v;
+  }
+  ONT_ASSIGN_OR_RETURN(std::vector<size_t> order, TopologicalOrder(g));
+  // 2. Values reachable from the xs (forward) and nodes that reach the loss (backward).
+  std::set<std::string> from_x(xs.begin(), xs.end());
+  for (size_t idx : order) {
+    const Node& n = g.nodes[idx];
+    bool hit = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& i) { return from_x.count(i) > 0; });
+    if (hit) for (const auto& o : n.outputs) if (!o.empty()) from_x.insert(o);
+  }
+  std::set<std::string> to_loss = {loss};
+  std::vector<size_t> active;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Node& n = g.nodes[*it];
+    bool hit = std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) { return to_loss.count(o) > 0; });
+    if (!hit) continue;
+    for (const auto& i : n.inputs) if (!i.empty()) to_loss.insert(i);
+    bool from = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& i) { return from_x.count(i) > 0; });
+    if (from) active.push_back(*it);  // reverse topological order
+  }
+  // 3. Which inputs of which nodes receive gradients, and how many partials each value collects.
+  std::map<size_t, std::vector<bool>> wants;
+  std::map<std::string, int> partials;
+  for (size_t idx : active) {
+    const Node& n = g.nodes[idx];
+    const GradientRule* rule = FindGradientRule(n.domain, n.op_type);
+    if (rule == nullptr) {
+      return Unimplemented("the gradient builder has not been registered for op ", n.domain.empty() ? "" : n.domain + "::",
+                           n.op_type, " (", n.Describe(), ")");
+    }
+    std::vector<bool> w(n.inputs.size(), false);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const std::string& in = n.inputs[i];
+      if (in.empty() || !from_x.count(in)) continue;
+      if (std::find(rule->stop.begin(), rule->stop.end(), static_cast<int>(i)) != rule->stop.end()) continue;
+      auto t = types.find(in);
+      if (t != types.end() && t->second.dtype != DType::kUndefined && !IsFloat(t->second.dtype)) continue;
+      w[i] = true;
+      partials[in]++;
+    }
+    wants[idx] = w;
+  }
+  // 4. The seed, then the reverse sweep.
+  // The seed d(loss)/d(loss) = 1: a scalar of the loss's type (float32 for ONNX Runtime's artifacts).
+  auto lt = types.find(loss);
+  if (lt == types.end() || !IsFloat(lt->second.dtype)) return InvalidArgument("loss \"", loss, "\" is not a float value of the graph");
+  if (lt->second.dtype == DType::kFloat64) g.AddInitializer(loss + "_grad", Tensor::FromVector<double>({1.0}, {}));
+  else if (lt->second.dtype == DType::kFloat32) g.AddInitializer(loss + "_grad", Tensor::FromVector<float>({1.0f}, {}));
+  else return Unimplemented("loss of type ", DTypeName(lt->second.dtype));
+  std::set<std::string> ready = {loss};  // values whose gradient "<v>_grad" is complete
+  std::map<std::string, std::vector<std::string>> collected;
+  for (size_t idx : active) {
+    const Node n = g.nodes[idx];  // copy: builders append to g.nodes
+    GradContext ctx(&g, n, &types, model->OpsetFor(n.domain));
+    bool any = false;
+    for (const std::string& o : n.outputs) {
+      bool has = !o.empty() && ready.count(o);
+      ctx.dy.push_back(has ? o + "_grad" : "");
+      any |= has;
+    }
+    if (!any || ctx.dy[0].empty()) {
+      if (any) return Unimplemented(n.Describe(), ": gradients through outputs other than the first are not supported");
+      continue;
+    }
+    const std::vector<bool>& w = wants[idx];
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!w[i]) {
+        ctx.dx.push_back("");
+        continue;
+      }
+      const std::string& in = n.inputs[i];
+      std::string name = partials[in] == 1 ? in + "_grad" : in + "_grad_" + std::to_string(collected[in].size());
+      collected[in].push_back(name);
+      ctx.dx.push_back(name);
+    }
+    const GradientRule* rule = FindGradientRule(n.domain, n.op_type);
+    ONT_RETURN_IF_ERROR(rule->build(ctx).WithContext(StrCat("gradient of ", n.Describe())));
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!w[i]) continue;
+      const std::string& in = n.inputs[i];
+      if (static_cast<int>(collected[in].size()) != partials[in] || ready.count(in)) continue;
+      if (partials[in] > 1) {
+        g.nodes.push_back(MakeNode("Sum", collected[in], {in + "_grad"}, {}, "AccumulateGrad_" + in + "_grad"));
+      }
+      ready.insert(in);
+    }
+  }
+  // 5. Gradients of the xs become graph outputs.
+  for (const std::string& x : xs) {
+    if (!ready.count(x)) {
+      return InvalidArgument("cannot compute the partial derivative for '", x,
+                             "' as it's unreachable from the output node(s)");
+    }
+    ValueInfo v = types.count(x) ? types[x] : ValueInfo();
+    v.name = x + "_grad";
+    g.outputs.push_back(v);
+  }
+  return Status::OK();
+}
+
+}  // namespace ontrain

@@ -1,0 +1,489 @@
+// Gradient builders, one per forward op, emitting the nodes ONNX Runtime's gradient builder emits
+// (dY = gradient of the node's output 0, dX_i = gradient of input i).
+#include "graph/gradient_builders.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/builder.h"
+
+namespace ontrain {
+
+namespace {
+constexpr const char* kMs = "com.microsoft";
+
+// Attributes of the forward node, copied to its gradient node.
+std::vector<onnx::AttributeProto> CopyAttrs(const Node& n, const std::vector<std::string>& skip = {}) {
+  std::vector<onnx::AttributeProto> out;
+  for (const auto& kv : n.attributes) {
+    if (std::find(skip.begin(), skip.end(), kv.first) == skip.end()) out.push_back(kv.second);
+  }
+  return out;
+}
+
+bool SameShape(const ValueInfo* a, const ValueInfo* b) {
+  if (!a || !b || !a->has_shape || !b->has_shape || a->dims.size() != b->dims.size()) return false;
+  for (size_t i = 0; i < a->dims.size(); ++i) {
+    const Dim &x = a->dims[i], &y = b->dims[i];
+    if (x.known() && y.known() && x.value == y.value) continue;
+    if (!x.known() && !y.known() && !x.param.empty() && x.param == y.param) continue;
+    return false;
+  }
+  return true;
+}
+
+bool Static(const ValueInfo* v) {
+  if (!v || !v->has_shape) return false;
+  for (const Dim& d : v->dims) if (!d.known()) return false;
+  return true;
+}
+
+std::vector<int64_t> DimsOf(const ValueInfo* v) {
+  std::vector<int64_t> d;
+  for (const Dim& x : v->dims) d.push_back(x.value);
+  return d;
+}
+
+// ---- elementwise ----
+Status IdentityGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Identity", {c.dy[0]}, {c.dx[0]});
+  return Status::OK();
+}
+Status AddGrad(GradContext& c) {
+  for (int i = 0; i < 2; ++i) if (c.wants(i)) ONT_RETURN_IF_ERROR(c.ReduceTo(i, c.dy[0], c.out(0)));
+  return Status::OK();
+}
+Status SubGrad(GradContext& c) {
+  if (c.wants(0)) ONT_RETURN_IF_ERROR(c.ReduceTo(0, c.dy[0], c.out(0)));
+  if (c.wants(1)) ONT_RETURN_IF_ERROR(c.ReduceTo(1, c.Emit("Neg", {c.dy[0]}, {c.Tmp("neg")}), c.out(0)));
+  return Status::OK();
+}
+Status MulGrad(GradContext& c) {
+  for (int i = 0; i < 2; ++i) {
+    if (c.wants(i)) ONT_RETURN_IF_ERROR(c.ReduceTo(i, c.Emit("Mul", {c.dy[0], c.in(1 - i)}, {c.Tmp("mul")}), c.out(0)));
+  }
+  return Status::OK();
+}
+Status DivGrad(GradContext& c) {
+  if (c.wants(0) && c.wants(1)) {
+    c.Emit("DivGrad", {c.dy[0], c.in(0), c.in(1)}, {c.dx[0], c.dx[1]}, {}, kMs);
+  } else if (c.wants(0)) {
+    ONT_RETURN_IF_ERROR(c.ReduceTo(0, c.Emit("Div", {c.dy[0], c.in(1)}, {c.Tmp("div")}), c.out(0)));
+  } else if (c.wants(1)) {
+    c.Emit("DivGrad", {c.dy[0], c.in(0), c.in(1)}, {"", c.dx[1]}, {}, kMs);
+  }
+  return Status::OK();
+}
+Status NegGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Neg", {c.dy[0]}, {c.dx[0]});
+  return Status::OK();
+}
+Status SumGrad(GradContext& c) {
+  for (int i = 0; i < static_cast<int>(c.dx.size()); ++i) if (c.wants(i)) ONT_RETURN_IF_ERROR(c.ReduceTo(i, c.dy[0], c.out(0)));
+  return Status::OK();
+}
+Status ExpandGrad(GradContext& c) {
+  if (c.wants(0)) ONT_RETURN_IF_ERROR(c.ReduceTo(0, c.dy[0], c.out(0)));
+  return Status::OK();
+}
+
+// (dY, X) or (dY, Y) -> dX through a com.microsoft gradient op.
+template <const char* kOp, bool kUsesOutput>
+Status MsUnaryGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit(kOp, {c.dy[0], kUsesOutput ? c.out(0) : c.in(0)}, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+constexpr char kReluGrad[] = "ReluGrad";
+constexpr char kSigmoidGrad[] = "SigmoidGrad";
+constexpr char kTanhGrad[] = "TanhGrad";
+constexpr char kFastGeluGrad[] = "FastGeluGrad";
+constexpr char kLeakyReluGrad[] = "LeakyReluGrad";
+
+Status GeluGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  if (c.node().domain == kMs && c.has_input(1)) return Unimplemented("Gelu with a bias input has no gradient builder");
+  bool tanh = c.node().GetString("approximate", "none") == "tanh";
+  c.Emit(tanh ? "FastGeluGrad" : "GeluGrad", {c.dy[0], c.in(0)}, {c.dx[0]}, {}, kMs);
+  return Status::OK();
+}
+Status FastGeluGrad(GradContext& c) {
+  if (c.has_input(1)) return Unimplemented("FastGelu with a bias input has no gradient builder");
+  return MsUnaryGrad<kFastGeluGrad, false>(c);
+}
+Status ExpGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Mul", {c.dy[0], c.out(0)}, {c.dx[0]});
+  return Status::OK();
+}
+Status LogGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Div", {c.dy[0], c.in(0)}, {c.dx[0]});
+  return Status::OK();
+}
+Status SqrtGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string two_y = c.Emit("Mul", {c.out(0), c.ConstFloat("two", 2.0f, c.out(0))}, {c.Tmp("two_y")});
+  c.Emit("Div", {c.dy[0], two_y}, {c.dx[0]});
+  return Status::OK();
+}
+Status ReciprocalGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string y2 = c.Emit("Mul", {c.out(0), c.out(0)}, {c.Tmp("y2")});
+  std::string t = c.Emit("Mul", {c.dy[0], y2}, {c.Tmp("t")});
+  c.Emit("Neg", {t}, {c.dx[0]});
+  return Status::OK();
+}
+Status AbsGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  c.Emit("Mul", {c.dy[0], c.Emit("Sign", {c.in(0)}, {c.Tmp("sign")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status ErfGrad(GradContext& c) {  // d erf(x) = 2/sqrt(pi) exp(-x^2)
+  if (!c.wants(0)) return Status::OK();
+  std::string sq = c.Emit("Mul", {c.in(0), c.in(0)}, {c.Tmp("sq")});
+  std::string e = c.Emit("Exp", {c.Emit("Neg", {sq}, {c.Tmp("neg")})}, {c.Tmp("exp")});
+  std::string s = c.Emit("Mul", {e, c.ConstFloat("two_over_sqrt_pi", static_cast<float>(2.0 / std::sqrt(M_PI)))},
+                         {c.Tmp("scaled")});
+  c.Emit("Mul", {c.dy[0], s}, {c.dx[0]});
+  return Status::OK();
+}
+Status PowGrad(GradContext& c) {  // d x^p = p x^(p-1); the exponent gets no gradient
+  if (!c.wants(0)) return Status::OK();
+  const ValueInfo* pt = c.Type(c.in(1));
+  const ValueInfo* xt = c.Type(c.in(0));
+  if (!pt || !xt || pt->dtype != xt->dtype) return Unimplemented("Pow gradient needs an exponent of the base's type");
+  std::string pm1 = c.Emit("Sub", {c.in(1), c.ConstFloat("one", 1.0f, c.in(1))}, {c.Tmp("p_minus_1")});
+  std::string t = c.Emit("Pow", {c.in(0), pm1}, {c.Tmp("pow")});
+  std::string t2 = c.Emit("Mul", {t, c.in(1)}, {c.Tmp("mul_p")});
+  return c.ReduceTo(0, c.Emit("Mul", {t2, c.dy[0]}, {c.Tmp("mul_dy")}), c.out(0));
+}
+Status CastGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const ValueInfo* t = c.Type(c.in(0));
+  if (!t || t->dtype == DType::kUndefined) return InvalidArgument("the type of Cast's input is unknown");
+  c.Emit("Cast", {c.dy[0]}, {c.dx[0]}, {AttrInt("to", static_cast<int64_t>(t->dtype))});
+  return Status::OK();
+}
+
+// ---- softmax family and losses ----
+Status SoftmaxGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  bool log = c.node().op_type == "LogSoftmax";
+  std::string op = std::string(log ? "LogSoftmaxGrad" : "SoftmaxGrad") + (c.opset() >= 13 ? "_13" : "");
+  c.Emit(op, {c.dy[0], c.out(0)}, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+Status SceLossGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<std::string> ins = {c.dy[0], c.out(1), c.in(1)};
+  if (c.has_input(2)) ins.push_back(c.in(2));
+  c.Emit("SoftmaxCrossEntropyLossGrad", ins, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+
+// ---- matrix products ----
+Status GemmGrad(GradContext& c) {
+  const Node& n = c.node();
+  bool ta = n.GetInt("transA", 0) != 0, tb = n.GetInt("transB", 0) != 0;
+  float alpha = n.GetFloat("alpha", 1.0f), beta = n.GetFloat("beta", 1.0f);
+  std::vector<onnx::AttributeProto> base = {AttrFloat("beta", 0.0f)};
+  if (alpha != 1.0f) base.push_back(AttrFloat("alpha", alpha));
+  auto with = [&](bool a, bool b) {
+    std::vector<onnx::AttributeProto> attrs = base;
+    if (a) attrs.push_back(AttrInt("transA", 1));
+    if (b) attrs.push_back(AttrInt("transB", 1));
+    return attrs;
+  };
+  const std::string &A = c.in(0), &B = c.in(1), &dY = c.dy[0];
+  if (c.wants(0)) {
+    if (!ta && !tb) c.Emit("Gemm", {dY, B}, {c.dx[0]}, with(false, true));
+    else if (!ta && tb) c.Emit("Gemm", {dY, B}, {c.dx[0]}, with(false, false));
+    else if (ta && !tb) c.Emit("Gemm", {B, dY}, {c.dx[0]}, with(false, true));
+    else c.Emit("Gemm", {B, dY}, {c.dx[0]}, with(true, true));
+  }
+  if (c.wants(1)) {
+    if (!ta && !tb) c.Emit("Gemm", {A, dY}, {c.dx[1]}, with(true, false));
+    else if (!ta && tb) c.Emit("Gemm", {dY, A}, {c.dx[1]}, with(true, false));
+    else if (ta && !tb) c.Emit("Gemm", {A, dY}, {c.dx[1]}, with(false, false));
+    else c.Emit("Gemm", {dY, A}, {c.dx[1]}, with(true, true));
+  }
+  if (c.wants(2)) {
+    if (beta == 0.0f) return InvalidArgument("Gemm with beta = 0 cannot differentiate its C input");
+    std::string g = dY;
+    if (beta != 1.0f) g = c.Emit("Mul", {dY, c.ConstFloat("beta", beta, c.out(0))}, {c.Tmp("beta_dy")});
+    ONT_RETURN_IF_ERROR(c.ReduceTo(2, g, c.out(0)));
+  }
+  return Status::OK();
+}
+
+Status MatMulGrad(GradContext& c) {
+  const ValueInfo *a = c.Type(c.in(0)), *b = c.Type(c.in(1));
+  if (!a || !b || !a->has_shape || !b->has_shape) return InvalidArgument("MatMul gradient needs the operand ranks");
+  if (a->dims.size() < 2 || b->dims.size() < 2) return Unimplemented("MatMul gradient with 1-D operands");
+  if (a->dims.size() == 2 && b->dims.size() == 2) {
+    if (c.wants(0)) c.Emit("Gemm", {c.dy[0], c.in(1)}, {c.dx[0]}, {AttrFloat("beta", 0.0f), AttrInt("transB", 1)});
+    if (c.wants(1)) c.Emit("Gemm", {c.in(0), c.dy[0]}, {c.dx[1]}, {AttrFloat("beta", 0.0f), AttrInt("transA", 1)});
+    return Status::OK();
+  }
+  if (c.wants(0)) {
+    std::string t = c.Emit("FusedMatMul", {c.dy[0], c.in(1)}, {c.Tmp("dA")}, {AttrInt("transB", 1)}, kMs);
+    ONT_RETURN_IF_ERROR(c.ReduceTo(0, t, ""));
+  }
+  if (c.wants(1)) {
+    std::string t = c.Emit("FusedMatMul", {c.in(0), c.dy[0]}, {c.Tmp("dB")}, {AttrInt("transA", 1)}, kMs);
+    ONT_RETURN_IF_ERROR(c.ReduceTo(1, t, ""));
+  }
+  return Status::OK();
+}
+
+// ---- convolution, pooling, normalization ----
+Status ConvGrad(GradContext& c) {
+  std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};
+  c.Emit("ConvGrad", {c.dy[0], c.in(0), c.in(1)}, outs, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+Status PoolGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const ValueInfo* x = c.Type(c.in(0));
+  if (!x) return InvalidArgument("pooling gradient needs the input's shape");
+  bool max = c.node().op_type == "MaxPool";
+  std::vector<std::string> ins = {c.dy[0]};
+  if (max) ins.push_back(c.out(1));
+  c.Emit(max ? "MaxPoolGrad" : "AveragePoolGrad", ins, {c.dx[0]}, CopyAttrs(c.node(), {"storage_order"}));
+  c.DeclareType(c.dx[0], *x);  // dX's shape comes from the graph, as ONNX Runtime's kernels read it
+  return Status::OK();
+}
+Status GlobalAveragePoolGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string sx = c.Emit("Size", {c.in(0)}, {c.Tmp("size_x")});
+  std::string sy = c.Emit("Size", {c.out(0)}, {c.Tmp("size_y")});
+  std::string ratio = c.Emit("Div", {sx, sy}, {c.Tmp("ratio")});
+  std::string rf = c.Emit("Cast", {ratio}, {c.Tmp("ratio_f")}, {AttrInt("to", 1)});
+  std::string t = c.Emit("Scale", {c.dy[0], rf}, {c.Tmp("scaled")}, {AttrInt("scale_down", 1)}, kMs);
+  c.Emit("Expand", {t, c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status BatchNormGrad(GradContext& c) {
+  std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};
+  c.Emit("BatchNormalizationGrad", {c.dy[0], c.in(0), c.in(1), c.out(3), c.out(4)}, outs,
+         {AttrFloat("epsilon", c.node().GetFloat("epsilon", 1e-5f))}, kMs);
+  return Status::OK();
+}
+Status LayerNormGrad(GradContext& c) {
+  std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};
+  c.Emit("LayerNormalizationGrad", {c.dy[0], c.in(0), c.in(1), c.out(1), c.out(2)}, outs, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+Status DropoutGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<std::string> ins = {c.dy[0], c.out(1)};
+  if (c.has_input(1) || c.has_input(2)) ins.push_back(c.has_input(1) ? c.in(1) : "");
+  if (c.has_input(2)) ins.push_back(c.in(2));
+  c.Emit("DropoutGrad", ins, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+
+// ---- shape ops ----
+Status ReshapeLikeGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  c.Emit("Reshape", {c.dy[0], c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status TransposeGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<int64_t> perm = c.node().GetInts("perm");
+  std::vector<onnx::AttributeProto> attrs;
+  if (!perm.empty()) {
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+    attrs.push_back(AttrInts("perm", inv));
+  }
+  c.Emit("Transpose", {c.dy[0]}, {c.dx[0]}, attrs);
+  return Status::OK();
+}
+Status ConcatGrad(GradContext& c) {
+  int64_t axis = c.node().GetInt("axis", 0);
+  std::vector<std::string> lens, outs;
+  for (size_t i = 0; i < c.node().inputs.size(); ++i) {
+    std::string s = c.Emit("Shape", {c.in(static_cast<int>(i))}, {c.Tmp("shape")});
+    const ValueInfo* t = c.Type(c.in(static_cast<int>(i)));
+    int64_t a = axis;
+    if (a < 0) {
+      if (!t || !t->has_shape) return InvalidArgument("Concat gradient with a negative axis needs input ranks");
+      a += static_cast<int64_t>(t->dims.size());
+    }
+    lens.push_back(c.Emit("Gather", {s, c.ConstInts("axis", {a})}, {c.Tmp("len")}));
+    outs.push_back(c.wants(static_cast<int>(i)) ? c.dx[i] : c.Tmp("unused"));
+  }
+  std::string sizes = c.Emit("Concat", lens, {c.Tmp("sizes")}, {AttrInt("axis", 0)});
+  c.Emit("Split", {c.dy[0], sizes}, outs, {AttrInt("axis", axis)});
+  return Status::OK();
+}
+Status GatherGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string s = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
+  c.Emit("GatherGrad", {s, c.in(1), c.dy[0]}, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+// ReduceSum / ReduceMean: put the reduced axes back (when keepdims=0), scale (mean), expand to X.
+Status ReduceGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const Node& n = c.node();
+  bool axes_input = n.op_type == "ReduceSum" ? c.opset() >= 13 : c.opset() >= 18;
+  std::string g = c.dy[0];
+  if (n.GetInt("keepdims", 1) == 0) {
+    std::string axes;
+    if (axes_input && c.has_input(1)) axes = c.in(1);
+    else if (!axes_input && n.HasAttribute("axes")) axes = c.ConstInts("axes", n.GetInts("axes"));
+    if (!axes.empty()) g = c.Emit("Unsqueeze", {g, axes}, {c.Tmp("unsqueezed")});
+  }
+  if (n.op_type == "ReduceMean") {
+    std::string sx = c.Emit("Size", {c.in(0)}, {c.Tmp("size_x")});
+    std::string sy = c.Emit("Size", {c.out(0)}, {c.Tmp("size_y")});
+    std::string rf = c.Emit("Cast", {c.Emit("Div", {sx, sy}, {c.Tmp("ratio")})}, {c.Tmp("ratio_f")}, {AttrInt("to", 1)});
+    g = c.Emit("Scale", {g, rf}, {c.Tmp("scaled")}, {AttrInt("scale_down", 1)}, kMs);
+  }
+  c.Emit("Expand", {g, c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")})}, {c.dx[0]});
+  return Status::OK();
+}
+
+struct Row {
+  const char* domain;
+  const char* op;
+  GradientRule rule;
+};
+
+const std::vector<Row>& Rules() {
+  static const auto* rules = new std::vector<Row>{
+      {"", "Abs", {AbsGrad, {}}},
+      {"", "Add", {AddGrad, {}}},
+      {"", "AveragePool", {PoolGrad, {}}},
+      {"", "Cast", {CastGrad, {}}},
+      {"", "Concat", {ConcatGrad, {}}},
+      {"", "Conv", {ConvGrad, {}}},
+      {"", "Div", {DivGrad, {}}},
+      {"", "Dropout", {DropoutGrad, {1, 2}}},
+      {"", "Erf", {ErfGrad, {}}},
+      {"", "Exp", {ExpGrad, {}}},
+      {"", "Expand", {ExpandGrad, {1}}},
+      {"", "Flatten", {ReshapeLikeGrad, {}}},
+      {"", "Gather", {GatherGrad, {1}}},
+      {"", "Gelu", {GeluGrad, {}}},
+      {"", "Gemm", {GemmGrad, {}}},
+      {"", "GlobalAveragePool", {GlobalAveragePoolGrad, {}}},
+      {"", "Identity", {IdentityGrad, {}}},
+      {"", "LayerNormalization", {LayerNormGrad, {}}},
+      {"", "LeakyRelu", {MsUnaryGrad<kLeakyReluGrad, true>, {}}},
+      {"", "Log", {LogGrad, {}}},
+      {"", "LogSoftmax", {SoftmaxGrad, {}}},
+      {"", "MatMul", {MatMulGrad, {}}},
+      {"", "MaxPool", {PoolGrad, {}}},
+      {"", "Mul", {MulGrad, {}}},
+      {"", "Neg", {NegGrad, {}}},
+      {"", "Pow", {PowGrad, {1}}},
+      {"", "Reciprocal", {ReciprocalGrad, {}}},
+      {"", "ReduceMean", {ReduceGrad, {1}}},
+      {"", "ReduceSum", {ReduceGrad, {1}}},
+      {"", "Relu", {MsUnaryGrad<kReluGrad, false>, {}}},
+      {"", "Reshape", {ReshapeLikeGrad, {1}}},
+      {"", "Sigmoid", {MsUnaryGrad<kSigmoidGrad, true>, {}}},
+      {"", "Softmax", {SoftmaxGrad, {}}},
+      {"", "SoftmaxCrossEntropyLoss", {SceLossGrad, {1, 2}}},
+      {"", "Sqrt", {SqrtGrad, {}}},
+      {"", "Squeeze", {ReshapeLikeGrad, {1}}},
+      {"", "Sub", {SubGrad, {}}},
+      {"", "Sum", {SumGrad, {}}},
+      {"", "Tanh", {MsUnaryGrad<kTanhGrad, true>, {}}},
+      {"", "Transpose", {TransposeGrad, {}}},
+      {"", "Unsqueeze", {ReshapeLikeGrad, {1}}},
+      {kMs, "BatchNormInternal", {BatchNormGrad, {3, 4, 5}}},
+      {kMs, "FastGelu", {FastGeluGrad, {}}},
+      {kMs, "Gelu", {GeluGrad, {}}},
+      {kMs, "LayerNormalization", {LayerNormGrad, {}}},
+  };
+  return *rules;
+}
+
+}  // namespace
+
+const GradientRule* FindGradientRule(const std::string& domain, const std::string& op) {
+  for (const Row& r : Rules()) if (r.domain == domain && r.op == op) return &r.rule;
+  return nullptr;
+}
+
+std::vector<std::string> GradientRuleNames() {
+  std::vector<std::string> names;
+  for (const Row& r : Rules()) names.push_back(std::string(r.domain).empty() ? r.op : std::string(r.domain) + "::" + r.op);
+  return names;
+}
+
+// ---- GradContext ----
+
+std::string GradContext::Tmp(const std::string& hint) {
+  return node_.name + "_Grad/" + hint + "_" + std::to_string(counter_++);
+}
+
+std::string GradContext::Emit(const std::string& op, const std::vector<std::string>& inputs,
+                              const std::vector<std::string>& outputs, const std::vector<onnx::AttributeProto>& attrs,
+                              const std::string& domain) {
+  std::string name = node_.name + "_Grad/" + op + "_" + std::to_string(counter_++);
+  graph_->nodes.push_back(MakeNode(op, inputs, outputs, attrs, name, domain));
+  return outputs.empty() ? "" : outputs[0];
+}
+
+std::string GradContext::Const(const std::string& hint, const Tensor& value) {
+  std::string name = Tmp(hint);
+  graph_->AddInitializer(name, value);
+  return name;
+}
+
+std::string GradContext::ConstInts(const std::string& hint, const std::vector<int64_t>& v) {
+  return Const(hint, Tensor::FromVector<int64_t>(v, {static_cast<int64_t>(v.size())}));
+}
+
+std::string GradContext::ConstFloat(const std::string& hint, float v, const std::string& like) {
+  const ValueInfo* t = Type(like.empty() ? in(0) : like);
+  if (t && t->dtype == DType::kFloat64) return Const(hint, Tensor::FromVector<double>({v}, {}));
+  if (t && t->dtype == DType::kFloat16) return Const(hint, Tensor::FromVector<Float16>({Float16(v)}, {}));
+  return Const(hint, Tensor::FromVector<float>({v}, {}));
+}
+
+const ValueInfo* GradContext::Type(const std::string& name) const {
+  auto it = types_->find(name);
+  return it == types_->end() ? nullptr : &it->second;
+}
+
+void GradContext::DeclareType(const std::string& name, const ValueInfo& like) {
+  ValueInfo v = like;
+  v.name = name;
+  graph_->value_infos.push_back(v);
+}
+
+Status GradContext::ReduceTo(int i, const std::string& v, const std::string& full) {
+  const ValueInfo* in_t = Type(in(i));
+  const ValueInfo* full_t = full.empty() ? nullptr : Type(full);
+  // 1. Same shape: nothing was broadcast.
+  if (full_t && SameShape(in_t, full_t)) {
+    Emit("Identity", {v}, {dx[i]});
+    return Status::OK();
+  }
+  // 2. Static shapes: reduce over the known broadcast axes, then reshape to the input's shape.
+  if (Static(in_t) && Static(full_t)) {
+    std::vector<int64_t> a = DimsOf(in_t), f = DimsOf(full_t), axes;
+    size_t off = f.size() - a.size();
+    for (size_t d = 0; d < f.size(); ++d) {
+      if (d < off || a[d - off] != f[d]) axes.push_back(static_cast<int64_t>(d));
+    }
+    std::string r = Emit("ReduceSum", {v, ConstInts("axes", axes)}, {Tmp("reduced")}, {AttrInt("keepdims", 1)});
+    Emit("Reshape", {r, ConstInts("shape", a)}, {dx[i]});
+    return Status::OK();
+  }
+  // 3. Shapes known only at run time: BroadcastGradientArgs finds the axes.
+  std::string sa = Emit("Shape", {in(i)}, {Tmp("shape_in")});
+  std::string sf = Emit("Shape", {v}, {Tmp("shape_full")});
+  std::string axes = Emit("BroadcastGradientArgs", {sa, sf}, {Tmp("axes"), ""}, {}, kMs);
+  std::string r = Emit("ReduceSum", {v, axes}, {Tmp("reduced")},
+                       {AttrInt("keepdims", 1), AttrInt("noop_with_empty_axes", 1)});
+  Emit("Reshape", {r, sa}, {dx[i]});
+  return Status::OK();
+}
+
+}  // namespace ontrain

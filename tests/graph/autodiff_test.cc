@@ -1,0 +1,234 @@
+// The gradient graph builder checked against central finite differences in float64, on small graphs that
+// cover every gradient builder: for L = sum(w * f(inputs)), the built <x>_grad outputs must match
+// (L(x + h) - L(x - h)) / 2h for every element of every input.
+#include "graph/autodiff.h"
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "engine/executor.h"
+#include "gmock/gmock.h"
+#include "graph/builder.h"
+#include "gtest/gtest.h"
+#include "providers/cpu/cpu_provider.h"
+
+namespace ontrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+Tensor Random(const Shape& shape, uint32_t seed, double lo = -1, double hi = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(static_cast<size_t>(ShapeNumElements(shape)));
+  for (double& x : v) x = u(rng);
+  return Tensor::FromVector(v, shape);
+}
+
+struct Case {
+  Model model;                 // forward graph; output "y"
+  NamedTensors feeds;          // every input
+  std::vector<std::string> xs; // inputs to differentiate
+  NamedTensors fixed;          // inputs that are not differentiated (labels)
+};
+
+// Adds loss = ReduceSum(y * w) for a fixed random w of y's shape.
+void AddWeightedLoss(Model* m, const Shape& y_shape, uint32_t seed) {
+  m->graph.AddInitializer("loss_w", Random(y_shape, seed));
+  m->graph.nodes.push_back(MakeNode("Mul", {"y", "loss_w"}, {"wy"}, {}, "loss_mul"));
+  m->graph.nodes.push_back(MakeNode("ReduceSum", {"wy"}, {"loss"}, {AttrInt("keepdims", 0)}, "loss_sum"));
+  m->graph.outputs = {TensorInfo("loss", DType::kFloat64, {})};
+}
+
+double RunLoss(const Model& m, const NamedTensors& feeds, CpuExecutionProvider* cpu) {
+  auto ex = Executor::Create(m, cpu);
+  EXPECT_TRUE(ex.ok()) << ex.status().ToString();
+  std::vector<Tensor> out;
+  Status s = ex.value()->Run(feeds, {"loss"}, &out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out.empty() ? NAN : (out[0].dtype() == DType::kFloat64 ? out[0].data<double>()[0] : out[0].data<float>()[0]);
+}
+
+void CheckGradients(Case c, double tol = 1e-6) {
+  auto cpu = CpuExecutionProvider::Create({1}).value();
+  ASSERT_TRUE(PrepareForGradients(&c.model).ok());
+  Model forward = c.model;
+  Model grad = c.model;
+  Status built = BuildGradientGraph(&grad, "loss", c.xs);
+  ASSERT_TRUE(built.ok()) << built.ToString();
+  NamedTensors all = c.feeds;
+  all.insert(all.end(), c.fixed.begin(), c.fixed.end());
+  auto ex = Executor::Create(grad, cpu.get());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  std::vector<std::string> fetch;
+  for (const auto& x : c.xs) fetch.push_back(x + "_grad");
+  std::vector<Tensor> grads;
+  Status run = ex.value()->Run(all, fetch, &grads);
+  ASSERT_TRUE(run.ok()) << run.ToString();
+  for (size_t k = 0; k < c.xs.size(); ++k) {
+    SCOPED_TRACE(c.xs[k]);
+    size_t fi = 0;
+    while (all[fi].first != c.xs[k]) ++fi;
+    const Tensor x = all[fi].second;
+    ASSERT_EQ(grads[k].shape(), x.shape());
+    for (int64_t i = 0; i < x.NumElements(); ++i) {
+      const double h = 1e-6;
+      NamedTensors plus = all, minus = all;
+      plus[fi].second = x.Clone();
+      minus[fi].second = x.Clone();
+      plus[fi].second.data<double>()[i] += h;
+      minus[fi].second.data<double>()[i] -= h;
+      double fd = (RunLoss(forward, plus, cpu.get()) - RunLoss(forward, minus, cpu.get())) / (2 * h);
+      double an = grads[k].data<double>()[i];
+      EXPECT_NEAR(an, fd, tol * std::max(1.0, std::abs(fd))) << "element " << i;
+    }
+  }
+}
+
+Model Base() {
+  Model m;
+  m.opset_imports[""] = 17;
+  return m;
+}
+
+TEST(AutodiffTest, MlpWithCrossEntropy) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {3, 4}), TensorInfo("w1", DType::kFloat64, {5, 4}),
+              TensorInfo("b1", DType::kFloat64, {5}), TensorInfo("w2", DType::kFloat64, {5, 3}),
+              TensorInfo("b2", DType::kFloat64, {3}), TensorInfo("labels", DType::kInt64, {3})};
+  g.nodes = {MakeNode("Gemm", {"x", "w1", "b1"}, {"h"}, {AttrInt("transB", 1)}, "fc1"),
+             MakeNode("Relu", {"h"}, {"r"}, {}, "relu"),
+             MakeNode("MatMul", {"r", "w2"}, {"z0"}, {}, "fc2"),
+             MakeNode("Add", {"z0", "b2"}, {"z"}, {}, "bias2"),
+             MakeNode("SoftmaxCrossEntropyLoss", {"z", "labels"}, {"loss"}, {AttrString("reduction", "mean")}, "ce")};
+  g.outputs = {TensorInfo("loss", DType::kFloat64, {})};
+  c.feeds = {{"x", Random({3, 4}, 1)}, {"w1", Random({5, 4}, 2)}, {"b1", Random({5}, 3)},
+             {"w2", Random({5, 3}, 4)}, {"b2", Random({3}, 5)}};
+  c.fixed = {{"labels", Tensor::FromVector<int64_t>({2, 0, 1}, {3})}};
+  c.xs = {"x", "w1", "b1", "w2", "b2"};
+  CheckGradients(c);
+}
+
+TEST(AutodiffTest, ElementwiseWithBroadcastingAndSharedValues) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("a", DType::kFloat64, {2, 3}), TensorInfo("b", DType::kFloat64, {3}),
+              TensorInfo("c", DType::kFloat64, {2, 1})};
+  g.AddInitializer("two", Tensor::FromVector<double>({2.0}, {}));
+  g.nodes = {MakeNode("Add", {"a", "b"}, {"t1"}, {}, "add"),     MakeNode("Mul", {"t1", "c"}, {"t2"}, {}, "mul"),
+             MakeNode("Sub", {"t2", "a"}, {"t3"}, {}, "sub"),     MakeNode("Exp", {"t3"}, {"t4"}, {}, "exp"),
+             MakeNode("Sqrt", {"t4"}, {"t5"}, {}, "sqrt"),        MakeNode("Log", {"t5"}, {"t6"}, {}, "log"),
+             MakeNode("Tanh", {"t6"}, {"t7"}, {}, "tanh"),        MakeNode("Sigmoid", {"t7"}, {"t8"}, {}, "sigmoid"),
+             MakeNode("Pow", {"t8", "two"}, {"t9"}, {}, "pow"),   MakeNode("Div", {"t9", "c"}, {"t10"}, {}, "div"),
+             MakeNode("Neg", {"t10"}, {"t11"}, {}, "neg"),        MakeNode("Abs", {"t11"}, {"t12"}, {}, "abs"),
+             MakeNode("Erf", {"t12"}, {"t13"}, {}, "erf"),        MakeNode("Reciprocal", {"c"}, {"rc"}, {}, "recip"),
+             MakeNode("Add", {"t13", "rc"}, {"t14"}, {}, "add2"), MakeNode("Mul", {"t14", "t14"}, {"y"}, {}, "square")};
+  AddWeightedLoss(&c.model, {2, 3}, 9);
+  c.feeds = {{"a", Random({2, 3}, 6)}, {"b", Random({3}, 7)}, {"c", Random({2, 1}, 8, 0.5, 1.5)}};
+  c.xs = {"a", "b", "c"};
+  CheckGradients(c, 2e-6);
+}
+
+TEST(AutodiffTest, SymbolicBatchUsesRuntimeBroadcastAxes) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {-1, 3}, {"N", ""}), TensorInfo("b", DType::kFloat64, {3}),
+              TensorInfo("s", DType::kFloat64, {-1, 1}, {"N", ""})};
+  g.nodes = {MakeNode("Add", {"x", "b"}, {"t"}, {}, "add"), MakeNode("Div", {"t", "s"}, {"y"}, {}, "div")};
+  AddWeightedLoss(&c.model, {4, 3}, 10);
+  c.model.graph.inputs[0].dims[0] = Dim{-1, "N"};
+  c.feeds = {{"x", Random({4, 3}, 11)}, {"b", Random({3}, 12)}, {"s", Random({4, 1}, 13, 0.5, 2)}};
+  c.xs = {"x", "b", "s"};
+  CheckGradients(c);
+}
+
+TEST(AutodiffTest, ConvPoolFlatten) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {2, 2, 6, 6}), TensorInfo("w", DType::kFloat64, {3, 2, 3, 3}),
+              TensorInfo("cb", DType::kFloat64, {3}), TensorInfo("fw", DType::kFloat64, {4, 27})};
+  g.nodes = {MakeNode("Conv", {"x", "w", "cb"}, {"c1"}, {AttrInts("pads", {1, 1, 1, 1})}, "conv"),
+             MakeNode("Relu", {"c1"}, {"r1"}, {}, "relu"),
+             MakeNode("MaxPool", {"r1"}, {"p1"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pool"),
+             MakeNode("AveragePool", {"p1"}, {"p2"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("pads", {0, 0, 1, 1})}, "avg"),
+             MakeNode("Flatten", {"p2"}, {"f"}, {}, "flatten"),
+             MakeNode("Gemm", {"f", "fw"}, {"y0"}, {AttrInt("transB", 1)}, "fc"),
+             MakeNode("GlobalAveragePool", {"c1"}, {"gap"}, {}, "gap"),
+             MakeNode("Flatten", {"gap"}, {"gf"}, {}, "gflat"),
+             MakeNode("ReduceMean", {"gf"}, {"gm"}, {AttrInts("axes", {1}), AttrInt("keepdims", 1)}, "gmean"),
+             MakeNode("Add", {"y0", "gm"}, {"y"}, {}, "join")};
+  AddWeightedLoss(&c.model, {2, 4}, 14);
+  c.feeds = {{"x", Random({2, 2, 6, 6}, 15)}, {"w", Random({3, 2, 3, 3}, 16)}, {"cb", Random({3}, 17)},
+             {"fw", Random({4, 27}, 18)}};
+  c.xs = {"x", "w", "cb", "fw"};
+  CheckGradients(c);
+}
+
+TEST(AutodiffTest, TransformerPieces) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {2, 3, 4}), TensorInfo("wq", DType::kFloat64, {4, 4}),
+              TensorInfo("ln_s", DType::kFloat64, {4}), TensorInfo("ln_b", DType::kFloat64, {4}),
+              TensorInfo("emb", DType::kFloat64, {5, 4})};
+  g.AddInitializer("idx", Tensor::FromVector<int64_t>({1, 4, 1}, {3}));
+  g.AddInitializer("shape", Tensor::FromVector<int64_t>({1, 12}, {2}));
+  g.AddInitializer("axes0", Tensor::FromVector<int64_t>({0}, {1}));
+  g.nodes = {MakeNode("LayerNormalization", {"x", "ln_s", "ln_b"}, {"ln"}, {AttrFloat("epsilon", 1e-3f)}, "ln"),
+             MakeNode("MatMul", {"ln", "wq"}, {"q"}, {}, "q"),
+             MakeNode("Transpose", {"q"}, {"qt"}, {AttrInts("perm", {0, 2, 1})}, "qt"),
+             MakeNode("MatMul", {"q", "qt"}, {"s"}, {}, "scores"),
+             MakeNode("Softmax", {"s"}, {"p"}, {AttrInt("axis", -1)}, "softmax"),
+             MakeNode("MatMul", {"p", "q"}, {"o"}, {}, "attend"),
+             MakeNode("Gather", {"emb", "idx"}, {"e"}, {AttrInt("axis", 0)}, "embed"),
+             MakeNode("Unsqueeze", {"e", "axes0"}, {"eu"}, {}, "unsq"),
+             MakeNode("Concat", {"o", "eu"}, {"oc"}, {AttrInt("axis", 0)}, "concat"),
+             MakeNode("Gelu", {"oc"}, {"ge"}, {}, "gelu", "com.microsoft"),
+             MakeNode("ReduceMean", {"ge"}, {"m"}, {AttrInts("axes", {0}), AttrInt("keepdims", 0)}, "mean"),
+             MakeNode("Reshape", {"m", "shape"}, {"y0"}, {}, "reshape"),
+             MakeNode("LogSoftmax", {"y0"}, {"y"}, {AttrInt("axis", 1)}, "logsoftmax")};
+  c.model.opset_imports["com.microsoft"] = 1;
+  AddWeightedLoss(&c.model, {1, 12}, 19);
+  c.feeds = {{"x", Random({2, 3, 4}, 20)}, {"wq", Random({4, 4}, 21)}, {"ln_s", Random({4}, 22, 0.5, 1.5)},
+             {"ln_b", Random({4}, 23)}, {"emb", Random({5, 4}, 24)}};
+  c.xs = {"x", "wq", "ln_s", "ln_b", "emb"};
+  CheckGradients(c, 1e-5);
+}
+
+TEST(AutodiffTest, BatchNormTrainingAndDropout) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {4, 2, 3}), TensorInfo("s", DType::kFloat64, {2}),
+              TensorInfo("b", DType::kFloat64, {2})};
+  g.AddInitializer("mean", Tensor::FromVector<double>({0, 0}, {2}));
+  g.AddInitializer("var", Tensor::FromVector<double>({1, 1}, {2}));
+  g.nodes = {MakeNode("BatchNormalization", {"x", "s", "b", "mean", "var"}, {"bn"}, {AttrFloat("epsilon", 1e-3f)}, "bn"),
+             MakeNode("Dropout", {"bn"}, {"d"}, {}, "dropout"),
+             MakeNode("Identity", {"d"}, {"y"}, {}, "id")};
+  AddWeightedLoss(&c.model, {4, 2, 3}, 25);
+  c.feeds = {{"x", Random({4, 2, 3}, 26)}, {"s", Random({2}, 27, 0.5, 1.5)}, {"b", Random({2}, 28)}};
+  c.xs = {"x", "s", "b"};
+  CheckGradients(c, 1e-5);
+}
+
+TEST(AutodiffTest, ErrorsNameTheOpAndUnreachableInputs) {
+  Model m = Base();
+  m.graph.inputs = {TensorInfo("x", DType::kFloat64, {3}), TensorInfo("z", DType::kFloat64, {3})};
+  m.graph.nodes = {MakeNode("Sin", {"x"}, {"s"}, {}, "the_sin"),
+                   MakeNode("ReduceSum", {"s"}, {"loss"}, {AttrInt("keepdims", 0)}, "sum")};
+  m.graph.outputs = {TensorInfo("loss", DType::kFloat64, {})};
+  Model a = m;
+  Status s = BuildGradientGraph(&a, "loss", {"x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("Sin"));
+  EXPECT_THAT(s.message(), HasSubstr("the_sin"));
+  Model b = m;
+  b.graph.nodes[0].op_type = "Relu";
+  Status u = BuildGradientGraph(&b, "loss", {"x", "z"});
+  ASSERT_FALSE(u.ok());
+  EXPECT_THAT(u.message(), HasSubstr("'z'"));
+}
+
+}  // namespace
+}  // namespace ontrain
