@@ -12,6 +12,7 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler  # ONNX Runtime checkpoint format
   dataset-fashion-mnist  # the demo's training data
   python3                # tools/count_tests.py
+  zlib1g-dev             # reading the gzip-compressed IDX dataset files
 )
 
 missing=()

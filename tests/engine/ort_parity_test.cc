@@ -1,5 +1,6 @@
-// Every ONNX Runtime artifact set of ../shared/ort-artifacts (and the MLP that tools/make_mlp_fixture.py
-// writes in ONNX Runtime's conventions) trains in ontrain, and its 20 AdamW losses
+// Every ONNX Runtime artifact set of ../shared/ort-artifacts (plus the MLP that tools/make_mlp_fixture.py
+// writes in ONNX Runtime's conventions, and the artifacts ontrain's own generator makes for its built-in MLP
+// and CNN) trains in ontrain, and its 20 AdamW losses
 // match those ONNX Runtime 1.19.2's own training engine produced on the same batches
 // (tests/data/ort_reference_losses.txt, made by tools/ort_reference/make_reference.sh).
 #include <cmath>
@@ -11,7 +12,9 @@
 
 #include "checkpoint/checkpoint_io.h"
 #include "engine/training_session.h"
+#include "graph/artifacts.h"
 #include "graph/model_io.h"
+#include "graph/model_zoo.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
 #include "tests/ort_artifacts.h"
@@ -30,6 +33,7 @@ struct SetSpec {
   std::vector<InputSpec> inputs;
   std::vector<std::string> zero_dropout;  // initializers set to 0 in both engines
   std::string local_dir;                  // in the repository (runfiles), not in ../shared
+  std::string generate;                   // made by ontrain's generator from this built-in model
 };
 
 // Mirrors tools/ort_reference/sets.json.
@@ -42,6 +46,8 @@ const std::vector<SetSpec>& Sets() {
        {"/dropout/Constant_output_0"}},
       {"seizureguard-cnn1d", {{"input", "float", {2, 18, 1024}}, {"labels", "int64", {2}, 2}}, {}},
       {"ort_mlp", {{"input", "float", {8, 6}}, {"labels", "int64", {8}, 3}}, {}, "tests/data/ort_mlp"},
+      {"gen-mlp", {{"input", "float", {4, 784}}, {"labels", "int64", {4}, 10}}, {}, "", "mlp"},
+      {"gen-cnn", {{"input", "float", {2, 1, 28, 28}}, {"labels", "int64", {2}, 10}}, {}, "", "cnn"},
   };
   return *sets;
 }
@@ -99,6 +105,13 @@ TEST_P(OrtParityTest, LossesMatchOnnxRuntime) {
   const SetSpec& set = Sets()[GetParam()];
   std::string why;
   std::string dir = set.local_dir.empty() ? testing::OrtArtifactDir(set.name, &why) : set.local_dir;
+  if (!set.generate.empty()) {  // what `ontrain generate --builtin <model>` writes
+    dir = ::testing::TempDir() + "/" + set.name;
+    Model forward = set.generate == "mlp" ? MakeMlpClassifier(784, {256}, 10, 0) : MakeCnnClassifier(28, 10, 0);
+    auto artifacts = GenerateArtifacts(forward, ArtifactOptions());
+    ASSERT_TRUE(artifacts.ok()) << artifacts.status().ToString();
+    ASSERT_TRUE(WriteArtifacts(artifacts.value(), dir).ok());
+  }
   if (dir.empty()) GTEST_SKIP() << why;
   auto reference = ReadReference();
   ASSERT_EQ(reference[set.name].size(), static_cast<size_t>(kSteps)) << "no reference losses for " << set.name;
@@ -134,7 +147,7 @@ TEST_P(OrtParityTest, LossesMatchOnnxRuntime) {
               set.name.c_str(), kSteps, worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 6),
+INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 8),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            std::string n = Sets()[info.param].name;
                            for (char& c : n) if (c == '-') c = '_';

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/ort_reference_losses.txt: ONNX Runtime 1.19.2's training engine on the artifact
-# sets of ../shared/ort-artifacts and tests/data/ort_mlp (listed in sets.json), 20 AdamW steps each. Needs node/npm and
+# sets of ../shared/ort-artifacts, tests/data/ort_mlp and the artifacts `ontrain generate` makes for its
+# built-in MLP and CNN (listed in sets.json), 20 AdamW steps each. Needs node/npm and
 # /usr/bin/python3 with python3-onnx; the tests only read the output file.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -15,6 +16,11 @@ for name in $(/usr/bin/python3 -c "import json;print(' '.join(s['name'] for s in
   src=$(/usr/bin/python3 -c "import json;print(next(s for s in json.load(open('sets.json'))['sets'] if s['name']=='$name').get('dir',''))")
   src=${src:+$repo/$src}
   mkdir -p "$work/$name"
+  gen=$(/usr/bin/python3 -c "import json;print(next(s for s in json.load(open('sets.json'))['sets'] if s['name']=='$name').get('generate',''))")
+  if [ -n "$gen" ]; then
+    (cd "$repo" && bazel run //tools:ontrain -- generate --builtin "$gen" --out "$work/$name") >/dev/null 2>&1
+    continue
+  fi
   /usr/bin/python3 patch_dropout.py "${src:-$artifacts/$name}" "$work/$name" "$zero"
   # ONNX Runtime 1.19.2 accepts only version-2 checkpoints: re-encode a version-1 file with flatc (same
   # tables), independently of ontrain's own reader and writer.

@@ -1,0 +1,267 @@
+// Artifact generation: loss blocks, parameters as inputs, eval copy, gradient accumulation, optimizer model.
+#include "graph/artifacts.h"
+
+#include <sys/stat.h>
+#include <cerrno>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "checkpoint/checkpoint_io.h"
+#include "graph/autodiff.h"
+#include "graph/builder.h"
+#include "graph/model_io.h"
+#include "graph/shape_inference.h"
+
+namespace ontrain {
+
+StatusOr<LossKind> ParseLossKind(const std::string& name) {
+  if (name == "MSELoss") return LossKind::kMSE;
+  if (name == "CrossEntropyLoss") return LossKind::kCrossEntropy;
+  if (name == "BCEWithLogitsLoss") return LossKind::kBCEWithLogits;
+  if (name == "L1Loss") return LossKind::kL1;
+  return InvalidArgument("unknown loss \"", name, "\"; expected MSELoss, CrossEntropyLoss, BCEWithLogitsLoss or L1Loss");
+}
+
+namespace {
+
+const char* kLoss = "onnx::loss::1";
+
+ValueInfo SequenceInfo(const std::string& name) {
+  ValueInfo v;
+  v.name = name;
+  v.is_tensor = false;
+  v.type.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
+  return v;
+}
+
+// 1. The loss block (ONNX Runtime's onnxblock losses); the graph outputs become [loss, extra outputs].
+Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, ValueInfo>& types) {
+  Graph& g = m->graph;
+  if (g.outputs.empty()) return InvalidArgument("the forward model has no outputs");
+  const ValueInfo out = g.outputs[0];
+  std::string loss;
+  auto reduce_mean = [&](const std::string& in) {
+    g.nodes.push_back(MakeNode("ReduceMean", {in}, {kLoss}, {}, "onnx::ReduceMean::loss"));
+    return std::string(kLoss);
+  };
+  switch (o.loss) {
+    case LossKind::kOutput: {
+      if (!g.FindOutput(o.loss_output) && !types.count(o.loss_output)) {
+        return NotFound("loss output \"", o.loss_output, "\" is not a value of the model");
+      }
+      loss = o.loss_output;
+      break;
+    }
+    case LossKind::kCrossEntropy: {
+      ValueInfo labels = out;
+      labels.name = "labels";
+      labels.dtype = o.label_dtype;
+      if (!labels.has_shape || labels.dims.size() < 2) return InvalidArgument("CrossEntropyLoss needs scores of rank >= 2");
+      labels.dims.erase(labels.dims.begin() + 1);
+      if (!g.FindInput("labels")) g.inputs.push_back(labels);
+      g.nodes.push_back(MakeNode("SoftmaxCrossEntropyLoss", {out.name, "labels"}, {kLoss, "onnx::log_prob::1"},
+                                 {AttrString("reduction", "mean")}, "onnx::SoftmaxCrossEntropyLoss::1"));
+      loss = kLoss;
+      break;
+    }
+    case LossKind::kMSE:
+    case LossKind::kL1: {
+      ValueInfo target = out;
+      target.name = "target";
+      if (!g.FindInput("target")) g.inputs.push_back(target);
+      g.nodes.push_back(MakeNode("Sub", {out.name, "target"}, {"onnx::sub_output::1"}, {}, "onnx::Sub::1"));
+      if (o.loss == LossKind::kMSE) {
+        g.AddInitializer("onnx::pow_exponent::1", Tensor::FromVector<float>({2.0f}, {1}));
+        g.nodes.push_back(MakeNode("Pow", {"onnx::sub_output::1", "onnx::pow_exponent::1"}, {"onnx::pow_output::1"}, {},
+                                   "onnx::Pow::1"));
+        loss = reduce_mean("onnx::pow_output::1");
+      } else {
+        g.nodes.push_back(MakeNode("Abs", {"onnx::sub_output::1"}, {"onnx::abs_output::1"}, {}, "onnx::Abs::1"));
+        loss = reduce_mean("onnx::abs_output::1");
+      }
+      break;
+    }
+    case LossKind::kBCEWithLogits: {
+      ValueInfo target = out;
+      target.name = "target";
+      if (!g.FindInput("target")) g.inputs.push_back(target);
+      g.AddInitializer("bceloss.sub_ones", Tensor::FromVector<float>({1.0f}, {1}));
+      const std::string x = out.name;
+      g.nodes.push_back(MakeNode("Sigmoid", {x}, {"bce.s"}, {}, "bce.Sigmoid"));
+      g.nodes.push_back(MakeNode("Log", {"bce.s"}, {"bce.log_s"}, {}, "bce.Log"));
+      g.nodes.push_back(MakeNode("Mul", {"bce.log_s", "target"}, {"bce.a1"}, {}, "bce.Mul1"));
+      g.nodes.push_back(MakeNode("Sub", {"bceloss.sub_ones", "bce.s"}, {"bce.one_minus_s"}, {}, "bce.Sub1"));
+      g.nodes.push_back(MakeNode("Log", {"bce.one_minus_s"}, {"bce.log_1ms"}, {}, "bce.Log2"));
+      g.nodes.push_back(MakeNode("Sub", {"bceloss.sub_ones", "target"}, {"bce.one_minus_t"}, {}, "bce.Sub2"));
+      g.nodes.push_back(MakeNode("Mul", {"bce.log_1ms", "bce.one_minus_t"}, {"bce.a2"}, {}, "bce.Mul2"));
+      g.nodes.push_back(MakeNode("Add", {"bce.a1", "bce.a2"}, {"bce.sum"}, {}, "bce.Add"));
+      g.nodes.push_back(MakeNode("Neg", {"bce.sum"}, {"bce.neg"}, {}, "bce.Neg"));
+      loss = reduce_mean("bce.neg");
+      break;
+    }
+  }
+  // Graph outputs: the loss, then the extra outputs (typed from shape inference).
+  std::vector<ValueInfo> outs;
+  ValueInfo lv;
+  lv.name = loss;
+  lv.dtype = DType::kFloat32;
+  outs.push_back(lv);
+  for (const std::string& e : o.extra_outputs) {
+    auto it = types.find(e);
+    if (it == types.end()) return NotFound("extra output \"", e, "\" is not a value of the model");
+    outs.push_back(it->second);
+  }
+  g.outputs = outs;
+  Model typed = *m;
+  ONT_RETURN_IF_ERROR(InferShapes(&typed).WithContext("loss block"));
+  g.outputs[0] = typed.graph.outputs[0];
+  return Status::OK();
+}
+
+// 2. Trainable and frozen initializers become graph inputs (static shapes) and checkpoint parameters.
+Status MoveParameters(Model* m, const ArtifactOptions& o, CheckpointState* ckpt, std::vector<std::string>* trainable) {
+  Graph& g = m->graph;
+  std::set<std::string> frozen(o.frozen.begin(), o.frozen.end());
+  std::set<std::string> wanted(o.requires_grad.begin(), o.requires_grad.end());
+  for (const std::string& n : o.requires_grad) {
+    if (frozen.count(n)) return InvalidArgument("a parameter cannot be frozen and require gradients: \"", n, "\"");
+    if (!g.initializers.count(n)) return NotFound("requires_grad names \"", n, "\", which is not an initializer");
+  }
+  for (const std::string& n : o.frozen) {
+    if (!g.initializers.count(n)) return NotFound("frozen names \"", n, "\", which is not an initializer");
+  }
+  std::vector<std::string> order = g.initializer_order;
+  for (const std::string& name : order) {
+    const Tensor t = g.initializers.at(name);
+    bool train = o.requires_grad.empty() ? (IsFloatingPoint(t.dtype()) && !frozen.count(name)) : wanted.count(name) > 0;
+    if (!train && !frozen.count(name)) continue;
+    ckpt->AddParameter(name, t, train);
+    if (train) trainable->push_back(name);
+  }
+  // Inputs in initializer order, trainable and frozen together (as onnxblock appends them).
+  for (const std::string& name : order) {
+    const Parameter* p = ckpt->FindParameter(name);
+    if (!p) continue;
+    std::vector<int64_t> dims(p->data.shape().begin(), p->data.shape().end());
+    g.inputs.push_back(TensorInfo(name, p->data.dtype(), dims));
+    g.RemoveInitializer(name);
+  }
+  if (trainable->empty()) return InvalidArgument("the model has no trainable parameters");
+  return Status::OK();
+}
+
+// 3. Eval model: Dropout and BatchNormalization in inference mode.
+void MakeEvalModel(Model* m) {
+  for (Node& n : m->graph.nodes) {
+    if (n.domain.empty() && n.op_type == "Dropout" && n.inputs.size() > 2) n.inputs[2] = "";
+    if (n.domain.empty() && n.op_type == "BatchNormalization") n.attributes["training_mode"] = AttrInt("training_mode", 0);
+  }
+}
+
+// 4. Gradient accumulation: each "<p>_grad" output feeds InPlaceAccumulatorV2 into its buffer input.
+void AddAccumulation(Model* m) {
+  Graph& g = m->graph;
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    ValueInfo& out = g.outputs[k];
+    const std::string grad = out.name;
+    if (grad.size() < 5 || grad.compare(grad.size() - 5, 5, "_grad") != 0) continue;
+    ValueInfo buffer = out;
+    buffer.name = grad + ".accumulation.buffer";
+    g.inputs.push_back(buffer);
+    g.nodes.push_back(MakeNode("InPlaceAccumulatorV2", {buffer.name, grad, "lazy_reset_grad"},
+                               {grad + ".accumulation.out"}, {}, "GradientAccumulator" + std::to_string(k),
+                               "com.microsoft"));
+    out = TensorInfo(grad + ".accumulation.out", DType::kBool, {1});
+  }
+  g.inputs.push_back(TensorInfo("lazy_reset_grad", DType::kBool, {1}));
+}
+
+Model MakeOptimizerModel(const ArtifactOptions& o, int64_t opset) {
+  Model m;
+  m.producer_name = "orttraining";
+  m.opset_imports[""] = opset;
+  m.opset_imports["com.microsoft"] = 1;
+  Graph& g = m.graph;
+  g.name = "graph";
+  g.inputs = {TensorInfo("learning_rate", DType::kFloat32, {1}), TensorInfo("step", DType::kInt64, {1}),
+              SequenceInfo("params"), SequenceInfo("gradients"), SequenceInfo("first_order_moments")};
+  if (o.optimizer == OptimizerKind::kAdamW) {
+    g.inputs.push_back(SequenceInfo("second_order_moments"));
+    const AdamWConfig& c = o.adamw;
+    g.nodes.push_back(MakeNode("AdamWOptimizer",
+                               {"learning_rate", "step", "params", "gradients", "first_order_moments",
+                                "second_order_moments"},
+                               {"onnx::adamw.updated_flag::1"},
+                               {AttrFloat("alpha", c.alpha), AttrFloat("beta", c.beta), AttrFloat("epsilon", c.epsilon),
+                                AttrFloat("weight_decay", c.weight_decay), AttrInt("adam_mode", c.adam_mode),
+                                AttrInt("correct_bias", c.correct_bias ? 1 : 0)},
+                               "onnx::AdamWOptimizer::1", "com.microsoft"));
+    g.outputs = {TensorInfo("onnx::adamw.updated_flag::1", DType::kBool, {1})};
+  } else {
+    g.nodes.push_back(MakeNode("SGDOptimizerV2", {"learning_rate", "params", "gradients"},
+                               {"onnx::update_completed::1"}, {}, "onnx::SGDOptimizerV2::1", "com.microsoft"));
+    ValueInfo flag;  // no shape: ONNX Runtime 1.19.2 rejects the [1] that onnxblock declares
+    flag.name = "onnx::update_completed::1";
+    flag.dtype = DType::kBool;
+    g.outputs = {flag};
+  }
+  return m;
+}
+
+}  // namespace
+
+StatusOr<Artifacts> GenerateArtifacts(const Model& forward, const ArtifactOptions& options) {
+  if (forward.OpsetFor("") < 13) return Unimplemented("forward models need ONNX opset >= 13, got ", forward.OpsetFor(""));
+  Artifacts a;
+  Model m = forward;
+  m.graph.value_infos.clear();
+  m.producer_name = "ontrain";
+  if (m.ir_version < 7) m.ir_version = 8;
+  Model typed = m;
+  ONT_RETURN_IF_ERROR(InferShapes(&typed).WithContext("forward model"));
+  std::map<std::string, ValueInfo> types;
+  for (const ValueInfo& v : typed.graph.value_infos) types[v.name] = v;
+  for (const ValueInfo& v : typed.graph.outputs) types[v.name] = v;
+  ONT_RETURN_IF_ERROR(AddLoss(&m, options, types));
+  std::vector<std::string> trainable;
+  ONT_RETURN_IF_ERROR(MoveParameters(&m, options, &a.checkpoint, &trainable));
+  a.eval = m;
+  MakeEvalModel(&a.eval);
+  a.training = m;
+  ONT_RETURN_IF_ERROR(PrepareForGradients(&a.training));
+  ONT_RETURN_IF_ERROR(BuildGradientGraph(&a.training, m.graph.outputs[0].name, trainable));
+  AddAccumulation(&a.training);
+  a.optimizer = MakeOptimizerModel(options, forward.OpsetFor(""));
+  return a;
+}
+
+Status WriteArtifacts(const Artifacts& a, const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& [name, model] : {std::make_pair("training_model.onnx", &a.training),
+                                    std::make_pair("eval_model.onnx", &a.eval),
+                                    std::make_pair("optimizer_model.onnx", &a.optimizer)}) {
+    std::string bytes;
+    if (!ModelToProto(*model).SerializeToString(&bytes)) return Internal("serializing ", name, " failed");
+    files.push_back({name, std::move(bytes)});
+  }
+  CheckpointSaveOptions co;
+  co.keep_parameter_order = true;
+  ONT_ASSIGN_OR_RETURN(std::string ckpt, SerializeCheckpoint(a.checkpoint, co));
+  files.push_back({"checkpoint", std::move(ckpt)});
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return IoError("cannot create directory \"", dir, "\"");
+  std::vector<std::string> written;
+  for (const auto& [name, bytes] : files) {
+    std::string path = dir + "/" + name;
+    Status s = WriteFileAtomically(path, bytes);
+    if (!s.ok()) {
+      for (const std::string& w : written) ::unlink(w.c_str());
+      return s;
+    }
+    written.push_back(path);
+  }
+  return Status::OK();
+}
+
+}  // namespace ontrain

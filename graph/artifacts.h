@@ -1,0 +1,46 @@
+// Training artifacts from a forward model, in ONNX Runtime's conventions (what its generate_artifacts
+// writes): a training model (forward + loss + backward + InPlaceAccumulatorV2 gradient accumulation), an
+// eval model (forward + loss, Dropout and BatchNormalization in inference mode), an optimizer model
+// (AdamWOptimizer or SGDOptimizerV2 with ONNX Runtime's exact input signature) and a version-2 checkpoint
+// holding the trainable and frozen parameters.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_state.h"
+#include "engine/status.h"
+#include "graph/graph.h"
+#include "optimizer/optimizer.h"
+
+namespace ontrain {
+
+enum class LossKind { kOutput, kMSE, kCrossEntropy, kBCEWithLogits, kL1 };
+StatusOr<LossKind> ParseLossKind(const std::string& name);  // MSELoss, CrossEntropyLoss, BCEWithLogitsLoss, L1Loss
+
+struct ArtifactOptions {
+  LossKind loss = LossKind::kCrossEntropy;
+  std::string loss_output;             // kOutput: the graph output used as the loss
+  std::vector<std::string> requires_grad;  // empty: every float initializer that is not frozen
+  std::vector<std::string> frozen;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  AdamWConfig adamw{0.9f, 0.999f, 1e-6f, 0.0f, 1, true};  // onnxblock's defaults
+  std::vector<std::string> extra_outputs;  // kept as outputs of the training and eval models
+  DType label_dtype = DType::kInt64;       // CrossEntropyLoss labels
+};
+
+struct Artifacts {
+  Model training;
+  Model eval;
+  Model optimizer;
+  CheckpointState checkpoint;
+};
+
+StatusOr<Artifacts> GenerateArtifacts(const Model& forward, const ArtifactOptions& options);
+
+// Writes training_model.onnx, eval_model.onnx, optimizer_model.onnx and checkpoint into `dir` (created if
+// needed). Everything is serialized before the first file is written, and a failed write removes what
+// this call wrote, so `dir` never holds a half-written set.
+Status WriteArtifacts(const Artifacts& artifacts, const std::string& dir);
+
+}  // namespace ontrain

@@ -1,0 +1,16 @@
+// The subcommands of the `ontrain` binary.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/status.h"
+
+namespace ontrain {
+namespace cli {
+
+Status Generate(const std::vector<std::string>& args);
+Status Train(const std::vector<std::string>& args);
+
+}  // namespace cli
+}  // namespace ontrain

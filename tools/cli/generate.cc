@@ -1,0 +1,67 @@
+// `ontrain generate`: training artifacts from a forward ONNX model (or a built-in one).
+#include <cstdio>
+
+#include "graph/artifacts.h"
+#include "graph/model_io.h"
+#include "graph/model_zoo.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+
+namespace ontrain {
+namespace cli {
+
+Status Generate(const std::vector<std::string>& args) {
+  ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"model", "builtin", "out", "loss", "loss-output", "requires-grad",
+                                                    "frozen", "optimizer", "beta1", "beta2", "eps", "weight-decay",
+                                                    "adam-mode", "extra-outputs", "label-dtype", "seed"},
+                                             {}));
+  if (!f.Has("out")) return InvalidArgument("generate needs --out DIR");
+  if (f.Has("model") == f.Has("builtin")) return InvalidArgument("generate needs exactly one of --model FILE or --builtin mlp|cnn");
+  Model forward;
+  if (f.Has("model")) {
+    ONT_ASSIGN_OR_RETURN(forward, LoadModel(f.Get("model")));
+  } else {
+    ONT_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0));
+    std::string b = f.Get("builtin");
+    if (b == "mlp") forward = MakeMlpClassifier(784, {256}, 10, static_cast<uint32_t>(seed));
+    else if (b == "cnn") forward = MakeCnnClassifier(28, 10, static_cast<uint32_t>(seed));
+    else return InvalidArgument("unknown built-in model \"", b, "\"; expected mlp or cnn");
+  }
+  ArtifactOptions o;
+  if (f.Has("loss") && f.Has("loss-output")) return InvalidArgument("--loss and --loss-output exclude each other");
+  if (f.Has("loss")) {
+    ONT_ASSIGN_OR_RETURN(o.loss, ParseLossKind(f.Get("loss")));
+  }
+  if (f.Has("loss-output")) {
+    o.loss = LossKind::kOutput;
+    o.loss_output = f.Get("loss-output");
+  }
+  o.requires_grad = f.GetList("requires-grad");
+  o.frozen = f.GetList("frozen");
+  o.extra_outputs = f.GetList("extra-outputs");
+  std::string opt = f.Get("optimizer", "AdamW");
+  if (opt == "AdamW") o.optimizer = OptimizerKind::kAdamW;
+  else if (opt == "SGD") o.optimizer = OptimizerKind::kSGD;
+  else return InvalidArgument("unknown optimizer \"", opt, "\"; expected AdamW or SGD");
+  ONT_ASSIGN_OR_RETURN(double b1, f.GetDouble("beta1", o.adamw.alpha));
+  ONT_ASSIGN_OR_RETURN(double b2, f.GetDouble("beta2", o.adamw.beta));
+  ONT_ASSIGN_OR_RETURN(double eps, f.GetDouble("eps", o.adamw.epsilon));
+  ONT_ASSIGN_OR_RETURN(double wd, f.GetDouble("weight-decay", o.adamw.weight_decay));
+  ONT_ASSIGN_OR_RETURN(int64_t mode, f.GetInt("adam-mode", o.adamw.adam_mode));
+  if (mode != 0 && mode != 1) return InvalidArgument("--adam-mode must be 0 or 1");
+  o.adamw = {static_cast<float>(b1), static_cast<float>(b2), static_cast<float>(eps), static_cast<float>(wd), mode, true};
+  std::string ld = f.Get("label-dtype", "int64");
+  if (ld == "int32") o.label_dtype = DType::kInt32;
+  else if (ld != "int64") return InvalidArgument("--label-dtype must be int32 or int64");
+  ONT_ASSIGN_OR_RETURN(Artifacts a, GenerateArtifacts(forward, o));
+  ONT_RETURN_IF_ERROR(WriteArtifacts(a, f.Get("out")));
+  size_t trainable = 0, frozen = 0;
+  for (const auto& kv : a.checkpoint.parameters) (kv.second.requires_grad ? trainable : frozen) += kv.second.data.NumElements();
+  std::printf("wrote %s/{training_model.onnx, eval_model.onnx, optimizer_model.onnx, checkpoint}: %zu trainable and "
+              "%zu frozen parameters, %zu training nodes\n",
+              f.Get("out").c_str(), trainable, frozen, a.training.graph.nodes.size());
+  return Status::OK();
+}
+
+}  // namespace cli
+}  // namespace ontrain

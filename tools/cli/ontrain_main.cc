@@ -1,0 +1,43 @@
+// The `ontrain` command: bazel run //tools:ontrain -- <subcommand> [flags].
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/cli/commands.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: ontrain <command> [flags]\n"
+    "  generate --model FORWARD.onnx | --builtin mlp|cnn  --out DIR [--loss CrossEntropyLoss|MSELoss|\n"
+    "           BCEWithLogitsLoss|L1Loss | --loss-output NAME] [--requires-grad a,b] [--frozen c,d]\n"
+    "           [--optimizer AdamW|SGD] [--beta1 B] [--beta2 B] [--eps E] [--weight-decay W] [--adam-mode 0|1]\n"
+    "           [--extra-outputs logits,...] [--label-dtype int64|int32]\n"
+    "  train    --artifacts DIR --data fashion-mnist [--eval-data fashion-mnist:test] [--batch-size N]\n"
+    "           [--epochs N | --steps N] [--lr X] [--scheduler constant|linear|cosine|step|exponential]\n"
+    "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--out DIR] [--metrics FILE]\n"
+    "           [--export FILE --export-outputs a,b]\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  std::string cmd = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  ontrain::Status s;
+  if (cmd == "generate") s = ontrain::cli::Generate(args);
+  else if (cmd == "train") s = ontrain::cli::Train(args);
+  else {
+    std::fprintf(stderr, "ontrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
+    return 2;
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "ontrain %s: %s\n", cmd.c_str(), s.message().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,245 @@
+// `ontrain train`: trains artifacts (ontrain's or ONNX Runtime's) on Fashion-MNIST, evaluates every epoch,
+// saves checkpoints and exports an inference model.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+
+#include "checkpoint/checkpoint_io.h"
+#include "engine/training_session.h"
+#include "graph/model_io.h"
+#include "providers/cpu/cpu_provider.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/dataset.h"
+#include "tools/cli/flags.h"
+
+namespace ontrain {
+namespace cli {
+
+namespace {
+
+bool Exists(const std::string& p) { return !std::ifstream(p).fail(); }
+
+struct Batcher {
+  const ImageDataset* data;
+  Shape image_shape;  // per example, e.g. [784] or [1,28,28]
+  DType label_dtype;
+  Tensor images, labels;
+
+  Status Init(int64_t batch) {
+    Shape s = {batch};
+    s.insert(s.end(), image_shape.begin(), image_shape.end());
+    ONT_ASSIGN_OR_RETURN(images, Tensor::Allocate(DType::kFloat32, s, HostAllocator()));
+    ONT_ASSIGN_OR_RETURN(labels, Tensor::Allocate(label_dtype, {batch}, HostAllocator()));
+    return Status::OK();
+  }
+  // Fills the batch from examples order[begin, begin + n); returns tensors of batch size n.
+  std::vector<Tensor> Fill(const std::vector<int64_t>& order, int64_t begin, int64_t n) {
+    int64_t pixels = data->rows * data->cols;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t e = order[begin + i];
+      std::memcpy(images.data<float>() + i * pixels, data->images.data() + e * pixels, pixels * sizeof(float));
+      if (label_dtype == DType::kInt64) labels.data<int64_t>()[i] = data->labels[e];
+      else labels.data<int32_t>()[i] = static_cast<int32_t>(data->labels[e]);
+    }
+    Shape s = images.shape();
+    s[0] = n;
+    return {Tensor::View(DType::kFloat32, s, images.raw_data()), Tensor::View(label_dtype, {n}, labels.raw_data())};
+  }
+};
+
+// Reads the model's image and label inputs and checks them against 28x28 images.
+Status DescribeInputs(const Model& train, const TrainingSession& s, Shape* image_shape, DType* label_dtype) {
+  const std::vector<std::string>& names = s.training_input_names();
+  if (names.size() != 2) {
+    return InvalidArgument("the training model has ", names.size(), " user inputs; image classification data feeds 2 "
+                           "(images and labels)");
+  }
+  const ValueInfo* img = train.graph.FindInput(names[0]);
+  const ValueInfo* lab = train.graph.FindInput(names[1]);
+  if (img->dtype != DType::kFloat32 || !img->has_shape) {
+    return InvalidArgument("model input \"", img->name, "\" is ", img->TypeString(), "; the data are float32 images");
+  }
+  if (img->dims.size() == 2 && (!img->dims[1].known() || img->dims[1].value == 784)) {
+    *image_shape = {784};
+  } else if (img->dims.size() == 4 && img->dims[1].value == 1 && img->dims[2].value == 28 && img->dims[3].value == 28) {
+    *image_shape = {1, 28, 28};
+  } else {
+    return InvalidArgument("model input \"", img->name, "\" is ", img->TypeString(),
+                           " but the data are 28x28 images: expected [N,784] or [N,1,28,28]");
+  }
+  if (lab->dtype != DType::kInt64 && lab->dtype != DType::kInt32) {
+    return InvalidArgument("model input \"", lab->name, "\" is ", lab->TypeString(), " but the data have integer labels");
+  }
+  *label_dtype = lab->dtype;
+  return Status::OK();
+}
+
+struct EvalResult {
+  double loss = 0, accuracy = -1;
+};
+
+StatusOr<EvalResult> Evaluate(TrainingSession& s, Batcher& b, int64_t batch) {
+  EvalResult r;
+  int64_t n = b.data->count, correct = 0;
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  int logits_index = -1;
+  for (size_t i = 0; i < s.eval_output_names().size(); ++i) if (i > 0) { logits_index = static_cast<int>(i); break; }
+  for (int64_t start = 0; start < n; start += batch) {
+    int64_t m = std::min(batch, n - start);
+    std::vector<Tensor> out;
+    ONT_RETURN_IF_ERROR(s.EvalStep(b.Fill(order, start, m), &out));
+    r.loss += static_cast<double>(out[0].data<float>()[0]) * m;
+    if (logits_index < 0) continue;
+    const Tensor& logits = out[logits_index];
+    int64_t classes = logits.NumElements() / m;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = logits.data<float>() + i * classes;
+      int64_t arg = std::max_element(row, row + classes) - row;
+      correct += arg == b.data->labels[order[start + i]];
+    }
+  }
+  r.loss /= static_cast<double>(n);
+  if (logits_index >= 0) r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  return r;
+}
+
+}  // namespace
+
+Status Train(const std::vector<std::string>& args) {
+  ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "data", "eval-data", "batch-size", "epochs", "steps",
+                                                    "lr", "scheduler", "warmup", "seed", "threads", "out", "metrics",
+                                                    "export", "export-outputs", "checkpoint-every", "data-root"},
+                                             {"no-shuffle"}));
+  // 1. Artifacts, named file by file when something is missing.
+  std::string dir = f.Get("artifacts");
+  if (dir.empty()) return InvalidArgument("train needs --artifacts DIR");
+  for (const char* name : {"training_model.onnx", "optimizer_model.onnx", "checkpoint"}) {
+    if (!Exists(dir + "/" + name)) return NotFound("artifacts directory \"", dir, "\" has no ", name);
+  }
+  bool has_eval = Exists(dir + "/eval_model.onnx");
+  std::string out_dir = f.Get("out", dir);
+  ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
+  ONT_ASSIGN_OR_RETURN(auto cpu, CpuExecutionProvider::Create({static_cast<int>(threads)}));
+  ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(dir + "/checkpoint"));
+  ONT_ASSIGN_OR_RETURN(Model train_model, LoadModel(dir + "/training_model.onnx"));
+  ONT_ASSIGN_OR_RETURN(auto session, TrainingSession::Create({{cpu.get()}}, &state,
+                                                             ModelSource::FromPath(dir + "/training_model.onnx"),
+                                                             has_eval ? ModelSource::FromPath(dir + "/eval_model.onnx")
+                                                                      : ModelSource(),
+                                                             ModelSource::FromPath(dir + "/optimizer_model.onnx")));
+  // 2. Data shaped to the model's inputs.
+  Batcher train_b, eval_b;
+  ONT_RETURN_IF_ERROR(DescribeInputs(train_model, *session, &train_b.image_shape, &train_b.label_dtype));
+  std::string root = f.Get("data-root", kFashionMnistDir);
+  ONT_ASSIGN_OR_RETURN(ImageDataset train_data, LoadDataset(f.Get("data", "fashion-mnist"), root));
+  train_b.data = &train_data;
+  ImageDataset eval_data;
+  std::string eval_spec = f.Get("eval-data", has_eval ? "fashion-mnist:test" : "");
+  if (!eval_spec.empty()) {
+    ONT_ASSIGN_OR_RETURN(eval_data, LoadDataset(eval_spec, root));
+    eval_b = train_b;
+    eval_b.data = &eval_data;
+  }
+  ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
+  if (batch <= 0 || batch > train_data.count) return InvalidArgument("--batch-size must be in [1, ", train_data.count, "]");
+  ONT_RETURN_IF_ERROR(train_b.Init(batch));
+  if (!eval_spec.empty()) ONT_RETURN_IF_ERROR(eval_b.Init(batch));
+  // 3. Schedule.
+  int64_t per_epoch = train_data.count / batch;
+  ONT_ASSIGN_OR_RETURN(int64_t epochs, f.GetInt("epochs", 1));
+  ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", epochs * per_epoch));
+  ONT_ASSIGN_OR_RETURN(double lr, f.GetDouble("lr", 1e-3));
+  ONT_RETURN_IF_ERROR(session->SetLearningRate(static_cast<float>(lr)));
+  bool scheduled = f.Has("scheduler");
+  if (scheduled) {
+    LrSchedule sched;
+    ONT_ASSIGN_OR_RETURN(sched.kind, ParseScheduleKind(f.Get("scheduler")));
+    ONT_ASSIGN_OR_RETURN(sched.warmup_steps, f.GetInt("warmup", 0));
+    sched.total_steps = steps;
+    ONT_RETURN_IF_ERROR(session->RegisterScheduler(sched, static_cast<float>(lr)));
+    ONT_RETURN_IF_ERROR(session->SchedulerStep());
+  }
+  ONT_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0));
+  ONT_ASSIGN_OR_RETURN(int64_t ckpt_every, f.GetInt("checkpoint-every", 0));
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
+  std::FILE* metrics = nullptr;
+  if (f.Has("metrics")) {
+    metrics = std::fopen(f.Get("metrics").c_str(), "w");
+    if (!metrics) return IoError("cannot write metrics file \"", f.Get("metrics"), "\"");
+  }
+  auto save = [&]() -> Status {
+    CheckpointSaveOptions o;
+    return SaveCheckpoint(state, out_dir + "/checkpoint", o).WithContext("saving the checkpoint");
+  };
+  // 4. The loop: TrainStep, OptimizerStep, LazyResetGrad (and SchedulerStep); evaluation every epoch.
+  std::printf("training %s on %s: %lld examples, batch %lld, %lld steps\n", dir.c_str(), f.Get("data", "fashion-mnist").c_str(),
+              static_cast<long long>(train_data.count), static_cast<long long>(batch), static_cast<long long>(steps));
+  std::vector<int64_t> order(train_data.count);
+  std::iota(order.begin(), order.end(), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  double window = 0;
+  int64_t window_n = 0;
+  Status result;
+  for (int64_t step = 0; step < steps; ++step) {
+    int64_t in_epoch = step % per_epoch;
+    if (in_epoch == 0 && !f.Has("no-shuffle")) std::shuffle(order.begin(), order.end(), rng);
+    std::vector<Tensor> out;
+    ONT_RETURN_IF_ERROR(session->TrainStep(train_b.Fill(order, in_epoch * batch, batch), &out));
+    float loss = out[0].data<float>()[0];
+    if (!std::isfinite(loss)) {
+      result = InvalidArgument("the loss is ", loss, " at step ", step + 1,
+                               "; stopped without saving (the last good checkpoint is unchanged)");
+      break;
+    }
+    ONT_RETURN_IF_ERROR(session->OptimizerStep());
+    session->LazyResetGrad();
+    if (scheduled) ONT_RETURN_IF_ERROR(session->SchedulerStep());
+    window += loss;
+    window_n++;
+    if (metrics) {
+      std::fprintf(metrics, "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g}\n", static_cast<long long>(step + 1), loss,
+                   session->GetLearningRate().value());
+    }
+    if ((step + 1) % 100 == 0 || step + 1 == steps) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("step %lld/%lld  loss %.4f  %.1f steps/s\n", static_cast<long long>(step + 1),
+                  static_cast<long long>(steps), window / window_n, (step + 1) / secs);
+      std::fflush(stdout);
+      window = 0;
+      window_n = 0;
+    }
+    if (ckpt_every > 0 && (step + 1) % ckpt_every == 0) ONT_RETURN_IF_ERROR(save());
+    bool epoch_end = (step + 1) % per_epoch == 0 || step + 1 == steps;
+    if (epoch_end && !eval_spec.empty()) {
+      ONT_ASSIGN_OR_RETURN(EvalResult r, Evaluate(*session, eval_b, batch));
+      int64_t epoch = (step + per_epoch) / per_epoch;
+      std::printf("epoch %lld: eval loss %.4f", static_cast<long long>(epoch), r.loss);
+      if (r.accuracy >= 0) std::printf("  accuracy %.2f%%", 100 * r.accuracy);
+      std::printf("\n");
+      if (metrics) {
+        std::fprintf(metrics, "{\"epoch\":%lld,\"eval_loss\":%.9g,\"accuracy\":%.6f}\n", static_cast<long long>(epoch),
+                     r.loss, r.accuracy);
+      }
+    }
+  }
+  if (metrics) std::fclose(metrics);
+  ONT_RETURN_IF_ERROR(result);
+  ONT_RETURN_IF_ERROR(save());
+  std::printf("saved %s/checkpoint\n", out_dir.c_str());
+  if (f.Has("export")) {
+    std::vector<std::string> outs = f.GetList("export-outputs");
+    if (outs.empty()) outs = {"logits"};
+    ONT_RETURN_IF_ERROR(session->ExportModelForInferencing(f.Get("export"), outs));
+    std::printf("exported inference model %s\n", f.Get("export").c_str());
+  }
+  return Status::OK();
+}
+
+}  // namespace cli
+}  // namespace ontrain
