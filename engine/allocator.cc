@@ -39,8 +39,9 @@ void CpuAllocator::Free(void* p) {
 }
 
 CpuAllocator* HostAllocator() {
-  static CpuAllocator* allocator = new CpuAllocator();  // never destroyed: tensors may outlive main()
-  return allocator;
+  // Never destroyed: tensors may outlive main().
+  static auto* allocator = new std::shared_ptr<CpuAllocator>(std::make_shared<CpuAllocator>());
+  return allocator->get();
 }
 
 }  // namespace ontrain

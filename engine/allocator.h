@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace ontrain {
@@ -20,7 +21,10 @@ struct Device {
   std::string ToString() const;
 };
 
-class IAllocator {
+// Allocators that are owned by a std::shared_ptr (providers' and the host allocator) stay alive while any
+// tensor they allocated lives, so a CheckpointState may outlive the session and provider that allocated
+// its tensors.
+class IAllocator : public std::enable_shared_from_this<IAllocator> {
  public:
   virtual ~IAllocator() = default;
   // Returns nullptr when the memory cannot be had; `bytes` may be 0.

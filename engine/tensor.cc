@@ -38,7 +38,8 @@ StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape, IAllocator* allocato
   t.shape_ = std::move(shape);
   t.device_ = allocator->device();
   t.data_ = p;
-  t.holder_ = std::shared_ptr<void>(p, [allocator](void* q) { allocator->Free(q); });
+  std::shared_ptr<IAllocator> keep = allocator->weak_from_this().lock();  // null if not shared-owned
+  t.holder_ = std::shared_ptr<void>(p, [allocator, keep](void* q) { allocator->Free(q); });
   return t;
 }
 

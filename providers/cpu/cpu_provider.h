@@ -22,19 +22,19 @@ class CpuExecutionProvider : public IExecutionProvider {
   const std::string& name() const override { return name_; }
   Device device() const override { return Device(); }
   const KernelRegistry& kernel_registry() const override { return registry_; }
-  IAllocator* allocator() override { return &allocator_; }
+  IAllocator* allocator() override { return allocator_.get(); }
   Status CopyTensor(const Tensor& src, Tensor* dst) override;
   Status Synchronize() override { return Status::OK(); }
   ThreadPool* thread_pool() override { return pool_.get(); }
 
-  const CpuAllocator& cpu_allocator() const { return allocator_; }
+  const CpuAllocator& cpu_allocator() const { return *allocator_; }
 
  private:
   CpuExecutionProvider(KernelRegistry registry, int threads);
 
   std::string name_ = "CPU";
   KernelRegistry registry_;
-  CpuAllocator allocator_;
+  std::shared_ptr<CpuAllocator> allocator_ = std::make_shared<CpuAllocator>();
   std::unique_ptr<ThreadPool> pool_;
 };
 

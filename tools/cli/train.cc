@@ -124,6 +124,12 @@ Status Train(const std::vector<std::string>& args) {
   }
   bool has_eval = Exists(dir + "/eval_model.onnx");
   std::string out_dir = f.Get("out", dir);
+  {  // fail before training, not after it, when --out cannot take the checkpoint
+    std::string probe = out_dir + "/.ontrain_write_probe";
+    Status w = WriteFileAtomically(probe, "");
+    if (!w.ok()) return IoError("output folder \"", out_dir, "\" is not writable (", w.message(), ")");
+    std::remove(probe.c_str());
+  }
   ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
   ONT_ASSIGN_OR_RETURN(auto cpu, CpuExecutionProvider::Create({static_cast<int>(threads)}));
   ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(dir + "/checkpoint"));

@@ -324,7 +324,7 @@ class TriluKernel : public OpKernel {
     return DispatchBySize(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
-      int64_t mats = rows * cols ? x.NumElements() / (rows * cols) : 0;
+      int64_t mats = (rows * cols) != 0 ? x.NumElements() / (rows * cols) : 0;
       const T* px = x.data<T>();
       T* py = ctx.output(0)->data<T>();
       for (int64_t m = 0; m < mats; ++m) {

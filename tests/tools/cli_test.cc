@@ -1,0 +1,214 @@
+// `ontrain generate` and `ontrain train` end to end on a small synthetic image set written as IDX files,
+// plus the CLI's bad-input errors.
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/checkpoint_io.h"
+#include "gmock/gmock.h"
+#include "graph/model_io.h"
+#include "gtest/gtest.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/dataset.h"
+
+namespace ontrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Tmp(const std::string& name) {
+  std::string p = ::testing::TempDir() + "/" + name;
+  ::mkdir(p.c_str(), 0755);
+  return p;
+}
+
+void WriteGz(const std::string& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+void PutBe(std::string* s, uint32_t v) {
+  for (int k = 3; k >= 0; --k) s->push_back(static_cast<char>((v >> (8 * k)) & 0xff));
+}
+
+// `count` 28x28 images: class c lights rows 2c..2c+2, with noise; files named like Fashion-MNIST's.
+void WriteSplit(const std::string& dir, const std::string& split, int count, uint32_t seed) {
+  std::string img, lab;
+  PutBe(&img, 0x803);
+  PutBe(&img, count);
+  PutBe(&img, 28);
+  PutBe(&img, 28);
+  PutBe(&lab, 0x801);
+  PutBe(&lab, count);
+  uint32_t r = seed;
+  for (int i = 0; i < count; ++i) {
+    int c = i % 10;
+    lab.push_back(static_cast<char>(c));
+    for (int p = 0; p < 28 * 28; ++p) {
+      r = r * 1664525u + 1013904223u;
+      int row = p / 28;
+      int v = (row >= 2 * c && row < 2 * c + 3) ? 200 : 0;
+      img.push_back(static_cast<char>(std::min(255, v + static_cast<int>(r >> 27))));
+    }
+  }
+  WriteGz(dir + "/" + split + "-images-idx3-ubyte.gz", img);
+  WriteGz(dir + "/" + split + "-labels-idx1-ubyte.gz", lab);
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    data_ = Tmp("cli_data");
+    WriteSplit(data_, "train", 640, 1);
+    WriteSplit(data_, "t10k", 200, 2);
+  }
+  std::string data_;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST_F(CliTest, GenerateTrainEvaluateExport) {
+  std::string dir = Tmp("cli_mlp");
+  Status g = cli::Generate({"--builtin", "mlp", "--out", dir, "--extra-outputs", "logits"});
+  ASSERT_TRUE(g.ok()) << g.ToString();
+  std::string metrics = dir + "/metrics.jsonl", exported = dir + "/inference.onnx";
+  Status t = cli::Train({"--artifacts", dir, "--data", "fashion-mnist", "--data-root", data_, "--epochs", "2",
+                         "--batch-size", "32", "--lr", "3e-3", "--metrics", metrics, "--export", exported});
+  ASSERT_TRUE(t.ok()) << t.ToString();
+  std::string m = Slurp(metrics);
+  EXPECT_THAT(m, HasSubstr("{\"step\":1,\"loss\":"));
+  EXPECT_THAT(m, HasSubstr("{\"step\":40,\"loss\":"));
+  EXPECT_THAT(m, HasSubstr("{\"epoch\":2,\"eval_loss\":"));
+  size_t acc = m.rfind("\"accuracy\":");
+  ASSERT_NE(acc, std::string::npos);
+  EXPECT_GT(std::stod(m.substr(acc + 11)), 0.9) << "the synthetic classes are easy to separate";
+  auto ckpt = LoadCheckpoint(dir + "/checkpoint");
+  ASSERT_TRUE(ckpt.ok());
+  EXPECT_EQ(ckpt->optimizer_groups.at("group0").step, 40);
+  auto inf = LoadModel(exported);
+  ASSERT_TRUE(inf.ok());
+  EXPECT_EQ(inf->graph.inputs.size(), 1u);
+}
+
+TEST_F(CliTest, MissingDatasetNamesThePackage) {
+  std::string dir = Tmp("cli_nodata");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  Status s = cli::Train({"--artifacts", dir, "--data-root", "/nonexistent"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("dataset-fashion-mnist"));
+}
+
+TEST_F(CliTest, IncompleteArtifactsNameTheMissingFile) {
+  std::string dir = Tmp("cli_incomplete");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  std::remove((dir + "/optimizer_model.onnx").c_str());
+  Status s = cli::Train({"--artifacts", dir, "--data-root", data_});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("optimizer_model.onnx"));
+}
+
+TEST_F(CliTest, CorruptCheckpointIsAnError) {
+  std::string dir = Tmp("cli_corrupt");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  std::ofstream(dir + "/checkpoint", std::ios::binary) << "not a checkpoint at all";
+  Status s = cli::Train({"--artifacts", dir, "--data-root", data_});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("checkpoint"));
+}
+
+TEST_F(CliTest, DataThatDoesNotFitTheModel) {
+  std::string dir = Tmp("cli_shape");
+  // A forward model whose input is [batch, 100]: the data are 28x28 images.
+  std::string fwd = Tmp("cli_shape_fwd") + "/forward.onnx";
+  {
+    Model f;
+    f.opset_imports[""] = 17;
+    ValueInfo in;
+    in.name = "x";
+    in.dtype = DType::kFloat32;
+    in.has_shape = true;
+    in.dims = {Dim{-1, "batch"}, Dim{100, ""}};
+    f.graph.inputs.push_back(in);
+    f.graph.AddInitializer("w", Tensor::FromVector(std::vector<float>(1000, 0.01f), {10, 100}));
+    Node n;
+    n.name = "fc";
+    n.op_type = "Gemm";
+    n.inputs = {"x", "w"};
+    n.outputs = {"logits"};
+    onnx::AttributeProto tb;
+    tb.set_name("transB");
+    tb.set_type(onnx::AttributeProto::INT);
+    tb.set_i(1);
+    n.attributes["transB"] = tb;
+    f.graph.nodes.push_back(n);
+    ValueInfo out;
+    out.name = "logits";
+    out.dtype = DType::kFloat32;
+    out.has_shape = true;
+    out.dims = {Dim{-1, "batch"}, Dim{10, ""}};
+    f.graph.outputs.push_back(out);
+    ASSERT_TRUE(SaveModel(f, fwd).ok());
+  }
+  ASSERT_TRUE(cli::Generate({"--model", fwd, "--out", dir}).ok());
+  Status s = cli::Train({"--artifacts", dir, "--data-root", data_});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("\"x\""));
+  EXPECT_THAT(s.message(), HasSubstr("28x28"));
+}
+
+TEST_F(CliTest, NanLossStopsWithTheStepAndKeepsTheCheckpoint) {
+  std::string dir = Tmp("cli_nan");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  std::string before = Slurp(dir + "/checkpoint");
+  Status s = cli::Train({"--artifacts", dir, "--data-root", data_, "--lr", "1e30", "--steps", "20"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("at step"));
+  EXPECT_EQ(Slurp(dir + "/checkpoint"), before);
+}
+
+TEST_F(CliTest, UnwritableOutIsAnError) {
+  std::string dir = Tmp("cli_out");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  Status s = cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "2", "--out", "/proc/ontrain-no"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("/proc/ontrain-no"));
+}
+
+TEST_F(CliTest, GenerateErrorsLeaveNothingBehind) {
+  std::string dir = ::testing::TempDir() + "/cli_gen_bad";
+  Status s = cli::Generate({"--builtin", "mlp", "--out", dir, "--requires-grad", "fc9.weight"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("fc9.weight"));
+  EXPECT_TRUE(std::ifstream(dir + "/checkpoint").fail());
+  Status u = cli::Generate({"--builtin", "mlp", "--out", dir, "--colour", "red"});
+  ASSERT_FALSE(u.ok());
+  EXPECT_THAT(u.message(), HasSubstr("--colour"));
+  Status m = cli::Generate({"--model", "/nonexistent.onnx", "--out", dir});
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.message(), HasSubstr("/nonexistent.onnx"));
+  Status l = cli::Generate({"--builtin", "mlp", "--out", dir, "--loss-output", "nope"});
+  ASSERT_FALSE(l.ok());
+  EXPECT_THAT(l.message(), HasSubstr("nope"));
+}
+
+TEST_F(CliTest, TruncatedIdxIsAnError) {
+  std::string dir = Tmp("cli_trunc");
+  WriteGz(dir + "/train-images-idx3-ubyte.gz", std::string("\x00\x00\x08\x03\x00\x00\x00\x05", 8));
+  WriteGz(dir + "/train-labels-idx1-ubyte.gz", std::string("\x00\x00\x08\x01\x00\x00\x00\x05", 8));
+  auto d = cli::LoadDataset("fashion-mnist", dir);
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("not an IDX image file"));
+}
+
+}  // namespace
+}  // namespace ontrain
