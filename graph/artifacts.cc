@@ -250,7 +250,7 @@ Status WriteArtifacts(const Artifacts& a, const std::string& dir) {
   co.keep_parameter_order = true;
   ONT_ASSIGN_OR_RETURN(std::string ckpt, SerializeCheckpoint(a.checkpoint, co));
   files.push_back({"checkpoint", std::move(ckpt)});
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return IoError("cannot create directory \"", dir, "\"");
+  ONT_RETURN_IF_ERROR(MakeDirectories(dir));
   std::vector<std::string> written;
   for (const auto& [name, bytes] : files) {
     std::string path = dir + "/" + name;

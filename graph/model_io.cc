@@ -2,8 +2,10 @@
 #include "graph/model_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -20,6 +22,18 @@ StatusOr<std::string> ReadFileToString(const std::string& path) {
   ss << f.rdbuf();
   if (f.bad()) return IoError("reading \"", path, "\" failed");
   return ss.str();
+}
+
+Status MakeDirectories(const std::string& dir) {
+  if (dir.empty()) return InvalidArgument("empty directory name");
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    std::string part = dir.substr(0, pos);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+      return IoError("cannot create directory \"", part, "\"");
+    }
+  }
+  return Status::OK();
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
