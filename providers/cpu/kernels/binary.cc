@@ -50,23 +50,43 @@ Status CheckNoIntegerZero(const Tensor& b) {
   return Status::OK();
 }
 
-// Add, Sub, Mul, Div: output dtype = input dtype.
-class ArithKernel : public OpKernel {
+// Shared Prepare of the two-input broadcasting kernels: input B is read with the pre-opset-7 alignment
+// when the node asks for it, and the output takes the broadcast shape.
+class BroadcastBinaryKernel : public OpKernel {
  public:
-  ArithKernel(const NodeInfo& info, Arith op) : node_(*info.node), opset_(info.opset), op_(op) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
     ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
-    if (a->dtype() != b->dtype()) {
+    if (same_dtype_ && a->dtype() != b->dtype()) {
       return InvalidArgument("input dtypes differ: ", DTypeName(a->dtype()), " and ", DTypeName(b->dtype()));
     }
     b_shape_ = LegacyBroadcastShape(node_, opset_, a->shape(), b->shape());
     ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({a->shape(), b_shape_}));
-    return ctx.DeclareOutput(0, a->dtype(), out);
+    return ctx.DeclareOutput(0, bool_output_ ? DType::kBool : a->dtype(), out);
   }
+
+ protected:
+  BroadcastBinaryKernel(const NodeInfo& info, bool same_dtype, bool bool_output)
+      : node_(*info.node), opset_(info.opset), same_dtype_(same_dtype), bool_output_(bool_output) {}
+  // Input B viewed with its broadcast-aligned shape.
+  Tensor B(KernelContext& ctx) const {
+    return Tensor::View(ctx.input(1)->dtype(), b_shape_, const_cast<void*>(ctx.input(1)->raw_data()));
+  }
+
+ private:
+  const Node& node_;
+  int64_t opset_;
+  bool same_dtype_, bool_output_;
+  Shape b_shape_;
+};
+
+// Add, Sub, Mul, Div: output dtype = input dtype.
+class ArithKernel : public BroadcastBinaryKernel {
+ public:
+  ArithKernel(const NodeInfo& info, Arith op) : BroadcastBinaryKernel(info, true, false), op_(op) {}
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = *ctx.input(0);
-    Tensor b = Tensor::View(ctx.input(1)->dtype(), b_shape_, const_cast<void*>(ctx.input(1)->raw_data()));
+    Tensor b = B(ctx);
     return DispatchAll(a.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
@@ -84,30 +104,17 @@ class ArithKernel : public OpKernel {
   }
 
  private:
-  const Node& node_;
-  int64_t opset_;
   Arith op_;
-  Shape b_shape_;
 };
 
 enum class Compare { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual, kAnd, kOr, kXor };
 
-class CompareKernel : public OpKernel {
+class CompareKernel : public BroadcastBinaryKernel {
  public:
-  CompareKernel(const NodeInfo& info, Compare op) : node_(*info.node), opset_(info.opset), op_(op) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
-    if (a->dtype() != b->dtype()) {
-      return InvalidArgument("input dtypes differ: ", DTypeName(a->dtype()), " and ", DTypeName(b->dtype()));
-    }
-    b_shape_ = LegacyBroadcastShape(node_, opset_, a->shape(), b->shape());
-    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({a->shape(), b_shape_}));
-    return ctx.DeclareOutput(0, DType::kBool, out);
-  }
+  CompareKernel(const NodeInfo& info, Compare op) : BroadcastBinaryKernel(info, true, true), op_(op) {}
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = *ctx.input(0);
-    Tensor b = Tensor::View(ctx.input(1)->dtype(), b_shape_, const_cast<void*>(ctx.input(1)->raw_data()));
+    Tensor b = B(ctx);
     return DispatchAll(a.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
@@ -131,26 +138,16 @@ class CompareKernel : public OpKernel {
   }
 
  private:
-  const Node& node_;
-  int64_t opset_;
   Compare op_;
-  Shape b_shape_;
 };
 
 // Pow: base and exponent may have different types; the result has the base's type.
-class PowKernel : public OpKernel {
+class PowKernel : public BroadcastBinaryKernel {
  public:
-  explicit PowKernel(const NodeInfo& info) : node_(*info.node), opset_(info.opset) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "X"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "Y"));
-    b_shape_ = LegacyBroadcastShape(node_, opset_, a->shape(), b->shape());
-    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({a->shape(), b_shape_}));
-    return ctx.DeclareOutput(0, a->dtype(), out);
-  }
+  explicit PowKernel(const NodeInfo& info) : BroadcastBinaryKernel(info, false, false) {}
   Status Compute(KernelContext& ctx) override {
     const Tensor& a = *ctx.input(0);
-    Tensor b = Tensor::View(ctx.input(1)->dtype(), b_shape_, const_cast<void*>(ctx.input(1)->raw_data()));
+    Tensor b = B(ctx);
     return DispatchAll(a.dtype(), [&](auto ta) -> Status {
       using A = typename decltype(ta)::type;
       return DispatchAll(b.dtype(), [&](auto tb) -> Status {
@@ -170,11 +167,6 @@ class PowKernel : public OpKernel {
       });
     });
   }
-
- private:
-  const Node& node_;
-  int64_t opset_;
-  Shape b_shape_;
 };
 
 // Mod: fmod=1 is C's fmod (sign of the dividend); fmod=0 is Python's % (sign of the divisor, integers only).

@@ -69,6 +69,16 @@ void BroadcastRows::Offsets(int64_t r, int64_t* offsets) const {
   }
 }
 
+AxisSplit SplitAtAxis(const Shape& shape, int64_t axis) {
+  AxisSplit a;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < axis) a.outer *= shape[d];
+    else if (d == axis) a.len = shape[d];
+    else a.inner *= shape[d];
+  }
+  return a;
+}
+
 StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const char* what) {
   if (axis < -rank || axis >= rank) {
     return InvalidArgument(what, " ", axis, " is out of range for rank ", rank);

@@ -88,6 +88,12 @@ class BroadcastRows {
   int64_t rows_ = 1, inner_ = 1;
 };
 
+// A tensor of `shape` seen as [outer, len, inner] around `axis` (which must be in range).
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+AxisSplit SplitAtAxis(const Shape& shape, int64_t axis);
+
 // axis in [-rank, rank) -> [0, rank).
 StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const char* what = "axis");
 

@@ -168,11 +168,8 @@ class GatherGradKernel : public OpKernel {
     return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
-      int64_t outer = 1, inner = 1, dim = shape_[axis_n_], n = idx.NumElements();
-      for (int64_t d = 0; d < static_cast<int64_t>(shape_.size()); ++d) {
-        if (d < axis_n_) outer *= shape_[d];
-        if (d > axis_n_) inner *= shape_[d];
-      }
+      AxisSplit split = SplitAtAxis(shape_, axis_n_);
+      int64_t outer = split.outer, inner = split.inner, dim = split.len, n = idx.NumElements();
       T* px = dx->data<T>();
       for (int64_t i = 0; i < dx->NumElements(); ++i) px[i] = static_cast<T>(C(0));
       for (int64_t o = 0; o < outer; ++o) {

@@ -41,11 +41,8 @@ class GatherKernel : public OpKernel {
   }
   Status Compute(KernelContext& ctx) override {
     const Tensor &x = *ctx.input(0), &idx = *ctx.input(1);
-    int64_t outer = 1, inner = 1, dim = x.dim(axis_n_), n = idx.NumElements();
-    for (int64_t d = 0; d < x.rank(); ++d) {
-      if (d < axis_n_) outer *= x.dim(d);
-      if (d > axis_n_) inner *= x.dim(d);
-    }
+    AxisSplit split = SplitAtAxis(x.shape(), axis_n_);
+    int64_t outer = split.outer, inner = split.inner, dim = x.dim(axis_n_), n = idx.NumElements();
     size_t row = static_cast<size_t>(inner) * DTypeSize(x.dtype());
     const uint8_t* px = static_cast<const uint8_t*>(x.raw_data());
     uint8_t* py = static_cast<uint8_t*>(ctx.output(0)->raw_data());
@@ -365,11 +362,8 @@ class CumSumKernel : public OpKernel {
       if constexpr (std::is_same_v<T, bool>) {
         return Unimplemented("bool input");
       } else {
-        int64_t outer = 1, inner = 1, len = x.dim(axis_);
-        for (int64_t d = 0; d < x.rank(); ++d) {
-          if (d < axis_) outer *= x.dim(d);
-          if (d > axis_) inner *= x.dim(d);
-        }
+        AxisSplit split = SplitAtAxis(x.shape(), axis_);
+        int64_t outer = split.outer, inner = split.inner, len = split.len;
         for (int64_t o = 0; o < outer; ++o) {
           for (int64_t i = 0; i < inner; ++i) {
             C acc = 0;

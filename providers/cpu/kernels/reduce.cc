@@ -179,11 +179,8 @@ class ArgKernel : public OpKernel {
     return DispatchAll(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
-      int64_t outer = 1, inner = 1, len = x.dim(axis_n_);
-      for (int64_t d = 0; d < x.rank(); ++d) {
-        if (d < axis_n_) outer *= x.dim(d);
-        if (d > axis_n_) inner *= x.dim(d);
-      }
+      AxisSplit split = SplitAtAxis(x.shape(), axis_n_);
+      int64_t outer = split.outer, inner = split.inner, len = split.len;
       for (int64_t o = 0; o < outer; ++o) {
         for (int64_t i = 0; i < inner; ++i) {
           const T* p = x.data<T>() + o * len * inner + i;

@@ -211,11 +211,8 @@ class ConcatKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     Tensor* y = ctx.output(0);
     size_t es = DTypeSize(y->dtype());
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < y->rank(); ++d) {
-      if (d < axis_n_) outer *= y->dim(d);
-      if (d > axis_n_) inner *= y->dim(d);
-    }
+    AxisSplit split = SplitAtAxis(y->shape(), axis_n_);
+    int64_t outer = split.outer, inner = split.inner;
     int64_t out_row = y->dim(axis_n_) * inner * es, offset = 0;
     for (int i = 0; i < ctx.num_inputs(); ++i) {
       const Tensor& x = *ctx.input(i);
@@ -265,11 +262,8 @@ class SplitKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     size_t es = DTypeSize(x.dtype());
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < x.rank(); ++d) {
-      if (d < axis_n_) outer *= x.dim(d);
-      if (d > axis_n_) inner *= x.dim(d);
-    }
+    AxisSplit split = SplitAtAxis(x.shape(), axis_n_);
+    int64_t outer = split.outer, inner = split.inner;
     int64_t in_row = x.dim(axis_n_) * inner * es, offset = 0;
     for (int i = 0; i < ctx.num_outputs(); ++i) {
       int64_t row = sizes_[i] * inner * es;
