@@ -46,7 +46,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "AveragePool", 1, 18, kFloat, kAveragePool},
       {kOnnx, "AveragePoolGrad", 9, kLatest, kFloat, kAveragePoolGrad},  // ONNX Runtime's, in the ONNX domain
       {kOnnx, "BatchNormalization", 1, kLatest, kFloat, kBatchNormalization},
-      {kOnnx, "Cast", 6, kLatest, kAll, kCast},
+      {kOnnx, "Cast", 1, kLatest, kAll, kCast},
       {kOnnx, "CastLike", 15, kLatest, kAll, kCastLike},
       {kOnnx, "Ceil", 1, kLatest, kFloat, kCeil},
       {kOnnx, "Celu", 12, kLatest, kFloat, kCelu},
@@ -141,7 +141,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "Tan", 7, kLatest, kFloat, kTan},
       {kOnnx, "Tanh", 1, kLatest, kFloat, kTanh},
       {kOnnx, "ThresholdedRelu", 10, kLatest, kFloat, kThresholdedRelu},
-      {kOnnx, "Tile", 6, kLatest, kAll, kTile},
+      {kOnnx, "Tile", 1, kLatest, kAll, kTile},
       {kOnnx, "Transpose", 1, kLatest, kAll, kTranspose},
       {kOnnx, "Trilu", 14, kLatest, kAll, kTrilu},
       {kOnnx, "Unsqueeze", 1, kLatest, kAll, kUnsqueeze},

@@ -123,6 +123,28 @@ TEST(CpuKernelsTest, Float16Conversion) {
   EXPECT_EQ(static_cast<float>(BFloat16(1.01171875f)), 1.015625f);  // tie to even, upwards
 }
 
+// Opset-1 forms that ONNX's test data no longer covers: Cast with a string `to`, Tile(input, tiles, axis).
+TEST(CpuKernelsTest, OldOpsetForms) {
+  Model cast;
+  cast.opset_imports[""] = 1;
+  cast.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {3}));
+  cast.graph.outputs.push_back(TensorInfo("y", DType::kInt32, {3}));
+  cast.graph.nodes.push_back(MakeNode("Cast", {"x"}, {"y"}, {AttrString("to", "INT32")}));
+  std::vector<Tensor> c = RunModel(cast, {{"x", Tensor::FromVector<float>({1.7f, -2.2f, 3.0f}, {3})}});
+  EXPECT_EQ(std::vector<int32_t>(c[0].data<int32_t>(), c[0].data<int32_t>() + 3), (std::vector<int32_t>{1, -2, 3}));
+  Model tile;
+  tile.opset_imports[""] = 1;
+  tile.graph.inputs = {TensorInfo("x", DType::kFloat32, {2, 2}), TensorInfo("t", DType::kInt64, {}),
+                       TensorInfo("a", DType::kInt64, {})};
+  tile.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {2, 6}));
+  tile.graph.nodes.push_back(MakeNode("Tile", {"x", "t", "a"}, {"y"}));
+  std::vector<Tensor> t = RunModel(tile, {{"x", Tensor::FromVector<float>({1, 2, 3, 4}, {2, 2})},
+                                          {"t", Tensor::FromVector<int64_t>({3}, {})},
+                                          {"a", Tensor::FromVector<int64_t>({1}, {})}});
+  ASSERT_EQ(t[0].shape(), (Shape{2, 6}));
+  EXPECT_EQ(testing::ToVector(t[0]), (std::vector<float>{1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4}));
+}
+
 TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
   ThreadPool pool(2);
   std::vector<int> hits(100000, 0);

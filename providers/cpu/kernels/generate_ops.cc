@@ -175,9 +175,20 @@ Status CastTensor(const Tensor& x, Tensor* y) {
   });
 }
 
+// The `to` attribute: a TensorProto.DataType code, or (Cast-1) its name as a string.
+int32_t CastTarget(const Node& n) {
+  auto it = n.attributes.find("to");
+  if (it == n.attributes.end()) return 0;
+  if (it->second.type() != onnx::AttributeProto::STRING) return static_cast<int32_t>(it->second.i());
+  const char* names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING", "BOOL",
+                         "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+  for (int32_t code = 0; code < 17; ++code) if (it->second.s() == names[code]) return code;
+  return -1;
+}
+
 class CastKernel : public OpKernel {
  public:
-  CastKernel(const NodeInfo& info, bool like) : like_(like), to_(static_cast<int32_t>(info.node->GetInt("to", 0))) {}
+  CastKernel(const NodeInfo& info, bool like) : like_(like), to_(CastTarget(*info.node)) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
     DType to;

@@ -302,13 +302,24 @@ class ExpandKernel : public OpKernel {
   }
 };
 
+// Tile; before opset 6 the inputs were (input, tiles, axis): repeat `tiles` times along `axis`.
 class TileKernel : public OpKernel {
  public:
-  explicit TileKernel(const NodeInfo&) {}
+  explicit TileKernel(const NodeInfo& info) : opset_(info.opset) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
     ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 1, "repeats"));
-    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> reps, ReadInts(*r, "repeats"));
+    std::vector<int64_t> reps;
+    if (opset_ < 6) {
+      ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 2, "axis"));
+      ONT_ASSIGN_OR_RETURN(double tiles, ReadScalar(*r, "tiles"));
+      ONT_ASSIGN_OR_RETURN(double axis, ReadScalar(*a, "axis"));
+      ONT_ASSIGN_OR_RETURN(int64_t ax, NormalizeAxis(static_cast<int64_t>(axis), x->rank()));
+      reps.assign(x->rank(), 1);
+      reps[ax] = static_cast<int64_t>(tiles);
+    } else {
+      ONT_ASSIGN_OR_RETURN(reps, ReadInts(*r, "repeats"));
+    }
     if (static_cast<int64_t>(reps.size()) != x->rank()) {
       return InvalidArgument("repeats has ", reps.size(), " values for an input of rank ", x->rank());
     }
@@ -339,6 +350,9 @@ class TileKernel : public OpKernel {
       return Status::OK();
     });
   }
+
+ private:
+  int64_t opset_;
 };
 
 class ShapeKernel : public OpKernel {
