@@ -101,6 +101,12 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
     const Node& n = g.nodes[idx];
     const GradientRule* rule = FindGradientRule(n.domain, n.op_type);
     if (rule == nullptr) {
+      // Ops whose outputs are all non-float (Greater, Shape, ArgMax, ...) carry no gradient.
+      bool float_out = std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
+        auto t = types.find(o);
+        return !o.empty() && (t == types.end() || t->second.dtype == DType::kUndefined || IsFloat(t->second.dtype));
+      });
+      if (!float_out) continue;
       return Unimplemented("the gradient builder has not been registered for op ", n.domain.empty() ? "" : n.domain + "::",
                            n.op_type, " (", n.Describe(), ")");
     }
@@ -126,6 +132,7 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
   std::set<std::string> ready = {loss};  // values whose gradient "<v>_grad" is complete
   std::map<std::string, std::vector<std::string>> collected;
   for (size_t idx : active) {
+    if (!wants.count(idx)) continue;  // no gradient flows through it
     const Node n = g.nodes[idx];  // copy: builders append to g.nodes
     GradContext ctx(&g, n, &types, model->OpsetFor(n.domain));
     bool any = false;
@@ -134,9 +141,9 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
       ctx.dy.push_back(has ? o + "_grad" : "");
       any |= has;
     }
-    if (!any || ctx.dy[0].empty()) {
-      if (any) return Unimplemented(n.Describe(), ": gradients through outputs other than the first are not supported");
-      continue;
+    if (!any) continue;
+    if (ctx.dy[0].empty() && n.op_type != "Split") {
+      return Unimplemented(n.Describe(), ": gradients through outputs other than the first are not supported");
     }
     const std::vector<bool>& w = wants[idx];
     for (size_t i = 0; i < n.inputs.size(); ++i) {

@@ -345,6 +345,191 @@ Status ReduceGrad(GradContext& c) {
   return Status::OK();
 }
 
+// ---- more elementwise ops, composed from forward ops ----
+// Where(cond, a, b) with a = dY where cond holds, else b = dY.
+std::string Masked(GradContext& c, const std::string& cond, const std::string& a, const std::string& b) {
+  return c.Emit("Where", {cond, a, b}, {c.Tmp("where")});
+}
+std::string Zero(GradContext& c, const std::string& like) { return c.ConstFloat("zero", 0.0f, like); }
+
+Status SoftplusGrad(GradContext& c) {  // sigmoid(x)
+  if (!c.wants(0)) return Status::OK();
+  c.Emit("Mul", {c.dy[0], c.Emit("Sigmoid", {c.in(0)}, {c.Tmp("sigmoid")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status SoftsignGrad(GradContext& c) {  // 1 / (1 + |x|)^2
+  if (!c.wants(0)) return Status::OK();
+  std::string d = c.Emit("Add", {c.Emit("Abs", {c.in(0)}, {c.Tmp("abs")}), c.ConstFloat("one", 1.0f)}, {c.Tmp("den")});
+  c.Emit("Div", {c.dy[0], c.Emit("Mul", {d, d}, {c.Tmp("den2")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status EluGrad(GradContext& c) {  // x > 0 ? 1 : y + alpha
+  if (!c.wants(0)) return Status::OK();
+  std::string pos = c.Emit("Greater", {c.in(0), Zero(c, c.in(0))}, {c.Tmp("pos")});
+  std::string neg = c.Emit("Mul", {c.dy[0], c.Emit("Add", {c.out(0), c.ConstFloat("alpha", c.node().GetFloat("alpha", 1.0f))},
+                                                    {c.Tmp("y_alpha")})}, {c.Tmp("neg")});
+  c.Emit("Where", {pos, c.dy[0], neg}, {c.dx[0]});
+  return Status::OK();
+}
+Status SeluGrad(GradContext& c) {  // x > 0 ? gamma : y + alpha gamma
+  if (!c.wants(0)) return Status::OK();
+  float alpha = c.node().GetFloat("alpha", 1.67326319217681884765625f);
+  float gamma = c.node().GetFloat("gamma", 1.05070102214813232421875f);
+  std::string pos = c.Emit("Greater", {c.in(0), Zero(c, c.in(0))}, {c.Tmp("pos")});
+  std::string dpos = c.Emit("Mul", {c.dy[0], c.ConstFloat("gamma", gamma)}, {c.Tmp("dpos")});
+  std::string slope = c.Emit("Add", {c.out(0), c.ConstFloat("alpha_gamma", alpha * gamma)}, {c.Tmp("slope")});
+  c.Emit("Where", {pos, dpos, c.Emit("Mul", {c.dy[0], slope}, {c.Tmp("dneg")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status HardSigmoidGrad(GradContext& c) {  // alpha where 0 < alpha x + beta < 1
+  if (!c.wants(0)) return Status::OK();
+  std::string inside = c.Emit("And", {c.Emit("Greater", {c.out(0), Zero(c, c.in(0))}, {c.Tmp("gt0")}),
+                                      c.Emit("Less", {c.out(0), c.ConstFloat("one", 1.0f)}, {c.Tmp("lt1")})},
+                              {c.Tmp("inside")});
+  std::string scaled = c.Emit("Mul", {c.dy[0], c.ConstFloat("alpha", c.node().GetFloat("alpha", 0.2f))}, {c.Tmp("scaled")});
+  c.Emit("Where", {inside, scaled, Zero(c, c.in(0))}, {c.dx[0]});
+  return Status::OK();
+}
+Status SinGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Mul", {c.dy[0], c.Emit("Cos", {c.in(0)}, {c.Tmp("cos")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status CosGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string s = c.Emit("Neg", {c.Emit("Sin", {c.in(0)}, {c.Tmp("sin")})}, {c.Tmp("neg_sin")});
+  c.Emit("Mul", {c.dy[0], s}, {c.dx[0]});
+  return Status::OK();
+}
+Status WhereGrad(GradContext& c) {
+  for (int i = 1; i <= 2; ++i) {
+    if (!c.wants(i)) continue;
+    std::string z = Zero(c, c.out(0));
+    std::string g = i == 1 ? Masked(c, c.in(0), c.dy[0], z) : Masked(c, c.in(0), z, c.dy[0]);
+    ONT_RETURN_IF_ERROR(c.ReduceTo(i, g, c.out(0)));
+  }
+  return Status::OK();
+}
+Status ClipGrad(GradContext& c) {  // dY where min <= x <= max
+  if (!c.wants(0)) return Status::OK();
+  if (c.opset() < 11) return Unimplemented("Clip gradient before opset 11");
+  std::string keep;
+  if (c.has_input(1)) keep = c.Emit("GreaterOrEqual", {c.in(0), c.in(1)}, {c.Tmp("ge_min")});
+  if (c.has_input(2)) {
+    std::string le = c.Emit("LessOrEqual", {c.in(0), c.in(2)}, {c.Tmp("le_max")});
+    keep = keep.empty() ? le : c.Emit("And", {keep, le}, {c.Tmp("inside")});
+  }
+  if (keep.empty()) return IdentityGrad(c);
+  c.Emit("Where", {keep, c.dy[0], Zero(c, c.in(0))}, {c.dx[0]});
+  return Status::OK();
+}
+// Max / Min: the gradient goes to the inputs equal to the result.
+Status MaxMinGrad(GradContext& c) {
+  for (int i = 0; i < static_cast<int>(c.dx.size()); ++i) {
+    if (!c.wants(i)) continue;
+    std::string eq = c.Emit("Equal", {c.in(i), c.out(0)}, {c.Tmp("is_extreme")});
+    ONT_RETURN_IF_ERROR(c.ReduceTo(i, Masked(c, eq, c.dy[0], Zero(c, c.out(0))), c.out(0)));
+  }
+  return Status::OK();
+}
+Status MeanGrad(GradContext& c) {
+  std::string g = c.Emit("Div", {c.dy[0], c.ConstFloat("n", static_cast<float>(c.node().inputs.size()), c.out(0))},
+                         {c.Tmp("scaled")});
+  for (int i = 0; i < static_cast<int>(c.dx.size()); ++i) if (c.wants(i)) ONT_RETURN_IF_ERROR(c.ReduceTo(i, g, c.out(0)));
+  return Status::OK();
+}
+Status CumSumGrad(GradContext& c) {  // the cumulative sum taken the other way
+  if (!c.wants(0)) return Status::OK();
+  c.Emit("CumSum", {c.dy[0], c.in(1)}, {c.dx[0]},
+         {AttrInt("exclusive", c.node().GetInt("exclusive", 0)), AttrInt("reverse", 1 - c.node().GetInt("reverse", 0))});
+  return Status::OK();
+}
+Status TriluGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<std::string> ins = {c.dy[0]};
+  if (c.has_input(1)) ins.push_back(c.in(1));
+  c.Emit("Trilu", ins, {c.dx[0]}, CopyAttrs(c.node()));
+  return Status::OK();
+}
+Status GatherElementsGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string s = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
+  c.Emit("GatherElementsGrad", {c.dy[0], s, c.in(1)}, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+Status SplitGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < c.node().outputs.size(); ++i) {
+    if (!c.dy[i].empty()) {
+      parts.push_back(c.dy[i]);
+      continue;
+    }
+    std::string s = c.Emit("Shape", {c.out(static_cast<int>(i))}, {c.Tmp("shape")});
+    const ValueInfo* t = c.Type(c.in(0));
+    Tensor zero = t && t->dtype == DType::kFloat64 ? Tensor::FromVector<double>({0.0}, {1})
+                                                   : Tensor::FromVector<float>({0.0f}, {1});
+    parts.push_back(c.Emit("ConstantOfShape", {s}, {c.Tmp("zeros")}, {AttrTensor("value", zero)}));
+  }
+  c.Emit("Concat", parts, {c.dx[0]}, {AttrInt("axis", c.node().GetInt("axis", 0))});
+  return Status::OK();
+}
+Status SliceGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  if (c.opset() < 10) return Unimplemented("Slice gradient before opset 10");
+  std::vector<std::string> ins = {c.dy[0], c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")}), c.in(1), c.in(2)};
+  if (c.has_input(3)) ins.push_back(c.in(3));
+  if (c.has_input(4)) {
+    if (!c.has_input(3)) ins.push_back("");
+    ins.push_back(c.in(4));
+  }
+  c.Emit("SliceGrad", ins, {c.dx[0]}, {}, kMs);
+  return Status::OK();
+}
+// ReduceMax/Min/SumSquare/L1/L2/LogSum/LogSumExp: dY and Y brought back to X's rank, then the local
+// derivative of each element.
+Status ReduceOtherGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const Node& n = c.node();
+  std::string g = c.dy[0], y = c.out(0);
+  if (n.GetInt("keepdims", 1) == 0) {
+    std::string axes;
+    if (c.opset() >= 18 && c.has_input(1)) axes = c.in(1);
+    else if (n.HasAttribute("axes")) axes = c.ConstInts("axes", n.GetInts("axes"));
+    if (!axes.empty()) {
+      g = c.Emit("Unsqueeze", {g, axes}, {c.Tmp("dy_kept")});
+      y = c.Emit("Unsqueeze", {y, axes}, {c.Tmp("y_kept")});
+    }
+  }
+  const std::string& x = c.in(0);
+  const std::string& op = n.op_type;
+  std::string local;
+  if (op == "ReduceMax" || op == "ReduceMin") {
+    std::string eq = c.Emit("Equal", {x, y}, {c.Tmp("is_extreme")});
+    local = c.Emit("Cast", {eq}, {c.Tmp("mask")}, {AttrInt("to", static_cast<int64_t>(c.Type(x) ? c.Type(x)->dtype : DType::kFloat32))});
+  } else if (op == "ReduceSumSquare") {
+    local = c.Emit("Mul", {x, c.ConstFloat("two", 2.0f)}, {c.Tmp("two_x")});
+  } else if (op == "ReduceL1") {
+    local = c.Emit("Sign", {x}, {c.Tmp("sign")});
+  } else if (op == "ReduceL2") {
+    local = c.Emit("Div", {x, y}, {c.Tmp("x_over_y")});
+  } else if (op == "ReduceLogSum") {
+    local = c.Emit("Reciprocal", {c.Emit("Exp", {y}, {c.Tmp("sum")})}, {c.Tmp("inv_sum")});
+    local = c.Emit("Expand", {local, c.Emit("Shape", {x}, {c.Tmp("shape")})}, {c.Tmp("local")});
+  } else {  // ReduceLogSumExp: softmax weights exp(x - y)
+    local = c.Emit("Exp", {c.Emit("Sub", {x, y}, {c.Tmp("x_minus_y")})}, {c.Tmp("weights")});
+  }
+  c.Emit("Mul", {local, g}, {c.dx[0]});
+  return Status::OK();
+}
+Status GlobalMaxPoolGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string eq = c.Emit("Equal", {c.in(0), c.out(0)}, {c.Tmp("is_max")});
+  c.Emit("Where", {eq, c.Emit("Expand", {c.dy[0], c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")})}, {c.Tmp("dy_full")}),
+                   Zero(c, c.in(0))},
+         {c.dx[0]});
+  return Status::OK();
+}
+
 struct Row {
   const char* domain;
   const char* op;
@@ -357,43 +542,68 @@ const std::vector<Row>& Rules() {
       {"", "Add", {AddGrad, {}}},
       {"", "AveragePool", {PoolGrad, {}}},
       {"", "Cast", {CastGrad, {}}},
+      {"", "Clip", {ClipGrad, {1, 2}}},
       {"", "Concat", {ConcatGrad, {}}},
       {"", "Conv", {ConvGrad, {}}},
+      {"", "Cos", {CosGrad, {}}},
+      {"", "CumSum", {CumSumGrad, {1}}},
       {"", "Div", {DivGrad, {}}},
       {"", "Dropout", {DropoutGrad, {1, 2}}},
+      {"", "Elu", {EluGrad, {}}},
       {"", "Erf", {ErfGrad, {}}},
       {"", "Exp", {ExpGrad, {}}},
       {"", "Expand", {ExpandGrad, {1}}},
       {"", "Flatten", {ReshapeLikeGrad, {}}},
       {"", "Gather", {GatherGrad, {1}}},
+      {"", "GatherElements", {GatherElementsGrad, {1}}},
       {"", "Gelu", {GeluGrad, {}}},
       {"", "Gemm", {GemmGrad, {}}},
       {"", "GlobalAveragePool", {GlobalAveragePoolGrad, {}}},
+      {"", "GlobalMaxPool", {GlobalMaxPoolGrad, {}}},
+      {"", "HardSigmoid", {HardSigmoidGrad, {}}},
       {"", "Identity", {IdentityGrad, {}}},
       {"", "LayerNormalization", {LayerNormGrad, {}}},
       {"", "LeakyRelu", {MsUnaryGrad<kLeakyReluGrad, true>, {}}},
       {"", "Log", {LogGrad, {}}},
       {"", "LogSoftmax", {SoftmaxGrad, {}}},
       {"", "MatMul", {MatMulGrad, {}}},
+      {"", "Max", {MaxMinGrad, {}}},
       {"", "MaxPool", {PoolGrad, {}}},
+      {"", "Mean", {MeanGrad, {}}},
+      {"", "Min", {MaxMinGrad, {}}},
       {"", "Mul", {MulGrad, {}}},
       {"", "Neg", {NegGrad, {}}},
       {"", "Pow", {PowGrad, {1}}},
       {"", "Reciprocal", {ReciprocalGrad, {}}},
+      {"", "ReduceL1", {ReduceOtherGrad, {1}}},
+      {"", "ReduceL2", {ReduceOtherGrad, {1}}},
+      {"", "ReduceLogSum", {ReduceOtherGrad, {1}}},
+      {"", "ReduceLogSumExp", {ReduceOtherGrad, {1}}},
+      {"", "ReduceMax", {ReduceOtherGrad, {1}}},
       {"", "ReduceMean", {ReduceGrad, {1}}},
+      {"", "ReduceMin", {ReduceOtherGrad, {1}}},
       {"", "ReduceSum", {ReduceGrad, {1}}},
+      {"", "ReduceSumSquare", {ReduceOtherGrad, {1}}},
       {"", "Relu", {MsUnaryGrad<kReluGrad, false>, {}}},
       {"", "Reshape", {ReshapeLikeGrad, {1}}},
+      {"", "Selu", {SeluGrad, {}}},
       {"", "Sigmoid", {MsUnaryGrad<kSigmoidGrad, true>, {}}},
+      {"", "Sin", {SinGrad, {}}},
+      {"", "Slice", {SliceGrad, {1, 2, 3, 4}}},
       {"", "Softmax", {SoftmaxGrad, {}}},
       {"", "SoftmaxCrossEntropyLoss", {SceLossGrad, {1, 2}}},
+      {"", "Softplus", {SoftplusGrad, {}}},
+      {"", "Softsign", {SoftsignGrad, {}}},
+      {"", "Split", {SplitGrad, {1}}},
       {"", "Sqrt", {SqrtGrad, {}}},
       {"", "Squeeze", {ReshapeLikeGrad, {1}}},
       {"", "Sub", {SubGrad, {}}},
       {"", "Sum", {SumGrad, {}}},
       {"", "Tanh", {MsUnaryGrad<kTanhGrad, true>, {}}},
       {"", "Transpose", {TransposeGrad, {}}},
+      {"", "Trilu", {TriluGrad, {1}}},
       {"", "Unsqueeze", {ReshapeLikeGrad, {1}}},
+      {"", "Where", {WhereGrad, {0}}},
       {kMs, "BatchNormInternal", {BatchNormGrad, {3, 4, 5}}},
       {kMs, "FastGelu", {FastGeluGrad, {}}},
       {kMs, "Gelu", {GeluGrad, {}}},

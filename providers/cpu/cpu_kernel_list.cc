@@ -176,6 +176,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kMs, "ReluGrad", 1, 1, kFloat, kReluGrad},
       {kMs, "Scale", 1, 1, kFloat, kScale},
       {kMs, "SigmoidGrad", 1, 1, kFloat, kSigmoidGrad},
+      {kMs, "SliceGrad", 1, 1, kAll, kSliceGrad},
       {kMs, "SoftmaxCrossEntropyLossGrad", 1, 1, kFloat, kSoftmaxCrossEntropyLossGrad},
       {kMs, "SoftmaxCrossEntropyLossInternal", 1, 1, kFloat, kSoftmaxCrossEntropyLossInternal},
       {kMs, "SoftmaxCrossEntropyLossInternalGrad", 1, 1, kFloat, kSoftmaxCrossEntropyLossInternalGrad},

@@ -100,7 +100,70 @@ class GatherElementsKernel : public OpKernel {
   int64_t axis_, axis_n_ = 0;
 };
 
-// Slice: starts/ends/axes/steps from inputs (opset >= 10) or attributes (opset 1), clamped as numpy does.
+// Where a slice of a tensor of shape `in` lies: its shape, the element offset of its first element, and the
+// stride (in elements, possibly negative) of each of its dims. Starts and ends are clamped as numpy does.
+struct SliceGeometry {
+  Shape out;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+
+StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const std::vector<int64_t>& starts,
+                                     const std::vector<int64_t>& ends, std::vector<int64_t> axes,
+                                     std::vector<int64_t> steps) {
+  if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return InvalidArgument("starts, ends, axes and steps must have the same length");
+  }
+  int64_t rank = static_cast<int64_t>(in.size());
+  SliceGeometry g;
+  g.out = in;
+  std::vector<int64_t> in_strides = Strides(in);
+  g.strides = in_strides;
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    ONT_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[i], rank));
+    if (seen[a]) return InvalidArgument("axis ", axes[i], " is repeated");
+    seen[a] = true;
+    int64_t dim = in[a], step = steps[i];
+    if (step == 0) return InvalidArgument("step must not be 0");
+    int64_t s = starts[i], e = ends[i];
+    if (s < 0) s += dim;
+    if (e < 0 && e > std::numeric_limits<int64_t>::min() + dim) e += dim;
+    else if (e < 0) e = -1;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      g.out[a] = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      g.out[a] = s > e ? (s - e - step - 1) / (-step) : 0;
+    }
+    g.offset += (g.out[a] > 0 ? s : 0) * in_strides[a];
+    g.strides[a] = in_strides[a] * step;
+  }
+  return g;
+}
+
+// Slice's index inputs (opset >= 10) starting at input `first`.
+Status ReadSliceInputs(const KernelContext& ctx, int first, std::vector<int64_t>* starts, std::vector<int64_t>* ends,
+                       std::vector<int64_t>* axes, std::vector<int64_t>* steps) {
+  ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, first, "starts"));
+  ONT_ASSIGN_OR_RETURN(const Tensor* e, RequireInput(ctx, first + 1, "ends"));
+  ONT_ASSIGN_OR_RETURN(*starts, ReadInts(*s, "starts"));
+  ONT_ASSIGN_OR_RETURN(*ends, ReadInts(*e, "ends"));
+  if (ctx.input(first + 2)) {
+    ONT_ASSIGN_OR_RETURN(*axes, ReadInts(*ctx.input(first + 2), "axes"));
+  }
+  if (ctx.input(first + 3)) {
+    ONT_ASSIGN_OR_RETURN(*steps, ReadInts(*ctx.input(first + 3), "steps"));
+  }
+  return Status::OK();
+}
+
+// Slice: starts/ends/axes/steps from inputs (opset >= 10) or attributes (opset 1).
 class SliceKernel : public OpKernel {
  public:
   explicit SliceKernel(const NodeInfo& info) : node_(*info.node), opset_(info.opset) {}
@@ -108,60 +171,19 @@ class SliceKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
     std::vector<int64_t> starts, ends, axes, steps;
     if (opset_ >= 10) {
-      ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "starts"));
-      ONT_ASSIGN_OR_RETURN(const Tensor* e, RequireInput(ctx, 2, "ends"));
-      ONT_ASSIGN_OR_RETURN(starts, ReadInts(*s, "starts"));
-      ONT_ASSIGN_OR_RETURN(ends, ReadInts(*e, "ends"));
-      if (ctx.input(3)) {
-        ONT_ASSIGN_OR_RETURN(axes, ReadInts(*ctx.input(3), "axes"));
-      }
-      if (ctx.input(4)) {
-        ONT_ASSIGN_OR_RETURN(steps, ReadInts(*ctx.input(4), "steps"));
-      }
+      ONT_RETURN_IF_ERROR(ReadSliceInputs(ctx, 1, &starts, &ends, &axes, &steps));
     } else {
       starts = node_.GetInts("starts");
       ends = node_.GetInts("ends");
       axes = node_.GetInts("axes");
     }
-    if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
-      return InvalidArgument("starts, ends, axes and steps must have the same length");
-    }
-    int64_t rank = x->rank();
-    Shape out = x->shape();
-    std::vector<int64_t> in_strides = Strides(x->shape());
-    strides_ = in_strides;
-    offset_ = 0;
-    std::vector<bool> seen(rank, false);
-    for (size_t i = 0; i < starts.size(); ++i) {
-      ONT_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[i], rank));
-      if (seen[a]) return InvalidArgument("axis ", axes[i], " is repeated");
-      seen[a] = true;
-      int64_t dim = x->dim(a), step = steps[i];
-      if (step == 0) return InvalidArgument("step must not be 0");
-      int64_t s = starts[i], e = ends[i];
-      if (s < 0) s += dim;
-      if (e < 0 && e > std::numeric_limits<int64_t>::min() + dim) e += dim;
-      else if (e < 0) e = -1;
-      if (step > 0) {
-        s = std::clamp<int64_t>(s, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-        out[a] = e > s ? (e - s + step - 1) / step : 0;
-      } else {
-        s = std::clamp<int64_t>(s, 0, dim - 1);
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-        out[a] = s > e ? (s - e - step - 1) / (-step) : 0;
-      }
-      offset_ += (out[a] > 0 ? s : 0) * in_strides[a];
-      strides_[a] = in_strides[a] * step;
-    }
-    return ctx.DeclareOutput(0, x->dtype(), out);
+    ONT_ASSIGN_OR_RETURN(geo_, ComputeSlice(x->shape(), starts, ends, axes, steps));
+    return ctx.DeclareOutput(0, x->dtype(), geo_.out);
   }
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     size_t es = DTypeSize(x.dtype());
-    StridedCopy(static_cast<const uint8_t*>(x.raw_data()) + offset_ * es, strides_, ctx.output(0)->shape(), es,
+    StridedCopy(static_cast<const uint8_t*>(x.raw_data()) + geo_.offset * es, geo_.strides, ctx.output(0)->shape(), es,
                 ctx.output(0)->raw_data(), ctx.thread_pool());
     return Status::OK();
   }
@@ -169,8 +191,47 @@ class SliceKernel : public OpKernel {
  private:
   const Node& node_;
   int64_t opset_;
-  std::vector<int64_t> strides_;
-  int64_t offset_ = 0;
+  SliceGeometry geo_;
+};
+
+// SliceGrad(dY, shape, starts, ends, axes?, steps?) (com.microsoft): zeros of `shape` with dY written into
+// the sliced positions.
+class SliceGradKernel : public OpKernel {
+ public:
+  explicit SliceGradKernel(const NodeInfo&) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* sh, RequireInput(ctx, 1, "shape"));
+    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(*sh, "shape"));
+    std::vector<int64_t> starts, ends, axes, steps;
+    ONT_RETURN_IF_ERROR(ReadSliceInputs(ctx, 2, &starts, &ends, &axes, &steps));
+    ONT_ASSIGN_OR_RETURN(geo_, ComputeSlice(shape, starts, ends, axes, steps));
+    if (geo_.out != dy->shape()) {
+      return InvalidArgument("dY has shape ", ShapeToString(dy->shape()), " but the slice is ", ShapeToString(geo_.out));
+    }
+    return ctx.DeclareOutput(0, dy->dtype(), shape);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& dy = *ctx.input(0);
+    Tensor* dx = ctx.output(0);
+    return DispatchBySize(dy.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      std::memset(dx->raw_data(), 0, dx->SizeInBytes());
+      int64_t rank = dy.rank();
+      for (int64_t o = 0; o < dy.NumElements(); ++o) {
+        int64_t rem = o, off = geo_.offset;
+        for (int64_t d = rank - 1; d >= 0; --d) {
+          off += (rem % dy.dim(d)) * geo_.strides[d];
+          rem /= dy.dim(d);
+        }
+        dx->data<T>()[off] = dy.data<T>()[o];
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  SliceGeometry geo_;
 };
 
 // Pad: pads [begin..., end...] (negative pads crop) from input 1 (opset >= 11) or attributes; modes
@@ -392,6 +453,7 @@ class CumSumKernel : public OpKernel {
 KernelFactory kGather = MakeKernel<GatherKernel>;
 KernelFactory kGatherElements = MakeKernel<GatherElementsKernel>;
 KernelFactory kSlice = MakeKernel<SliceKernel>;
+KernelFactory kSliceGrad = MakeKernel<SliceGradKernel>;
 KernelFactory kPad = MakeKernel<PadKernel>;
 KernelFactory kOneHot = MakeKernel<OneHotKernel>;
 KernelFactory kTrilu = MakeKernel<TriluKernel>;

@@ -82,6 +82,7 @@ extern KernelFactory kConcatTraining;
 extern KernelFactory kGather;
 extern KernelFactory kGatherElements;
 extern KernelFactory kSlice;
+extern KernelFactory kSliceGrad;
 extern KernelFactory kPad;
 extern KernelFactory kOneHot;
 extern KernelFactory kTrilu;
