@@ -3,7 +3,10 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
@@ -98,6 +101,68 @@ TEST_F(CliTest, GenerateTrainEvaluateExport) {
   auto inf = LoadModel(exported);
   ASSERT_TRUE(inf.ok());
   EXPECT_EQ(inf->graph.inputs.size(), 1u);
+}
+
+std::vector<std::string> StepLosses(const std::string& metrics) {
+  std::vector<std::string> out;
+  std::istringstream in(Slurp(metrics));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("{\"step\":", 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+TEST_F(CliTest, ResumeReproducesAnUninterruptedRunBitForBit) {
+  std::string a = Tmp("cli_resume_a"), b = Tmp("cli_resume_b");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", a}).ok());
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", b}).ok());
+  std::vector<std::string> common = {"--data-root", data_, "--batch-size", "32", "--lr", "3e-3", "--scheduler",
+                                     "cosine", "--warmup", "5", "--seed", "7"};
+  auto run = [&](const std::string& dir, const std::string& stop_after, bool resume) {
+    std::vector<std::string> args = {"--artifacts", dir, "--steps", "50", "--metrics", dir + "/metrics.jsonl"};
+    if (!stop_after.empty()) {
+      args.push_back("--stop-after");
+      args.push_back(stop_after);
+    }
+    args.insert(args.end(), common.begin(), common.end());
+    if (resume) args.push_back("--resume");
+    return cli::Train(args);
+  };
+  ASSERT_TRUE(run(a, "", false).ok());
+  ASSERT_TRUE(run(b, "23", false).ok());  // stops mid-epoch (20 steps per epoch)
+  Status r = run(b, "", true);
+  ASSERT_TRUE(r.ok()) << r.ToString();
+  std::vector<std::string> la = StepLosses(a + "/metrics.jsonl"), lb = StepLosses(b + "/metrics.jsonl");
+  ASSERT_EQ(la.size(), 50u);
+  EXPECT_EQ(la, lb);  // step, loss and learning rate printed with 9 significant digits
+  EXPECT_EQ(Slurp(a + "/checkpoint"), Slurp(b + "/checkpoint")) << "identical final state, byte for byte";
+  EXPECT_THAT(Slurp(a + "/metrics.csv"), HasSubstr("epoch,train_loss,eval_loss,accuracy"));
+  EXPECT_THAT(Slurp(a + "/training.svg"), HasSubstr("<svg"));
+}
+
+TEST_F(CliTest, SigintSavesACheckpointAndStops) {
+  std::string dir = Tmp("cli_sigint");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  std::thread killer([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    std::raise(SIGINT);
+  });
+  Status s = cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "100000", "--batch-size", "32"});
+  killer.join();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(cli::InterruptedBySignal());
+  auto ckpt = LoadCheckpoint(dir + "/checkpoint");
+  ASSERT_TRUE(ckpt.ok());
+  int64_t step = ckpt->optimizer_groups.at("group0").step;
+  EXPECT_GT(step, 0);
+  EXPECT_LT(step, 100000);
+  // And it resumes from there.
+  Status r = cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", std::to_string(step + 3), "--batch-size",
+                         "32", "--resume"});
+  ASSERT_TRUE(r.ok()) << r.ToString();
+  EXPECT_FALSE(cli::InterruptedBySignal());
+  EXPECT_EQ(LoadCheckpoint(dir + "/checkpoint")->optimizer_groups.at("group0").step, step + 3);
 }
 
 TEST_F(CliTest, MissingDatasetNamesThePackage) {

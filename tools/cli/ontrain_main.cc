@@ -16,7 +16,8 @@ const char* kUsage =
     "           [--extra-outputs logits,...] [--label-dtype int64|int32]\n"
     "  train    --artifacts DIR --data fashion-mnist [--eval-data fashion-mnist:test] [--batch-size N]\n"
     "           [--epochs N | --steps N] [--lr X] [--scheduler constant|linear|cosine|step|exponential]\n"
-    "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--out DIR] [--metrics FILE]\n"
+    "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--out DIR] [--resume]\n"
+    "           [--checkpoint-every N] [--stop-after N] [--metrics FILE]\n"
     "           [--export FILE --export-outputs a,b]\n";
 
 }  // namespace
@@ -39,5 +40,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ontrain %s: %s\n", cmd.c_str(), s.message().c_str());
     return 1;
   }
-  return 0;
+  return ontrain::cli::InterruptedBySignal() ? 130 : 0;
 }

@@ -1,6 +1,10 @@
 // `ontrain train`: trains artifacts (ontrain's or ONNX Runtime's) on Fashion-MNIST, evaluates every epoch,
 // saves checkpoints and exports an inference model.
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +20,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/dataset.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/report.h"
 
 namespace ontrain {
 namespace cli {
@@ -109,14 +114,47 @@ StatusOr<EvalResult> Evaluate(TrainingSession& s, Batcher& b, int64_t batch) {
   return r;
 }
 
+// Set by SIGINT/SIGTERM: the loop finishes its step, saves a checkpoint and stops.
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+
+// The example order of `epoch`: a function of (seed, epoch) only, so a resumed run sees the same batches.
+std::vector<int64_t> EpochOrder(int64_t count, uint64_t seed, int64_t epoch, bool shuffle) {
+  std::vector<int64_t> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  if (shuffle) {
+    std::mt19937_64 rng(seed * 1000003u + static_cast<uint64_t>(epoch));
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  return order;
+}
+
+// One line of progress: a bar on a terminal (rewritten in place), a plain line otherwise.
+void Progress(bool tty, int64_t step, int64_t steps, double loss, double rate) {
+  double eta = rate > 0 ? (steps - step) / rate : 0;
+  if (tty) {
+    int filled = static_cast<int>(30.0 * step / std::max<int64_t>(1, steps));
+    std::printf("\r[%-30s] step %lld/%lld  loss %.4f  %.1f steps/s  ETA %.0fs ", std::string(filled, '=').c_str(),
+                static_cast<long long>(step), static_cast<long long>(steps), loss, rate, eta);
+    if (step == steps) std::printf("\n");
+  } else {
+    std::printf("step %lld/%lld  loss %.4f  %.1f steps/s  ETA %.0fs\n", static_cast<long long>(step),
+                static_cast<long long>(steps), loss, rate, eta);
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
+
+bool InterruptedBySignal() { return g_stop; }
 
 Status Train(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "data", "eval-data", "batch-size", "epochs", "steps",
                                                     "lr", "scheduler", "warmup", "seed", "threads", "out", "metrics",
-                                                    "export", "export-outputs", "checkpoint-every", "data-root"},
-                                             {"no-shuffle"}));
-  // 1. Artifacts, named file by file when something is missing.
+                                                    "export", "export-outputs", "checkpoint-every", "data-root",
+                                                    "stop-after"},
+                                             {"no-shuffle", "resume"}));
+  // 1. Artifacts, named file by file when something is missing; --resume starts from --out's checkpoint.
   std::string dir = f.Get("artifacts");
   if (dir.empty()) return InvalidArgument("train needs --artifacts DIR");
   for (const char* name : {"training_model.onnx", "optimizer_model.onnx", "checkpoint"}) {
@@ -124,15 +162,19 @@ Status Train(const std::vector<std::string>& args) {
   }
   bool has_eval = Exists(dir + "/eval_model.onnx");
   std::string out_dir = f.Get("out", dir);
+  ONT_RETURN_IF_ERROR(MakeDirectories(out_dir));
   {  // fail before training, not after it, when --out cannot take the checkpoint
     std::string probe = out_dir + "/.ontrain_write_probe";
     Status w = WriteFileAtomically(probe, "");
     if (!w.ok()) return IoError("output folder \"", out_dir, "\" is not writable (", w.message(), ")");
     std::remove(probe.c_str());
   }
+  bool resume = f.Has("resume");
+  std::string ckpt_path = out_dir + "/checkpoint";
+  if (resume && !Exists(ckpt_path)) return NotFound("--resume: there is no checkpoint in \"", out_dir, "\" to resume from");
   ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
   ONT_ASSIGN_OR_RETURN(auto cpu, CpuExecutionProvider::Create({static_cast<int>(threads)}));
-  ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(dir + "/checkpoint"));
+  ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(resume ? ckpt_path : dir + "/checkpoint"));
   ONT_ASSIGN_OR_RETURN(Model train_model, LoadModel(dir + "/training_model.onnx"));
   ONT_ASSIGN_OR_RETURN(auto session, TrainingSession::Create({{cpu.get()}}, &state,
                                                              ModelSource::FromPath(dir + "/training_model.onnx"),
@@ -156,7 +198,7 @@ Status Train(const std::vector<std::string>& args) {
   if (batch <= 0 || batch > train_data.count) return InvalidArgument("--batch-size must be in [1, ", train_data.count, "]");
   ONT_RETURN_IF_ERROR(train_b.Init(batch));
   if (!eval_spec.empty()) ONT_RETURN_IF_ERROR(eval_b.Init(batch));
-  // 3. Schedule.
+  // 3. Schedule and run length.
   int64_t per_epoch = train_data.count / batch;
   ONT_ASSIGN_OR_RETURN(int64_t epochs, f.GetInt("epochs", 1));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", epochs * per_epoch));
@@ -173,28 +215,36 @@ Status Train(const std::vector<std::string>& args) {
   }
   ONT_ASSIGN_OR_RETURN(int64_t seed, f.GetInt("seed", 0));
   ONT_ASSIGN_OR_RETURN(int64_t ckpt_every, f.GetInt("checkpoint-every", 0));
-  std::mt19937_64 rng(static_cast<uint64_t>(seed));
+  int64_t first = session->optimizer()->step();  // > 0 when resuming
+  // --stop-after N: leave after N steps of this invocation, with a checkpoint, as an interruption would.
+  ONT_ASSIGN_OR_RETURN(int64_t stop_after, f.GetInt("stop-after", 0));
+  if (first >= steps) return InvalidArgument("the checkpoint is already at step ", first, " of ", steps);
   std::FILE* metrics = nullptr;
   if (f.Has("metrics")) {
-    metrics = std::fopen(f.Get("metrics").c_str(), "w");
+    metrics = std::fopen(f.Get("metrics").c_str(), resume ? "a" : "w");
     if (!metrics) return IoError("cannot write metrics file \"", f.Get("metrics"), "\"");
   }
   auto save = [&]() -> Status {
-    CheckpointSaveOptions o;
-    return SaveCheckpoint(state, out_dir + "/checkpoint", o).WithContext("saving the checkpoint");
+    return SaveCheckpoint(state, ckpt_path).WithContext("saving the checkpoint");
   };
   // 4. The loop: TrainStep, OptimizerStep, LazyResetGrad (and SchedulerStep); evaluation every epoch.
-  std::printf("training %s on %s: %lld examples, batch %lld, %lld steps\n", dir.c_str(), f.Get("data", "fashion-mnist").c_str(),
-              static_cast<long long>(train_data.count), static_cast<long long>(batch), static_cast<long long>(steps));
-  std::vector<int64_t> order(train_data.count);
-  std::iota(order.begin(), order.end(), 0);
+  std::printf("%s %s on %s: %lld examples, batch %lld, steps %lld..%lld\n", resume ? "resuming" : "training",
+              dir.c_str(), f.Get("data", "fashion-mnist").c_str(), static_cast<long long>(train_data.count),
+              static_cast<long long>(batch), static_cast<long long>(first + 1), static_cast<long long>(steps));
+  g_stop = false;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  bool tty = isatty(fileno(stdout));
   auto t0 = std::chrono::steady_clock::now();
-  double window = 0;
-  int64_t window_n = 0;
+  double window = 0, epoch_loss = 0;
+  int64_t window_n = 0, epoch_n = 0;
+  std::vector<EpochRecord> records;
+  std::vector<int64_t> order;
   Status result;
-  for (int64_t step = 0; step < steps; ++step) {
-    int64_t in_epoch = step % per_epoch;
-    if (in_epoch == 0 && !f.Has("no-shuffle")) std::shuffle(order.begin(), order.end(), rng);
+  int64_t step = first;
+  for (; step < steps && !g_stop; ++step) {
+    int64_t epoch = step / per_epoch, in_epoch = step % per_epoch;
+    if (order.empty() || in_epoch == 0) order = EpochOrder(train_data.count, seed, epoch, !f.Has("no-shuffle"));
     std::vector<Tensor> out;
     ONT_RETURN_IF_ERROR(session->TrainStep(train_b.Fill(order, in_epoch * batch, batch), &out));
     float loss = out[0].data<float>()[0];
@@ -208,36 +258,63 @@ Status Train(const std::vector<std::string>& args) {
     if (scheduled) ONT_RETURN_IF_ERROR(session->SchedulerStep());
     window += loss;
     window_n++;
+    epoch_loss += loss;
+    epoch_n++;
     if (metrics) {
       std::fprintf(metrics, "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g}\n", static_cast<long long>(step + 1), loss,
                    session->GetLearningRate().value());
     }
-    if ((step + 1) % 100 == 0 || step + 1 == steps) {
+    if ((tty && (step + 1) % 10 == 0) || (step + 1) % 100 == 0 || step + 1 == steps) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("step %lld/%lld  loss %.4f  %.1f steps/s\n", static_cast<long long>(step + 1),
-                  static_cast<long long>(steps), window / window_n, (step + 1) / secs);
-      std::fflush(stdout);
+      Progress(tty, step + 1, steps, window / window_n, (step + 1 - first) / secs);
       window = 0;
       window_n = 0;
     }
     if (ckpt_every > 0 && (step + 1) % ckpt_every == 0) ONT_RETURN_IF_ERROR(save());
-    bool epoch_end = (step + 1) % per_epoch == 0 || step + 1 == steps;
-    if (epoch_end && !eval_spec.empty()) {
-      ONT_ASSIGN_OR_RETURN(EvalResult r, Evaluate(*session, eval_b, batch));
-      int64_t epoch = (step + per_epoch) / per_epoch;
-      std::printf("epoch %lld: eval loss %.4f", static_cast<long long>(epoch), r.loss);
-      if (r.accuracy >= 0) std::printf("  accuracy %.2f%%", 100 * r.accuracy);
-      std::printf("\n");
-      if (metrics) {
-        std::fprintf(metrics, "{\"epoch\":%lld,\"eval_loss\":%.9g,\"accuracy\":%.6f}\n", static_cast<long long>(epoch),
-                     r.loss, r.accuracy);
+    if (stop_after > 0 && step + 1 - first == stop_after && step + 1 < steps) {
+      ONT_RETURN_IF_ERROR(save());
+      std::printf("stopped after %lld steps as asked; resume with --resume\n", static_cast<long long>(stop_after));
+      if (metrics) std::fclose(metrics);
+      return Status::OK();
+    }
+    if ((step + 1) % per_epoch == 0 || step + 1 == steps) {
+      EpochRecord rec;
+      rec.epoch = (step + per_epoch) / per_epoch;
+      rec.train_loss = epoch_n ? epoch_loss / epoch_n : 0;
+      epoch_loss = 0;
+      epoch_n = 0;
+      if (!eval_spec.empty()) {
+        ONT_ASSIGN_OR_RETURN(EvalResult r, Evaluate(*session, eval_b, batch));
+        rec.eval_loss = r.loss;
+        rec.accuracy = r.accuracy;
+        std::printf("epoch %lld: eval loss %.4f", static_cast<long long>(rec.epoch), r.loss);
+        if (r.accuracy >= 0) std::printf("  accuracy %.2f%%", 100 * r.accuracy);
+        std::printf("\n");
+        if (metrics) {
+          std::fprintf(metrics, "{\"epoch\":%lld,\"eval_loss\":%.9g,\"accuracy\":%.6f}\n",
+                       static_cast<long long>(rec.epoch), r.loss, r.accuracy);
+        }
       }
+      records.push_back(rec);
     }
   }
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   if (metrics) std::fclose(metrics);
   ONT_RETURN_IF_ERROR(result);
   ONT_RETURN_IF_ERROR(save());
+  if (g_stop) {
+    std::printf("\ninterrupted after step %lld; checkpoint saved in %s/checkpoint. Resume with the same command plus "
+                "--resume%s\n", static_cast<long long>(step), out_dir.c_str(),
+                f.Has("out") ? "" : (" --out " + out_dir).c_str());
+    return Status::OK();
+  }
   std::printf("saved %s/checkpoint\n", out_dir.c_str());
+  if (!records.empty()) {
+    ONT_RETURN_IF_ERROR(WriteMetricsCsv(records, out_dir + "/metrics.csv"));
+    ONT_RETURN_IF_ERROR(WriteChartSvg(records, out_dir + "/training.svg"));
+    std::printf("wrote %s/metrics.csv and %s/training.svg\n", out_dir.c_str(), out_dir.c_str());
+  }
   if (f.Has("export")) {
     std::vector<std::string> outs = f.GetList("export-outputs");
     if (outs.empty()) outs = {"logits"};
