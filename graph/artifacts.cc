@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint_io.h"
 #include "graph/autodiff.h"
 #include "graph/builder.h"
+#include "graph/gradient_builders.h"
 #include "graph/model_io.h"
 #include "graph/shape_inference.h"
 
@@ -120,6 +121,22 @@ Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, V
   return Status::OK();
 }
 
+// Whether some node reads `name` at an input that carries a gradient (e.g. not BatchNormalization's
+// running statistics or Reshape's shape).
+bool Differentiable(const Graph& g, const std::string& name) {
+  for (const Node& n : g.nodes) {
+    std::string domain = n.op_type == "BatchNormalization" ? "com.microsoft" : n.domain;
+    std::string op = n.op_type == "BatchNormalization" ? "BatchNormInternal" : n.op_type;
+    const GradientRule* rule = FindGradientRule(domain, op);
+    if (rule == nullptr) continue;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] != name) continue;
+      if (std::find(rule->stop.begin(), rule->stop.end(), static_cast<int>(i)) == rule->stop.end()) return true;
+    }
+  }
+  return false;
+}
+
 // 2. Trainable and frozen initializers become graph inputs (static shapes) and checkpoint parameters.
 Status MoveParameters(Model* m, const ArtifactOptions& o, CheckpointState* ckpt, std::vector<std::string>* trainable) {
   Graph& g = m->graph;
@@ -135,7 +152,9 @@ Status MoveParameters(Model* m, const ArtifactOptions& o, CheckpointState* ckpt,
   std::vector<std::string> order = g.initializer_order;
   for (const std::string& name : order) {
     const Tensor t = g.initializers.at(name);
-    bool train = o.requires_grad.empty() ? (IsFloatingPoint(t.dtype()) && !frozen.count(name)) : wanted.count(name) > 0;
+    bool train = o.requires_grad.empty()
+                     ? (IsFloatingPoint(t.dtype()) && !frozen.count(name) && Differentiable(g, name))
+                     : wanted.count(name) > 0;
     if (!train && !frozen.count(name)) continue;
     ckpt->AddParameter(name, t, train);
     if (train) trainable->push_back(name);

@@ -21,7 +21,9 @@ StatusOr<LossKind> ParseLossKind(const std::string& name);  // MSELoss, CrossEnt
 struct ArtifactOptions {
   LossKind loss = LossKind::kCrossEntropy;
   std::string loss_output;             // kOutput: the graph output used as the loss
-  std::vector<std::string> requires_grad;  // empty: every float initializer that is not frozen
+  // empty: every float initializer that is not frozen and feeds a differentiable input (so not, e.g.,
+  // BatchNormalization's running statistics, which stay constants as in ONNX Runtime's artifacts)
+  std::vector<std::string> requires_grad;
   std::vector<std::string> frozen;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   AdamWConfig adamw{0.9f, 0.999f, 1e-6f, 0.0f, 1, true};  // onnxblock's defaults

@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""PyTorch reference fixtures for ontrain's autodiff (tests/graph/torch_parity_test.cc).
+
+For each small model: the forward ONNX model as PyTorch exports it (opset 14: LayerNorm decomposed,
+GELU through Erf), the fixed batch, the gradients of the mean cross-entropy loss at initialisation and the
+losses of 10 torch.optim.AdamW steps (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01: ONNX
+Runtime's adam_mode 0) on that batch. Run with Debian's /usr/bin/python3 (python3-torch 1.13) from the
+repository root; the tests only read tests/data/torch/.
+"""
+import os
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OUT = "tests/data/torch"
+STEPS, LR = 10, 1e-2
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(12, 16)
+        self.fc2 = nn.Linear(16, 5)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 6, 3, padding=1)
+        self.fc = nn.Linear(24, 5)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc(torch.flatten(x, 1))
+
+
+class Block(nn.Module):
+    """A pre-LayerNorm transformer encoder block and a classifier on the mean over the sequence."""
+
+    def __init__(self, d=8, ff=16):
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        p = lambda *s: nn.Parameter(torch.randn(*s, generator=g) * 0.3)
+        self.ln1 = nn.LayerNorm(d)
+        self.ln2 = nn.LayerNorm(d)
+        self.wq, self.wk, self.wv, self.wo = p(d, d), p(d, d), p(d, d), p(d, d)
+        self.w1, self.b1, self.w2, self.b2 = p(d, ff), p(ff), p(ff, d), p(d)
+        self.wc = p(d, 5)
+        self.d = d
+        with torch.no_grad():  # distinct values: the exporter merges equal initializers into one
+            for ln in (self.ln1, self.ln2):
+                ln.weight.copy_(1 + 0.2 * torch.randn(d, generator=g))
+                ln.bias.copy_(0.1 * torch.randn(d, generator=g))
+
+    def forward(self, x):
+        h = self.ln1(x)
+        q, k, v = h @ self.wq, h @ self.wk, h @ self.wv
+        att = torch.softmax(q @ k.transpose(1, 2) / self.d ** 0.5, dim=-1)
+        x = x + (att @ v) @ self.wo
+        h = self.ln2(x)
+        x = x + F.gelu(h @ self.w1 + self.b1) @ self.w2 + self.b2
+        return x.mean(dim=1) @ self.wc
+
+
+class BnDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.bn = nn.BatchNorm2d(4)
+        self.drop = nn.Dropout(p=0.0)  # masks cannot be shared across engines: ratio 0 for the parity run
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x):
+        x = self.drop(F.relu(self.bn(self.conv(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+MODELS = [
+    ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL),
+    ("cnn", Cnn, (4, 1, 10, 10), torch.onnx.TrainingMode.EVAL),
+    ("transformer", Block, (4, 6, 8), torch.onnx.TrainingMode.EVAL),
+    ("bn_dropout", BnDropout, (8, 3, 6, 6), torch.onnx.TrainingMode.TRAINING),
+]
+
+
+def write_tensor(f, name, t):
+    a = t.detach().numpy().astype(np.float64).ravel()
+    f.write("%s %s %s\n" % (name, ",".join(str(d) for d in t.shape), " ".join("%.17g" % v for v in a)))
+
+
+def main():
+    for name, cls, shape, mode in MODELS:
+        torch.manual_seed(0)
+        model = cls()
+        gen = torch.Generator().manual_seed(1)
+        x = torch.randn(*shape, generator=gen)
+        labels = torch.randint(0, 5, (shape[0],), generator=gen)
+        d = os.path.join(OUT, name)
+        os.makedirs(d, exist_ok=True)
+        model.train(mode == torch.onnx.TrainingMode.TRAINING)
+        torch.onnx.export(model, x, os.path.join(d, "forward.onnx"), input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=14,
+                          do_constant_folding=False, training=mode)
+        model.train()
+        params = dict(model.named_parameters())
+        opt = torch.optim.AdamW(params.values(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+        losses = []
+        with open(os.path.join(d, "reference.txt"), "w") as f:
+            f.write("# PyTorch %s reference (tools/make_torch_fixtures.py): 'batch' tensors, gradients of the mean "
+                    "cross-entropy at initialisation ('grad <param>'), and 'loss' of 10 AdamW steps\n" % torch.__version__)
+            write_tensor(f, "input", x)
+            write_tensor(f, "labels", labels.double())
+            for step in range(STEPS):
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), labels)
+                loss.backward()
+                if step == 0:
+                    for pname, p in params.items():
+                        write_tensor(f, "grad:" + pname, p.grad)
+                losses.append(loss.item())
+                opt.step()
+            f.write("losses - %s\n" % " ".join("%.17g" % l for l in losses))
+        print(name, ["%.5f" % l for l in losses])
+
+
+if __name__ == "__main__":
+    main()
