@@ -165,6 +165,24 @@ TEST_F(CliTest, SigintSavesACheckpointAndStops) {
   EXPECT_EQ(LoadCheckpoint(dir + "/checkpoint")->optimizer_groups.at("group0").step, step + 3);
 }
 
+TEST_F(CliTest, EvalExportInfo) {
+  std::string dir = Tmp("cli_inspect");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir, "--extra-outputs", "logits"}).ok());
+  ASSERT_TRUE(cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "30", "--lr", "3e-3"}).ok());
+  EXPECT_TRUE(cli::Eval({"--artifacts", dir, "--data-root", data_}).ok());
+  EXPECT_TRUE(cli::Info({"--artifacts", dir}).ok());
+  std::string to = dir + "/exported.onnx";
+  ASSERT_TRUE(cli::Export({"--artifacts", dir, "--outputs", "logits", "--to", to}).ok());
+  auto m = LoadModel(to);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->graph.outputs[0].name, "logits");
+  Status bad = cli::Export({"--artifacts", dir, "--outputs", "nonexistent", "--to", to});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.message(), HasSubstr("nonexistent"));
+  EXPECT_FALSE(cli::Export({"--artifacts", dir, "--to", to}).ok());
+  EXPECT_FALSE(cli::Info({"--artifacts", "/nonexistent"}).ok());
+}
+
 TEST_F(CliTest, MissingDatasetNamesThePackage) {
   std::string dir = Tmp("cli_nodata");
   ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());

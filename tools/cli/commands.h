@@ -11,6 +11,9 @@ namespace cli {
 
 Status Generate(const std::vector<std::string>& args);
 Status Train(const std::vector<std::string>& args);
+Status Eval(const std::vector<std::string>& args);
+Status Export(const std::vector<std::string>& args);
+Status Info(const std::vector<std::string>& args);
 // True when the last Train stopped early on SIGINT/SIGTERM (after saving a checkpoint).
 bool InterruptedBySignal();
 

@@ -18,7 +18,10 @@ const char* kUsage =
     "           [--epochs N | --steps N] [--lr X] [--scheduler constant|linear|cosine|step|exponential]\n"
     "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--out DIR] [--resume]\n"
     "           [--checkpoint-every N] [--stop-after N] [--metrics FILE]\n"
-    "           [--export FILE --export-outputs a,b]\n";
+    "           [--export FILE --export-outputs a,b]\n"
+    "  eval     --artifacts DIR [--data fashion-mnist:test] [--batch-size N]\n"
+    "  export   --artifacts DIR --outputs a,b --to FILE\n"
+    "  info     --artifacts DIR\n";
 
 }  // namespace
 
@@ -32,6 +35,9 @@ int main(int argc, char** argv) {
   ontrain::Status s;
   if (cmd == "generate") s = ontrain::cli::Generate(args);
   else if (cmd == "train") s = ontrain::cli::Train(args);
+  else if (cmd == "eval") s = ontrain::cli::Eval(args);
+  else if (cmd == "export") s = ontrain::cli::Export(args);
+  else if (cmd == "info") s = ontrain::cli::Info(args);
   else {
     std::fprintf(stderr, "ontrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
     return 2;

@@ -20,99 +20,14 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/dataset.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/image_batches.h"
 #include "tools/cli/report.h"
+#include "tools/cli/session_loader.h"
 
 namespace ontrain {
 namespace cli {
 
 namespace {
-
-bool Exists(const std::string& p) { return !std::ifstream(p).fail(); }
-
-struct Batcher {
-  const ImageDataset* data;
-  Shape image_shape;  // per example, e.g. [784] or [1,28,28]
-  DType label_dtype;
-  Tensor images, labels;
-
-  Status Init(int64_t batch) {
-    Shape s = {batch};
-    s.insert(s.end(), image_shape.begin(), image_shape.end());
-    ONT_ASSIGN_OR_RETURN(images, Tensor::Allocate(DType::kFloat32, s, HostAllocator()));
-    ONT_ASSIGN_OR_RETURN(labels, Tensor::Allocate(label_dtype, {batch}, HostAllocator()));
-    return Status::OK();
-  }
-  // Fills the batch from examples order[begin, begin + n); returns tensors of batch size n.
-  std::vector<Tensor> Fill(const std::vector<int64_t>& order, int64_t begin, int64_t n) {
-    int64_t pixels = data->rows * data->cols;
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t e = order[begin + i];
-      std::memcpy(images.data<float>() + i * pixels, data->images.data() + e * pixels, pixels * sizeof(float));
-      if (label_dtype == DType::kInt64) labels.data<int64_t>()[i] = data->labels[e];
-      else labels.data<int32_t>()[i] = static_cast<int32_t>(data->labels[e]);
-    }
-    Shape s = images.shape();
-    s[0] = n;
-    return {Tensor::View(DType::kFloat32, s, images.raw_data()), Tensor::View(label_dtype, {n}, labels.raw_data())};
-  }
-};
-
-// Reads the model's image and label inputs and checks them against 28x28 images.
-Status DescribeInputs(const Model& train, const TrainingSession& s, Shape* image_shape, DType* label_dtype) {
-  const std::vector<std::string>& names = s.training_input_names();
-  if (names.size() != 2) {
-    return InvalidArgument("the training model has ", names.size(), " user inputs; image classification data feeds 2 "
-                           "(images and labels)");
-  }
-  const ValueInfo* img = train.graph.FindInput(names[0]);
-  const ValueInfo* lab = train.graph.FindInput(names[1]);
-  if (img->dtype != DType::kFloat32 || !img->has_shape) {
-    return InvalidArgument("model input \"", img->name, "\" is ", img->TypeString(), "; the data are float32 images");
-  }
-  if (img->dims.size() == 2 && (!img->dims[1].known() || img->dims[1].value == 784)) {
-    *image_shape = {784};
-  } else if (img->dims.size() == 4 && img->dims[1].value == 1 && img->dims[2].value == 28 && img->dims[3].value == 28) {
-    *image_shape = {1, 28, 28};
-  } else {
-    return InvalidArgument("model input \"", img->name, "\" is ", img->TypeString(),
-                           " but the data are 28x28 images: expected [N,784] or [N,1,28,28]");
-  }
-  if (lab->dtype != DType::kInt64 && lab->dtype != DType::kInt32) {
-    return InvalidArgument("model input \"", lab->name, "\" is ", lab->TypeString(), " but the data have integer labels");
-  }
-  *label_dtype = lab->dtype;
-  return Status::OK();
-}
-
-struct EvalResult {
-  double loss = 0, accuracy = -1;
-};
-
-StatusOr<EvalResult> Evaluate(TrainingSession& s, Batcher& b, int64_t batch) {
-  EvalResult r;
-  int64_t n = b.data->count, correct = 0;
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  int logits_index = -1;
-  for (size_t i = 0; i < s.eval_output_names().size(); ++i) if (i > 0) { logits_index = static_cast<int>(i); break; }
-  for (int64_t start = 0; start < n; start += batch) {
-    int64_t m = std::min(batch, n - start);
-    std::vector<Tensor> out;
-    ONT_RETURN_IF_ERROR(s.EvalStep(b.Fill(order, start, m), &out));
-    r.loss += static_cast<double>(out[0].data<float>()[0]) * m;
-    if (logits_index < 0) continue;
-    const Tensor& logits = out[logits_index];
-    int64_t classes = logits.NumElements() / m;
-    for (int64_t i = 0; i < m; ++i) {
-      const float* row = logits.data<float>() + i * classes;
-      int64_t arg = std::max_element(row, row + classes) - row;
-      correct += arg == b.data->labels[order[start + i]];
-    }
-  }
-  r.loss /= static_cast<double>(n);
-  if (logits_index >= 0) r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
-  return r;
-}
 
 // Set by SIGINT/SIGTERM: the loop finishes its step, saves a checkpoint and stops.
 std::atomic<bool> g_stop{false};
@@ -156,14 +71,9 @@ Status Train(const std::vector<std::string>& args) {
                                              {"no-shuffle", "resume"}));
   // 1. Artifacts, named file by file when something is missing; --resume starts from --out's checkpoint.
   std::string dir = f.Get("artifacts");
-  if (dir.empty()) return InvalidArgument("train needs --artifacts DIR");
-  for (const char* name : {"training_model.onnx", "optimizer_model.onnx", "checkpoint"}) {
-    if (!Exists(dir + "/" + name)) return NotFound("artifacts directory \"", dir, "\" has no ", name);
-  }
-  bool has_eval = Exists(dir + "/eval_model.onnx");
   std::string out_dir = f.Get("out", dir);
-  ONT_RETURN_IF_ERROR(MakeDirectories(out_dir));
-  {  // fail before training, not after it, when --out cannot take the checkpoint
+  if (!out_dir.empty()) {  // fail before training, not after it, when --out cannot take the checkpoint
+    ONT_RETURN_IF_ERROR(MakeDirectories(out_dir));
     std::string probe = out_dir + "/.ontrain_write_probe";
     Status w = WriteFileAtomically(probe, "");
     if (!w.ok()) return IoError("output folder \"", out_dir, "\" is not writable (", w.message(), ")");
@@ -171,19 +81,16 @@ Status Train(const std::vector<std::string>& args) {
   }
   bool resume = f.Has("resume");
   std::string ckpt_path = out_dir + "/checkpoint";
-  if (resume && !Exists(ckpt_path)) return NotFound("--resume: there is no checkpoint in \"", out_dir, "\" to resume from");
+  if (resume && !FileExists(ckpt_path)) {
+    return NotFound("--resume: there is no checkpoint in \"", out_dir, "\" to resume from");
+  }
   ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
-  ONT_ASSIGN_OR_RETURN(auto cpu, CpuExecutionProvider::Create({static_cast<int>(threads)}));
-  ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(resume ? ckpt_path : dir + "/checkpoint"));
-  ONT_ASSIGN_OR_RETURN(Model train_model, LoadModel(dir + "/training_model.onnx"));
-  ONT_ASSIGN_OR_RETURN(auto session, TrainingSession::Create({{cpu.get()}}, &state,
-                                                             ModelSource::FromPath(dir + "/training_model.onnx"),
-                                                             has_eval ? ModelSource::FromPath(dir + "/eval_model.onnx")
-                                                                      : ModelSource(),
-                                                             ModelSource::FromPath(dir + "/optimizer_model.onnx")));
+  ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(dir, static_cast<int>(threads), resume ? ckpt_path : ""));
+  TrainingSession* session = job.session.get();
+  bool has_eval = job.has_eval;
   // 2. Data shaped to the model's inputs.
   Batcher train_b, eval_b;
-  ONT_RETURN_IF_ERROR(DescribeInputs(train_model, *session, &train_b.image_shape, &train_b.label_dtype));
+  ONT_RETURN_IF_ERROR(DescribeInputs(job.training_model, *session, &train_b.image_shape, &train_b.label_dtype));
   std::string root = f.Get("data-root", kFashionMnistDir);
   ONT_ASSIGN_OR_RETURN(ImageDataset train_data, LoadDataset(f.Get("data", "fashion-mnist"), root));
   train_b.data = &train_data;
@@ -225,7 +132,7 @@ Status Train(const std::vector<std::string>& args) {
     if (!metrics) return IoError("cannot write metrics file \"", f.Get("metrics"), "\"");
   }
   auto save = [&]() -> Status {
-    return SaveCheckpoint(state, ckpt_path).WithContext("saving the checkpoint");
+    return SaveCheckpoint(*job.state, ckpt_path).WithContext("saving the checkpoint");
   };
   // 4. The loop: TrainStep, OptimizerStep, LazyResetGrad (and SchedulerStep); evaluation every epoch.
   std::printf("%s %s on %s: %lld examples, batch %lld, steps %lld..%lld\n", resume ? "resuming" : "training",

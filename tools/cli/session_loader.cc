@@ -1,0 +1,34 @@
+// OpenArtifacts.
+#include "tools/cli/session_loader.h"
+
+#include <fstream>
+
+#include "checkpoint/checkpoint_io.h"
+#include "graph/model_io.h"
+
+namespace ontrain {
+namespace cli {
+
+bool FileExists(const std::string& path) { return !std::ifstream(path).fail(); }
+
+StatusOr<OpenSession> OpenArtifacts(const std::string& dir, int threads, const std::string& checkpoint) {
+  if (dir.empty()) return InvalidArgument("name the artifacts folder with --artifacts DIR");
+  for (const char* name : {"training_model.onnx", "optimizer_model.onnx", "checkpoint"}) {
+    if (!FileExists(dir + "/" + name)) return NotFound("artifacts directory \"", dir, "\" has no ", name);
+  }
+  OpenSession o;
+  o.has_eval = FileExists(dir + "/eval_model.onnx");
+  ONT_ASSIGN_OR_RETURN(o.cpu, CpuExecutionProvider::Create({threads}));
+  ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(checkpoint.empty() ? dir + "/checkpoint" : checkpoint));
+  o.state = std::make_unique<CheckpointState>(std::move(state));
+  ONT_ASSIGN_OR_RETURN(o.training_model, LoadModel(dir + "/training_model.onnx"));
+  ONT_ASSIGN_OR_RETURN(o.session,
+                       TrainingSession::Create({{o.cpu.get()}}, o.state.get(),
+                                               ModelSource::FromPath(dir + "/training_model.onnx"),
+                                               o.has_eval ? ModelSource::FromPath(dir + "/eval_model.onnx") : ModelSource(),
+                                               ModelSource::FromPath(dir + "/optimizer_model.onnx")));
+  return o;
+}
+
+}  // namespace cli
+}  // namespace ontrain
