@@ -21,7 +21,8 @@ const char* kUsage =
     "           [--export FILE --export-outputs a,b]\n"
     "  eval     --artifacts DIR [--data fashion-mnist:test] [--batch-size N]\n"
     "  export   --artifacts DIR --outputs a,b --to FILE\n"
-    "  info     --artifacts DIR\n";
+    "  info     --artifacts DIR\n"
+    "  run      --model FILE.onnx --inputs FILE.npz [--outputs FILE.npz] [--provider cpu]\n";
 
 }  // namespace
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   else if (cmd == "eval") s = ontrain::cli::Eval(args);
   else if (cmd == "export") s = ontrain::cli::Export(args);
   else if (cmd == "info") s = ontrain::cli::Info(args);
+  else if (cmd == "run") s = ontrain::cli::Run(args);
   else {
     std::fprintf(stderr, "ontrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
     return 2;

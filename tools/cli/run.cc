@@ -1,0 +1,53 @@
+// `ontrain run`: inference of any ONNX model the engine supports, inputs and outputs as .npz by name.
+#include <cstdio>
+
+#include "engine/executor.h"
+#include "graph/model_io.h"
+#include "providers/cpu/cpu_provider.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+#include "tools/cli/npz.h"
+
+namespace ontrain {
+namespace cli {
+
+Status CheckProvider(const std::string& spec) {
+  if (spec.empty() || spec == "cpu") return Status::OK();
+  if (spec == "cuda" || spec == "cuda,cpu") {
+    return Unimplemented("the CUDA provider is not part of this build yet; use --provider cpu");
+  }
+  return InvalidArgument("unknown provider list \"", spec, "\"; expected cpu, cuda or cuda,cpu");
+}
+
+Status Run(const std::vector<std::string>& args) {
+  ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"model", "inputs", "outputs", "provider", "threads"}, {}));
+  if (!f.Has("model") || !f.Has("inputs")) return InvalidArgument("run needs --model FILE and --inputs FILE.npz");
+  ONT_RETURN_IF_ERROR(CheckProvider(f.Get("provider", "cpu")));
+  ONT_ASSIGN_OR_RETURN(Model model, LoadModel(f.Get("model")));
+  ONT_ASSIGN_OR_RETURN(auto inputs, LoadNpz(f.Get("inputs")));
+  ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
+  ONT_ASSIGN_OR_RETURN(auto cpu, CpuExecutionProvider::Create({static_cast<int>(threads)}));
+  ONT_ASSIGN_OR_RETURN(auto ex, Executor::Create(model, cpu.get()));
+  std::vector<Tensor> outs;
+  ONT_RETURN_IF_ERROR(ex->Run(inputs, ex->output_names(), &outs));
+  std::vector<std::pair<std::string, Tensor>> named;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& t = outs[i];
+    std::printf("%s: %s%s", ex->output_names()[i].c_str(), DTypeName(t.dtype()), ShapeToString(t.shape()).c_str());
+    if (t.dtype() == DType::kFloat32 && t.NumElements() > 0) {
+      std::printf("  [");
+      for (int64_t k = 0; k < std::min<int64_t>(6, t.NumElements()); ++k) std::printf("%s%.6g", k ? ", " : "", t.data<float>()[k]);
+      std::printf(t.NumElements() > 6 ? ", ...]" : "]");
+    }
+    std::printf("\n");
+    named.push_back({ex->output_names()[i], t.Clone()});
+  }
+  if (f.Has("outputs")) {
+    ONT_RETURN_IF_ERROR(SaveNpz(named, f.Get("outputs")));
+    std::printf("wrote %s\n", f.Get("outputs").c_str());
+  }
+  return Status::OK();
+}
+
+}  // namespace cli
+}  // namespace ontrain
