@@ -27,5 +27,5 @@ rm -rf "$out"
 "$ontrain" generate --builtin "$model" --out "$out" --extra-outputs logits
 "$ontrain" train --artifacts "$out" --data fashion-mnist --eval-data fashion-mnist:test --epochs "$epochs" \
   --batch-size 64 --lr "$lr" --scheduler cosine --warmup 50 --seed 0 \
-  --metrics "$out/metrics.jsonl" --export "$out/inference.onnx" --export-outputs logits
-echo "artifacts, checkpoint, metrics and inference model are in $out"
+  --metrics "$out/run/metrics.jsonl" --export "$out/run/inference.onnx" --export-outputs logits
+echo "artifacts are in $out; the trained checkpoint, metrics (JSON lines, CSV, SVG chart) and inference model in $out/run"

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/dataset.h"
+#include "tools/cli/npz.h"
 
 namespace ontrain {
 namespace {
@@ -95,9 +96,11 @@ TEST_F(CliTest, GenerateTrainEvaluateExport) {
   size_t acc = m.rfind("\"accuracy\":");
   ASSERT_NE(acc, std::string::npos);
   EXPECT_GT(std::stod(m.substr(acc + 11)), 0.9) << "the synthetic classes are easy to separate";
-  auto ckpt = LoadCheckpoint(dir + "/checkpoint");
+  auto ckpt = LoadCheckpoint(dir + "/run/checkpoint");
   ASSERT_TRUE(ckpt.ok());
   EXPECT_EQ(ckpt->optimizer_groups.at("group0").step, 40);
+  EXPECT_FALSE(LoadCheckpoint(dir + "/checkpoint")->optimizer_groups.count("group0"))
+      << "the artifacts' own checkpoint stays the starting point";
   auto inf = LoadModel(exported);
   ASSERT_TRUE(inf.ok());
   EXPECT_EQ(inf->graph.inputs.size(), 1u);
@@ -136,9 +139,9 @@ TEST_F(CliTest, ResumeReproducesAnUninterruptedRunBitForBit) {
   std::vector<std::string> la = StepLosses(a + "/metrics.jsonl"), lb = StepLosses(b + "/metrics.jsonl");
   ASSERT_EQ(la.size(), 50u);
   EXPECT_EQ(la, lb);  // step, loss and learning rate printed with 9 significant digits
-  EXPECT_EQ(Slurp(a + "/checkpoint"), Slurp(b + "/checkpoint")) << "identical final state, byte for byte";
-  EXPECT_THAT(Slurp(a + "/metrics.csv"), HasSubstr("epoch,train_loss,eval_loss,accuracy"));
-  EXPECT_THAT(Slurp(a + "/training.svg"), HasSubstr("<svg"));
+  EXPECT_EQ(Slurp(a + "/run/checkpoint"), Slurp(b + "/run/checkpoint")) << "identical final state, byte for byte";
+  EXPECT_THAT(Slurp(a + "/run/metrics.csv"), HasSubstr("epoch,train_loss,eval_loss,accuracy"));
+  EXPECT_THAT(Slurp(a + "/run/training.svg"), HasSubstr("<svg"));
 }
 
 TEST_F(CliTest, SigintSavesACheckpointAndStops) {
@@ -152,7 +155,7 @@ TEST_F(CliTest, SigintSavesACheckpointAndStops) {
   killer.join();
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(cli::InterruptedBySignal());
-  auto ckpt = LoadCheckpoint(dir + "/checkpoint");
+  auto ckpt = LoadCheckpoint(dir + "/run/checkpoint");
   ASSERT_TRUE(ckpt.ok());
   int64_t step = ckpt->optimizer_groups.at("group0").step;
   EXPECT_GT(step, 0);
@@ -162,7 +165,7 @@ TEST_F(CliTest, SigintSavesACheckpointAndStops) {
                          "32", "--resume"});
   ASSERT_TRUE(r.ok()) << r.ToString();
   EXPECT_FALSE(cli::InterruptedBySignal());
-  EXPECT_EQ(LoadCheckpoint(dir + "/checkpoint")->optimizer_groups.at("group0").step, step + 3);
+  EXPECT_EQ(LoadCheckpoint(dir + "/run/checkpoint")->optimizer_groups.at("group0").step, step + 3);
 }
 
 TEST_F(CliTest, EvalExportInfo) {
@@ -181,6 +184,53 @@ TEST_F(CliTest, EvalExportInfo) {
   EXPECT_THAT(bad.message(), HasSubstr("nonexistent"));
   EXPECT_FALSE(cli::Export({"--artifacts", dir, "--to", to}).ok());
   EXPECT_FALSE(cli::Info({"--artifacts", "/nonexistent"}).ok());
+}
+
+TEST_F(CliTest, NpzCsvAndIdxData) {
+  std::string dir = Tmp("cli_formats");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir, "--extra-outputs", "logits"}).ok());
+  // The same synthetic examples as .npz (images [N,28,28] reshape to the model's [N,784]) and as CSV.
+  auto idx = cli::LoadDataset("fashion-mnist", data_);
+  ASSERT_TRUE(idx.ok());
+  int64_t n = 100;
+  std::vector<float> img(idx->images.begin(), idx->images.begin() + n * 784);
+  std::vector<int64_t> lab(idx->labels.begin(), idx->labels.begin() + n);
+  std::string npz = dir + "/train.npz";
+  ASSERT_TRUE(cli::SaveNpz({{"input", Tensor::FromVector(img, {n, 28, 28})}, {"labels", Tensor::FromVector(lab, {n})}},
+                           npz).ok());
+  std::string metrics = dir + "/m.jsonl";
+  Status a = cli::Train({"--artifacts", dir, "--data", npz, "--eval-data", npz, "--batch-size", "20", "--epochs", "1",
+                         "--metrics", metrics});
+  ASSERT_TRUE(a.ok()) << a.ToString();
+  EXPECT_THAT(Slurp(metrics), HasSubstr("\"accuracy\":"));
+  std::ofstream csv(dir + "/train.csv");
+  csv << "features...,label\n";
+  for (int64_t i = 0; i < n; ++i) {
+    for (int p = 0; p < 784; ++p) csv << img[i * 784 + p] << ",";
+    csv << lab[i] << "\n";
+  }
+  csv.close();
+  Status b = cli::Train({"--artifacts", dir, "--data", dir + "/train.csv", "--batch-size", "20", "--steps", "5"});
+  ASSERT_TRUE(b.ok()) << b.ToString();
+  Status c = cli::Train({"--artifacts", dir, "--data", "idx:" + data_ + "/t10k-images-idx3-ubyte.gz," + data_ +
+                                                        "/t10k-labels-idx1-ubyte.gz", "--steps", "3"});
+  ASSERT_TRUE(c.ok()) << c.ToString();
+  // Misnamed arrays and wrong dtypes are named in the error.
+  ASSERT_TRUE(cli::SaveNpz({{"pixels", Tensor::FromVector(img, {n, 784})}, {"labels", Tensor::FromVector(lab, {n})}},
+                           npz).ok());
+  Status d = cli::Train({"--artifacts", dir, "--data", npz, "--steps", "1"});
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.message(), HasSubstr("no array named \"input\""));
+  std::vector<double> img64(img.begin(), img.end());
+  ASSERT_TRUE(cli::SaveNpz({{"input", Tensor::FromVector(img64, {n, 784})}, {"labels", Tensor::FromVector(lab, {n})}},
+                           npz).ok());
+  Status e = cli::Train({"--artifacts", dir, "--data", npz, "--steps", "1"});
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.message(), HasSubstr("float64"));
+  EXPECT_THAT(e.message(), HasSubstr("float32"));
+  Status g = cli::Train({"--artifacts", dir, "--data", "weird-spec", "--steps", "1"});
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(g.message(), HasSubstr("weird-spec"));
 }
 
 TEST_F(CliTest, MissingDatasetNamesThePackage) {
@@ -252,11 +302,12 @@ TEST_F(CliTest, DataThatDoesNotFitTheModel) {
 TEST_F(CliTest, NanLossStopsWithTheStepAndKeepsTheCheckpoint) {
   std::string dir = Tmp("cli_nan");
   ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
-  std::string before = Slurp(dir + "/checkpoint");
-  Status s = cli::Train({"--artifacts", dir, "--data-root", data_, "--lr", "1e30", "--steps", "20"});
+  ASSERT_TRUE(cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "2"}).ok());
+  std::string before = Slurp(dir + "/run/checkpoint");
+  Status s = cli::Train({"--artifacts", dir, "--data-root", data_, "--lr", "1e30", "--steps", "20", "--resume"});
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("at step"));
-  EXPECT_EQ(Slurp(dir + "/checkpoint"), before);
+  EXPECT_EQ(Slurp(dir + "/run/checkpoint"), before) << "the last good checkpoint is kept";
 }
 
 TEST_F(CliTest, UnwritableOutIsAnError) {

@@ -6,7 +6,8 @@
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
-#include "tools/cli/image_batches.h"
+#include "tools/cli/dataset.h"
+#include "tools/cli/table_data.h"
 #include "tools/cli/session_loader.h"
 
 namespace ontrain {
@@ -17,16 +18,15 @@ Status Eval(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
   ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(f.Get("artifacts"), static_cast<int>(threads)));
   if (!job.has_eval) return NotFound("artifacts directory \"", f.Get("artifacts"), "\" has no eval_model.onnx");
-  Batcher b;
-  ONT_RETURN_IF_ERROR(DescribeInputs(job.training_model, *job.session, &b.image_shape, &b.label_dtype));
-  ONT_ASSIGN_OR_RETURN(ImageDataset data, LoadDataset(f.Get("data", "fashion-mnist:test"), f.Get("data-root", kFashionMnistDir)));
-  b.data = &data;
+  ONT_ASSIGN_OR_RETURN(Table table, LoadTable(f.Get("data", "fashion-mnist:test"), f.Get("data-root", kFashionMnistDir),
+                                              job.training_model, job.session->eval_input_names()));
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 256));
   if (batch <= 0) return InvalidArgument("--batch-size must be > 0");
-  ONT_RETURN_IF_ERROR(b.Init(batch));
+  Batcher b;
+  ONT_RETURN_IF_ERROR(b.Init(&table, batch));
   ONT_ASSIGN_OR_RETURN(EvalResult r, Evaluate(*job.session, b, batch));
   std::printf("%s: %lld examples, eval loss %.4f", f.Get("data", "fashion-mnist:test").c_str(),
-              static_cast<long long>(data.count), r.loss);
+              static_cast<long long>(table.rows), r.loss);
   if (r.accuracy >= 0) std::printf(", accuracy %.2f%%", 100 * r.accuracy);
   std::printf("\n");
   return Status::OK();

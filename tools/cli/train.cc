@@ -20,7 +20,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/dataset.h"
 #include "tools/cli/flags.h"
-#include "tools/cli/image_batches.h"
+#include "tools/cli/table_data.h"
 #include "tools/cli/report.h"
 #include "tools/cli/session_loader.h"
 
@@ -67,11 +67,12 @@ Status Train(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "data", "eval-data", "batch-size", "epochs", "steps",
                                                     "lr", "scheduler", "warmup", "seed", "threads", "out", "metrics",
                                                     "export", "export-outputs", "checkpoint-every", "data-root",
-                                                    "stop-after"},
+                                                    "stop-after", "provider"},
                                              {"no-shuffle", "resume"}));
   // 1. Artifacts, named file by file when something is missing; --resume starts from --out's checkpoint.
   std::string dir = f.Get("artifacts");
-  std::string out_dir = f.Get("out", dir);
+  // Results go to --out (default DIR/run), so the artifacts' own checkpoint stays the starting point.
+  std::string out_dir = f.Get("out", dir.empty() ? "" : dir + "/run");
   if (!out_dir.empty()) {  // fail before training, not after it, when --out cannot take the checkpoint
     ONT_RETURN_IF_ERROR(MakeDirectories(out_dir));
     std::string probe = out_dir + "/.ontrain_write_probe";
@@ -89,24 +90,24 @@ Status Train(const std::vector<std::string>& args) {
   TrainingSession* session = job.session.get();
   bool has_eval = job.has_eval;
   // 2. Data shaped to the model's inputs.
-  Batcher train_b, eval_b;
-  ONT_RETURN_IF_ERROR(DescribeInputs(job.training_model, *session, &train_b.image_shape, &train_b.label_dtype));
+  ONT_RETURN_IF_ERROR(CheckProvider(f.Get("provider", "cpu")));
   std::string root = f.Get("data-root", kFashionMnistDir);
-  ONT_ASSIGN_OR_RETURN(ImageDataset train_data, LoadDataset(f.Get("data", "fashion-mnist"), root));
-  train_b.data = &train_data;
-  ImageDataset eval_data;
-  std::string eval_spec = f.Get("eval-data", has_eval ? "fashion-mnist:test" : "");
+  std::string data_spec = f.Get("data", "fashion-mnist");
+  const std::vector<std::string>& inputs = session->training_input_names();
+  ONT_ASSIGN_OR_RETURN(Table train_table, LoadTable(data_spec, root, job.training_model, inputs));
+  std::string eval_spec = f.Get("eval-data", has_eval && data_spec == "fashion-mnist" ? "fashion-mnist:test" : "");
+  if (!eval_spec.empty() && !has_eval) return NotFound("--eval-data needs an eval_model.onnx in \"", dir, "\"");
+  Table eval_table;
   if (!eval_spec.empty()) {
-    ONT_ASSIGN_OR_RETURN(eval_data, LoadDataset(eval_spec, root));
-    eval_b = train_b;
-    eval_b.data = &eval_data;
+    ONT_ASSIGN_OR_RETURN(eval_table, LoadTable(eval_spec, root, job.training_model, inputs));
   }
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
-  if (batch <= 0 || batch > train_data.count) return InvalidArgument("--batch-size must be in [1, ", train_data.count, "]");
-  ONT_RETURN_IF_ERROR(train_b.Init(batch));
-  if (!eval_spec.empty()) ONT_RETURN_IF_ERROR(eval_b.Init(batch));
+  if (batch <= 0 || batch > train_table.rows) return InvalidArgument("--batch-size must be in [1, ", train_table.rows, "]");
+  Batcher train_b, eval_b;
+  ONT_RETURN_IF_ERROR(train_b.Init(&train_table, batch));
+  if (!eval_spec.empty()) ONT_RETURN_IF_ERROR(eval_b.Init(&eval_table, batch));
   // 3. Schedule and run length.
-  int64_t per_epoch = train_data.count / batch;
+  int64_t per_epoch = train_table.rows / batch;
   ONT_ASSIGN_OR_RETURN(int64_t epochs, f.GetInt("epochs", 1));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", epochs * per_epoch));
   ONT_ASSIGN_OR_RETURN(double lr, f.GetDouble("lr", 1e-3));
@@ -136,7 +137,7 @@ Status Train(const std::vector<std::string>& args) {
   };
   // 4. The loop: TrainStep, OptimizerStep, LazyResetGrad (and SchedulerStep); evaluation every epoch.
   std::printf("%s %s on %s: %lld examples, batch %lld, steps %lld..%lld\n", resume ? "resuming" : "training",
-              dir.c_str(), f.Get("data", "fashion-mnist").c_str(), static_cast<long long>(train_data.count),
+              dir.c_str(), data_spec.c_str(), static_cast<long long>(train_table.rows),
               static_cast<long long>(batch), static_cast<long long>(first + 1), static_cast<long long>(steps));
   g_stop = false;
   std::signal(SIGINT, OnSignal);
@@ -151,7 +152,7 @@ Status Train(const std::vector<std::string>& args) {
   int64_t step = first;
   for (; step < steps && !g_stop; ++step) {
     int64_t epoch = step / per_epoch, in_epoch = step % per_epoch;
-    if (order.empty() || in_epoch == 0) order = EpochOrder(train_data.count, seed, epoch, !f.Has("no-shuffle"));
+    if (order.empty() || in_epoch == 0) order = EpochOrder(train_table.rows, seed, epoch, !f.Has("no-shuffle"));
     std::vector<Tensor> out;
     ONT_RETURN_IF_ERROR(session->TrainStep(train_b.Fill(order, in_epoch * batch, batch), &out));
     float loss = out[0].data<float>()[0];
