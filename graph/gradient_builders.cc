@@ -530,6 +530,94 @@ Status GlobalMaxPoolGrad(GradContext& c) {
   return Status::OK();
 }
 
+// ConvTranspose(X, W[, B]): dX = Conv(dY, W), dW = the weight gradient of that convolution read the other
+// way (ConvGrad with X and dY swapped), dB = dY summed over batch and space. Explicit pads only.
+Status ConvTransposeGrad(GradContext& c) {
+  const Node& n = c.node();
+  if (n.HasAttribute("output_shape") || n.GetString("auto_pad", "NOTSET") != "NOTSET" ||
+      !n.GetInts("output_padding").empty()) {
+    return Unimplemented("ConvTranspose gradient with output_shape, output_padding or auto_pad");
+  }
+  std::vector<onnx::AttributeProto> attrs = CopyAttrs(n, {"output_padding", "output_shape"});
+  if (c.wants(0)) c.Emit("Conv", {c.dy[0], c.in(1)}, {c.dx[0]}, attrs);
+  if (c.wants(1)) c.Emit("ConvGrad", {c.in(0), c.dy[0], c.in(1)}, {"", c.dx[1], ""}, attrs, kMs);
+  if (c.wants(2)) {
+    const ValueInfo* y = c.Type(c.out(0));
+    if (!y || !y->has_shape) return InvalidArgument("ConvTranspose bias gradient needs the output's rank");
+    std::vector<int64_t> axes = {0};
+    for (size_t d = 2; d < y->dims.size(); ++d) axes.push_back(static_cast<int64_t>(d));
+    c.Emit("ReduceSum", {c.dy[0], c.ConstInts("axes", axes)}, {c.dx[2]}, {AttrInt("keepdims", 0)});
+  }
+  return Status::OK();
+}
+// Pad (constant mode, pads known): the gradient is dY with the padding sliced off.
+Status PadGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  if (c.node().GetString("mode", "constant") != "constant") return Unimplemented("Pad gradient in ", c.node().GetString("mode", ""), " mode");
+  if (c.opset() < 11) return Unimplemented("Pad gradient before opset 11");
+  const ValueInfo* x = c.Type(c.in(0));
+  if (!x || !x->has_shape) return InvalidArgument("Pad gradient needs the input's rank");
+  std::string shape = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
+  // dX = dY without its padding: the slice starts after the begin pads (at 0 where a negative pad cropped).
+  int64_t rank = static_cast<int64_t>(x->dims.size());
+  std::string begin = c.Emit("Slice", {c.in(1), c.ConstInts("zero", {0}), c.ConstInts("rank", {rank})}, {c.Tmp("begin")});
+  std::string zeros = c.ConstInts("zeros", std::vector<int64_t>(rank, 0));
+  std::string starts = c.Emit("Max", {begin, zeros}, {c.Tmp("starts")});
+  // The input rows the forward pass kept: negative pads cropped some at either end; those get zero gradient.
+  std::string neg = c.Emit("Min", {begin, zeros}, {c.Tmp("neg_begin")});
+  std::string end_pads = c.Emit("Slice", {c.in(1), c.ConstInts("rank2", {rank}), c.ConstInts("twice", {2 * rank})},
+                                {c.Tmp("end_pads")});
+  std::string neg_end = c.Emit("Min", {end_pads, zeros}, {c.Tmp("neg_end")});
+  std::string kept = c.Emit("Add", {c.Emit("Add", {shape, neg}, {c.Tmp("kept0")}), neg_end}, {c.Tmp("kept")});
+  std::string ends = c.Emit("Add", {starts, kept}, {c.Tmp("ends")});
+  std::string cropped = c.Emit("Slice", {c.dy[0], starts, ends}, {c.Tmp("cropped")});
+  std::string restore = c.Emit("Neg", {c.Emit("Concat", {neg, neg_end}, {c.Tmp("crop")}, {AttrInt("axis", 0)})},
+                               {c.Tmp("restore")});
+  c.Emit("Pad", {cropped, restore}, {c.dx[0]});
+  return Status::OK();
+}
+// Tile with known shapes: dY viewed as [r0, d0, r1, d1, ...] and summed over the repeat axes.
+Status TileGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const ValueInfo* x = c.Type(c.in(0));
+  const ValueInfo* y = c.Type(c.out(0));
+  if (!Static(x) || !Static(y)) return Unimplemented("Tile gradient needs static input and output shapes");
+  std::vector<int64_t> xd = DimsOf(x), yd = DimsOf(y), split, axes;
+  for (size_t d = 0; d < xd.size(); ++d) {
+    split.push_back(xd[d] ? yd[d] / xd[d] : 0);
+    split.push_back(xd[d]);
+    axes.push_back(static_cast<int64_t>(2 * d));
+  }
+  std::string r = c.Emit("Reshape", {c.dy[0], c.ConstInts("split_shape", split)}, {c.Tmp("split")});
+  c.Emit("ReduceSum", {r, c.ConstInts("axes", axes)}, {c.dx[0]}, {AttrInt("keepdims", 0)});
+  return Status::OK();
+}
+// NegativeLogLikelihoodLoss without weights or ignore_index: dX = -onehot(target) * dY (/ count for mean).
+Status NllLossGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const Node& n = c.node();
+  if (c.has_input(2) || n.HasAttribute("ignore_index")) {
+    return Unimplemented("NegativeLogLikelihoodLoss gradient with weights or ignore_index");
+  }
+  const ValueInfo* x = c.Type(c.in(0));
+  if (!Static(x)) return Unimplemented("NegativeLogLikelihoodLoss gradient needs a static input shape");
+  std::vector<int64_t> xd = DimsOf(x);
+  std::string reduction = n.GetString("reduction", "mean");
+  Tensor values = x->dtype == DType::kFloat64 ? Tensor::FromVector<double>({0.0, -1.0}, {2})
+                                              : Tensor::FromVector<float>({0.0f, -1.0f}, {2});
+  std::string onehot = c.Emit("OneHot", {c.in(1), c.ConstInts("depth", {xd[1]}), c.Const("values", values)},
+                              {c.Tmp("onehot")}, {AttrInt("axis", 1)});
+  std::string g = c.dy[0];
+  if (reduction == "none") g = c.Emit("Unsqueeze", {g, c.ConstInts("axis1", {1})}, {c.Tmp("dy_c")});
+  if (reduction == "mean") {
+    int64_t count = 1;
+    for (size_t d = 0; d < xd.size(); ++d) if (d != 1) count *= xd[d];
+    g = c.Emit("Div", {g, c.ConstFloat("count", static_cast<float>(count))}, {c.Tmp("dy_mean")});
+  }
+  c.Emit("Mul", {onehot, g}, {c.dx[0]});
+  return Status::OK();
+}
+
 struct Row {
   const char* domain;
   const char* op;
@@ -545,6 +633,7 @@ const std::vector<Row>& Rules() {
       {"", "Clip", {ClipGrad, {1, 2}}},
       {"", "Concat", {ConcatGrad, {}}},
       {"", "Conv", {ConvGrad, {}}},
+      {"", "ConvTranspose", {ConvTransposeGrad, {}}},
       {"", "Cos", {CosGrad, {}}},
       {"", "CumSum", {CumSumGrad, {1}}},
       {"", "Div", {DivGrad, {}}},
@@ -573,6 +662,8 @@ const std::vector<Row>& Rules() {
       {"", "Min", {MaxMinGrad, {}}},
       {"", "Mul", {MulGrad, {}}},
       {"", "Neg", {NegGrad, {}}},
+      {"", "NegativeLogLikelihoodLoss", {NllLossGrad, {1, 2}}},
+      {"", "Pad", {PadGrad, {1, 2, 3}}},
       {"", "Pow", {PowGrad, {1}}},
       {"", "Reciprocal", {ReciprocalGrad, {}}},
       {"", "ReduceL1", {ReduceOtherGrad, {1}}},
@@ -600,6 +691,7 @@ const std::vector<Row>& Rules() {
       {"", "Sub", {SubGrad, {}}},
       {"", "Sum", {SumGrad, {}}},
       {"", "Tanh", {MsUnaryGrad<kTanhGrad, true>, {}}},
+      {"", "Tile", {TileGrad, {1, 2}}},
       {"", "Transpose", {TransposeGrad, {}}},
       {"", "Trilu", {TriluGrad, {1}}},
       {"", "Unsqueeze", {ReshapeLikeGrad, {1}}},

@@ -278,6 +278,34 @@ TEST(AutodiffTest, SelectionAndIndexOps) {
   CheckGradients(c, 1e-5);
 }
 
+TEST(AutodiffTest, ConvTransposePadTileNll) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {2, 3, 4}), TensorInfo("w", DType::kFloat64, {3, 2, 3}),
+              TensorInfo("b", DType::kFloat64, {2}), TensorInfo("t", DType::kFloat64, {2, 3})};
+  g.AddInitializer("pads", Tensor::FromVector<int64_t>({0, 1, -1, 0, 0, 2}, {6}));
+  g.AddInitializer("reps", Tensor::FromVector<int64_t>({2, 3}, {2}));
+  g.AddInitializer("target", Tensor::FromVector<int64_t>({1, 0, 2, 2, 1, 0}, {2, 3}));
+  g.nodes = {MakeNode("ConvTranspose", {"x", "w", "b"}, {"ct"}, {AttrInts("strides", {2}), AttrInts("pads", {1, 0})}, "ct"),
+             MakeNode("Pad", {"ct", "pads"}, {"pd"}, {}, "pad"),
+             MakeNode("Tile", {"t", "reps"}, {"tl"}, {}, "tile"),
+             MakeNode("LogSoftmax", {"x"}, {"ls"}, {AttrInt("axis", 1)}, "logsoftmax"),
+             MakeNode("Slice", {"ls", "s0", "s1", "s2"}, {"lss"}, {}, "slice3"),
+             MakeNode("NegativeLogLikelihoodLoss", {"lss", "target"}, {"nll"}, {AttrString("reduction", "mean")}, "nll"),
+             MakeNode("ReduceSum", {"pd"}, {"r1"}, {AttrInt("keepdims", 0)}, "r1"),
+             MakeNode("ReduceSumSquare", {"tl"}, {"r2"}, {AttrInt("keepdims", 0)}, "r2"),
+             MakeNode("Mul", {"pd", "pd"}, {"pd2"}, {}, "pd2"),
+             MakeNode("ReduceSum", {"pd2"}, {"r3"}, {AttrInt("keepdims", 0)}, "r3"),
+             MakeNode("Sum", {"r1", "r2", "r3", "nll"}, {"y"}, {}, "total")};
+  g.AddInitializer("s0", Tensor::FromVector<int64_t>({0}, {1}));
+  g.AddInitializer("s1", Tensor::FromVector<int64_t>({3}, {1}));
+  g.AddInitializer("s2", Tensor::FromVector<int64_t>({2}, {1}));
+  AddWeightedLoss(&c.model, {}, 40);
+  c.feeds = {{"x", Random({2, 3, 4}, 41)}, {"w", Random({3, 2, 3}, 42)}, {"b", Random({2}, 43)}, {"t", Random({2, 3}, 44)}};
+  c.xs = {"x", "w", "b", "t"};
+  CheckGradients(c, 1e-5);
+}
+
 TEST(AutodiffTest, ErrorsNameTheOpAndUnreachableInputs) {
   Model m = Base();
   m.graph.inputs = {TensorInfo("x", DType::kFloat64, {3}), TensorInfo("z", DType::kFloat64, {3})};
