@@ -43,8 +43,15 @@ Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, V
   if (g.outputs.empty()) return InvalidArgument("the forward model has no outputs");
   const ValueInfo out = g.outputs[0];
   std::string loss;
-  auto reduce_mean = [&](const std::string& in) {
-    g.nodes.push_back(MakeNode("ReduceMean", {in}, {kLoss}, {}, "onnx::ReduceMean::loss"));
+  if (o.reduction != "mean" && o.reduction != "sum" && o.reduction != "none") {
+    return InvalidArgument("loss reduction must be mean, sum or none, got \"", o.reduction, "\"");
+  }
+  auto reduce_mean = [&](const std::string& in) {  // onnxblock's reduction: no axes, keepdims=1
+    if (o.reduction == "none") {
+      g.nodes.push_back(MakeNode("Identity", {in}, {kLoss}, {}, "onnx::Identity::loss"));
+    } else {
+      g.nodes.push_back(MakeNode(o.reduction == "mean" ? "ReduceMean" : "ReduceSum", {in}, {kLoss}, {}, "onnx::Reduce::loss"));
+    }
     return std::string(kLoss);
   };
   switch (o.loss) {
@@ -62,8 +69,10 @@ Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, V
       if (!labels.has_shape || labels.dims.size() < 2) return InvalidArgument("CrossEntropyLoss needs scores of rank >= 2");
       labels.dims.erase(labels.dims.begin() + 1);
       if (!g.FindInput("labels")) g.inputs.push_back(labels);
-      g.nodes.push_back(MakeNode("SoftmaxCrossEntropyLoss", {out.name, "labels"}, {kLoss, "onnx::log_prob::1"},
-                                 {AttrString("reduction", "mean")}, "onnx::SoftmaxCrossEntropyLoss::1"));
+      std::vector<onnx::AttributeProto> attrs = {AttrString("reduction", o.reduction)};
+      if (o.has_ignore_index) attrs.push_back(AttrInt("ignore_index", o.ignore_index));
+      g.nodes.push_back(MakeNode("SoftmaxCrossEntropyLoss", {out.name, "labels"}, {kLoss, "onnx::log_prob::1"}, attrs,
+                                 "onnx::SoftmaxCrossEntropyLoss::1"));
       loss = kLoss;
       break;
     }

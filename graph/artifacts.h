@@ -29,6 +29,9 @@ struct ArtifactOptions {
   AdamWConfig adamw{0.9f, 0.999f, 1e-6f, 0.0f, 1, true};  // onnxblock's defaults
   std::vector<std::string> extra_outputs;  // kept as outputs of the training and eval models
   DType label_dtype = DType::kInt64;       // CrossEntropyLoss labels
+  std::string reduction = "mean";          // mean, sum or none (every loss)
+  bool has_ignore_index = false;           // CrossEntropyLoss: labels equal to ignore_index count for nothing
+  int64_t ignore_index = -100;
 };
 
 struct Artifacts {

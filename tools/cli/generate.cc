@@ -13,7 +13,8 @@ namespace cli {
 Status Generate(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"model", "builtin", "out", "loss", "loss-output", "requires-grad",
                                                     "frozen", "optimizer", "beta1", "beta2", "eps", "weight-decay",
-                                                    "adam-mode", "extra-outputs", "label-dtype", "seed"},
+                                                    "adam-mode", "extra-outputs", "label-dtype", "seed", "reduction",
+                                                    "ignore-index"},
                                              {}));
   if (!f.Has("out")) return InvalidArgument("generate needs --out DIR");
   if (f.Has("model") == f.Has("builtin")) return InvalidArgument("generate needs exactly one of --model FILE or --builtin mlp|cnn");
@@ -50,6 +51,11 @@ Status Generate(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(int64_t mode, f.GetInt("adam-mode", o.adamw.adam_mode));
   if (mode != 0 && mode != 1) return InvalidArgument("--adam-mode must be 0 or 1");
   o.adamw = {static_cast<float>(b1), static_cast<float>(b2), static_cast<float>(eps), static_cast<float>(wd), mode, true};
+  o.reduction = f.Get("reduction", "mean");
+  if (f.Has("ignore-index")) {
+    ONT_ASSIGN_OR_RETURN(o.ignore_index, f.GetInt("ignore-index", -100));
+    o.has_ignore_index = true;
+  }
   std::string ld = f.Get("label-dtype", "int64");
   if (ld == "int32") o.label_dtype = DType::kInt32;
   else if (ld != "int64") return InvalidArgument("--label-dtype must be int32 or int64");
