@@ -34,8 +34,59 @@ bool IsFloat(DType t) { return IsFloatingPoint(t); }
 
 }  // namespace
 
+// InstanceNormalization(X [N,C,...], scale [C], B [C]) as ops that have gradients:
+// Xr = Reshape(X, [N, C, -1]); m = ReduceMean(Xr, 2); d = Xr - m; v = ReduceMean(d*d, 2);
+// Y = Reshape(d / Sqrt(v + eps), Shape(X)) * scale' + B', with scale' and B' shaped [C, 1, ...].
+void DecomposeInstanceNorm(Graph& g, size_t index, int64_t rank, DType dtype) {
+  Node n = g.nodes[index];
+  const std::string p = n.name + "/decomposed/";
+  auto add = [&](const std::string& name, Tensor t) {
+    g.AddInitializer(p + name, std::move(t));
+    return p + name;
+  };
+  std::string ncs = add("ncs", Tensor::FromVector<int64_t>({0, 0, -1}, {3}));
+  std::vector<int64_t> unsq;
+  for (int64_t d = 1; d < rank - 1; ++d) unsq.push_back(d);
+  std::string unsq_axes = add("unsqueeze_axes", Tensor::FromVector<int64_t>(unsq, {static_cast<int64_t>(unsq.size())}));
+  float e = n.GetFloat("epsilon", 1e-5f);
+  std::string eps = add("epsilon", dtype == DType::kFloat64 ? Tensor::FromVector<double>({e}, {})
+                                                            : Tensor::FromVector<float>({e}, {}));
+  std::vector<Node> nodes = {
+      MakeNode("Reshape", {n.inputs[0], ncs}, {p + "xr"}, {}, p + "reshape"),
+      MakeNode("ReduceMean", {p + "xr"}, {p + "mean"}, {AttrInts("axes", {2}), AttrInt("keepdims", 1)}, p + "mean"),
+      MakeNode("Sub", {p + "xr", p + "mean"}, {p + "d"}, {}, p + "sub"),
+      MakeNode("Mul", {p + "d", p + "d"}, {p + "d2"}, {}, p + "square"),
+      MakeNode("ReduceMean", {p + "d2"}, {p + "var"}, {AttrInts("axes", {2}), AttrInt("keepdims", 1)}, p + "var"),
+      MakeNode("Add", {p + "var", eps}, {p + "var_eps"}, {}, p + "add_eps"),
+      MakeNode("Sqrt", {p + "var_eps"}, {p + "std"}, {}, p + "sqrt"),
+      MakeNode("Div", {p + "d", p + "std"}, {p + "norm"}, {}, p + "normalize"),
+      MakeNode("Shape", {n.inputs[0]}, {p + "shape"}, {}, p + "shape"),
+      MakeNode("Reshape", {p + "norm", p + "shape"}, {p + "norm_x"}, {}, p + "reshape_back"),
+      MakeNode("Unsqueeze", {n.inputs[1], unsq_axes}, {p + "scale"}, {}, p + "scale_shape"),
+      MakeNode("Unsqueeze", {n.inputs[2], unsq_axes}, {p + "bias"}, {}, p + "bias_shape"),
+      MakeNode("Mul", {p + "norm_x", p + "scale"}, {p + "scaled"}, {}, p + "scale"),
+      MakeNode("Add", {p + "scaled", p + "bias"}, {n.outputs[0]}, {}, p + "shift"),
+  };
+  g.nodes.erase(g.nodes.begin() + index);
+  g.nodes.insert(g.nodes.begin() + index, nodes.begin(), nodes.end());
+}
+
 Status PrepareForGradients(Model* model) {
   Graph& g = model->graph;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].domain.empty() && g.nodes[i].op_type == "InstanceNormalization") {
+      Model typed = *model;
+      ONT_RETURN_IF_ERROR(InferShapes(&typed));
+      const ValueInfo* x = nullptr;
+      for (const ValueInfo& v : typed.graph.inputs) if (v.name == g.nodes[i].inputs[0]) x = &v;
+      for (const ValueInfo& v : typed.graph.value_infos) if (v.name == g.nodes[i].inputs[0]) x = &v;
+      if (x == nullptr || !x->has_shape) {
+        return InvalidArgument(g.nodes[i].Describe(), ": differentiating InstanceNormalization needs its input's rank");
+      }
+      int64_t rank = static_cast<int64_t>(x->dims.size());
+      DecomposeInstanceNorm(g, i, rank, x->dtype);
+    }
+  }
   for (Node& n : g.nodes) {
     if (!n.domain.empty()) continue;
     if (n.op_type == "MaxPool") EnsureOutputs(g, n, 2, {"indices"});

@@ -618,6 +618,26 @@ Status NllLossGrad(GradContext& c) {
   return Status::OK();
 }
 
+// Floor, Ceil, Round, Sign: piecewise constant, so zero gradient almost everywhere (as PyTorch gives).
+Status ZeroGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Mul", {c.dy[0], Zero(c, c.in(0))}, {c.dx[0]});
+  return Status::OK();
+}
+// ReduceProd: d prod / dx_i = prod / x_i (defined where x_i != 0).
+Status ReduceProdGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const Node& n = c.node();
+  std::string g = c.dy[0], y = c.out(0);
+  if (n.GetInt("keepdims", 1) == 0 && n.HasAttribute("axes")) {
+    std::string axes = c.ConstInts("axes", n.GetInts("axes"));
+    g = c.Emit("Unsqueeze", {g, axes}, {c.Tmp("dy_kept")});
+    y = c.Emit("Unsqueeze", {y, axes}, {c.Tmp("y_kept")});
+  }
+  std::string local = c.Emit("Div", {y, c.in(0)}, {c.Tmp("y_over_x")});
+  c.Emit("Mul", {local, g}, {c.dx[0]});
+  return Status::OK();
+}
+
 struct Row {
   const char* domain;
   const char* op;
@@ -630,6 +650,7 @@ const std::vector<Row>& Rules() {
       {"", "Add", {AddGrad, {}}},
       {"", "AveragePool", {PoolGrad, {}}},
       {"", "Cast", {CastGrad, {}}},
+      {"", "Ceil", {ZeroGrad, {}}},
       {"", "Clip", {ClipGrad, {1, 2}}},
       {"", "Concat", {ConcatGrad, {}}},
       {"", "Conv", {ConvGrad, {}}},
@@ -643,6 +664,7 @@ const std::vector<Row>& Rules() {
       {"", "Exp", {ExpGrad, {}}},
       {"", "Expand", {ExpandGrad, {1}}},
       {"", "Flatten", {ReshapeLikeGrad, {}}},
+      {"", "Floor", {ZeroGrad, {}}},
       {"", "Gather", {GatherGrad, {1}}},
       {"", "GatherElements", {GatherElementsGrad, {1}}},
       {"", "Gelu", {GeluGrad, {}}},
@@ -673,12 +695,15 @@ const std::vector<Row>& Rules() {
       {"", "ReduceMax", {ReduceOtherGrad, {1}}},
       {"", "ReduceMean", {ReduceGrad, {1}}},
       {"", "ReduceMin", {ReduceOtherGrad, {1}}},
+      {"", "ReduceProd", {ReduceProdGrad, {1}}},
       {"", "ReduceSum", {ReduceGrad, {1}}},
       {"", "ReduceSumSquare", {ReduceOtherGrad, {1}}},
       {"", "Relu", {MsUnaryGrad<kReluGrad, false>, {}}},
       {"", "Reshape", {ReshapeLikeGrad, {1}}},
+      {"", "Round", {ZeroGrad, {}}},
       {"", "Selu", {SeluGrad, {}}},
       {"", "Sigmoid", {MsUnaryGrad<kSigmoidGrad, true>, {}}},
+      {"", "Sign", {ZeroGrad, {}}},
       {"", "Sin", {SinGrad, {}}},
       {"", "Slice", {SliceGrad, {1, 2, 3, 4}}},
       {"", "Softmax", {SoftmaxGrad, {}}},

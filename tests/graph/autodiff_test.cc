@@ -306,17 +306,38 @@ TEST(AutodiffTest, ConvTransposePadTileNll) {
   CheckGradients(c, 1e-5);
 }
 
+TEST(AutodiffTest, InstanceNormProdAndPiecewiseConstantOps) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {2, 3, 4, 2}), TensorInfo("s", DType::kFloat64, {3}),
+              TensorInfo("b", DType::kFloat64, {3})};
+  g.nodes = {MakeNode("InstanceNormalization", {"x", "s", "b"}, {"in"}, {AttrFloat("epsilon", 1e-3f)}, "instnorm"),
+             MakeNode("Floor", {"x"}, {"f"}, {}, "floor"), MakeNode("Ceil", {"x"}, {"cl"}, {}, "ceil"),
+             MakeNode("Round", {"x"}, {"r"}, {}, "round"), MakeNode("Sign", {"x"}, {"sg"}, {}, "sign"),
+             MakeNode("Sum", {"in", "f", "cl", "r", "sg"}, {"t"}, {}, "sum"),
+             MakeNode("ReduceProd", {"x"}, {"p"}, {AttrInts("axes", {3}), AttrInt("keepdims", 0)}, "prod"),
+             MakeNode("ReduceSum", {"t"}, {"ts"}, {AttrInt("keepdims", 0)}, "tsum"),
+             MakeNode("ReduceSum", {"p"}, {"ps"}, {AttrInt("keepdims", 0)}, "psum"),
+             MakeNode("Mul", {"in", "in"}, {"in2"}, {}, "in2"),
+             MakeNode("ReduceSum", {"in2"}, {"is"}, {AttrInt("keepdims", 0)}, "isum"),
+             MakeNode("Sum", {"ts", "ps", "is"}, {"y"}, {}, "total")};
+  AddWeightedLoss(&c.model, {}, 50);
+  c.feeds = {{"x", Random({2, 3, 4, 2}, 51, 0.1, 1.9)}, {"s", Random({3}, 52, 0.5, 1.5)}, {"b", Random({3}, 53)}};
+  c.xs = {"x", "s", "b"};
+  CheckGradients(c, 1e-5);
+}
+
 TEST(AutodiffTest, ErrorsNameTheOpAndUnreachableInputs) {
   Model m = Base();
   m.graph.inputs = {TensorInfo("x", DType::kFloat64, {3}), TensorInfo("z", DType::kFloat64, {3})};
-  m.graph.nodes = {MakeNode("Floor", {"x"}, {"s"}, {}, "the_floor"),
+  m.graph.nodes = {MakeNode("Hardmax", {"x"}, {"s"}, {}, "the_hardmax"),
                    MakeNode("ReduceSum", {"s"}, {"loss"}, {AttrInt("keepdims", 0)}, "sum")};
   m.graph.outputs = {TensorInfo("loss", DType::kFloat64, {})};
   Model a = m;
   Status s = BuildGradientGraph(&a, "loss", {"x"});
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("Floor"));
-  EXPECT_THAT(s.message(), HasSubstr("the_floor"));
+  EXPECT_THAT(s.message(), HasSubstr("Hardmax"));
+  EXPECT_THAT(s.message(), HasSubstr("the_hardmax"));
   Model b = m;
   b.graph.nodes[0].op_type = "Relu";
   Status u = BuildGradientGraph(&b, "loss", {"x", "z"});
