@@ -3,7 +3,7 @@
 
 For each small model: the forward ONNX model as PyTorch exports it (opset 14: LayerNorm decomposed,
 GELU through Erf), the fixed batch, the gradients of the mean cross-entropy loss at initialisation and the
-losses of 10 torch.optim.AdamW steps (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01: ONNX
+losses of 10 torch.optim.AdamW steps, and the eval-mode logits at initialisation, (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01: ONNX
 Runtime's adam_mode 0) on that batch. Run with Debian's /usr/bin/python3 (python3-torch 1.13) from the
 repository root; the tests only read tests/data/torch/.
 """
@@ -108,6 +108,9 @@ def main():
         torch.onnx.export(model, x, os.path.join(d, "forward.onnx"), input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=14,
                           do_constant_folding=False, training=mode)
+        model.eval()
+        with torch.no_grad():
+            eval_logits = model(x)  # inference mode: Dropout off, BatchNorm on its running statistics
         model.train()
         params = dict(model.named_parameters())
         opt = torch.optim.AdamW(params.values(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
@@ -117,6 +120,7 @@ def main():
                     "cross-entropy at initialisation ('grad <param>'), and 'loss' of 10 AdamW steps\n" % torch.__version__)
             write_tensor(f, "input", x)
             write_tensor(f, "labels", labels.double())
+            write_tensor(f, "eval_logits", eval_logits)
             for step in range(STEPS):
                 opt.zero_grad()
                 loss = F.cross_entropy(model(x), labels)

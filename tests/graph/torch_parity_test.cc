@@ -2,7 +2,8 @@
 // an MLP, a CNN, a pre-LayerNorm transformer block (LayerNorm decomposed, GELU through Erf, as PyTorch
 // exports them) and a model with BatchNormalization (training mode: batch statistics) and Dropout (ratio 0),
 // the gradients at initialisation match within 1e-4 (relative to each tensor's largest entry) and the
-// losses of 10 AdamW steps (PyTorch semantics: adam_mode 0) within 1e-4 relative.
+// losses of 10 AdamW steps (PyTorch semantics: adam_mode 0) within 1e-4 relative; the eval model's logits
+// match PyTorch's eval mode at initialisation.
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -58,6 +59,7 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
   ASSERT_TRUE(forward.ok()) << forward.status().ToString();
   ArtifactOptions o;
   o.adamw = {0.9f, 0.999f, 1e-8f, 0.01f, 0, true};  // torch.optim.AdamW
+  o.extra_outputs = {"logits"};
   auto artifacts = GenerateArtifacts(forward.value(), o);
   ASSERT_TRUE(artifacts.ok()) << artifacts.status().ToString();
   std::string out = ::testing::TempDir() + "/torch_" + GetParam();
@@ -73,6 +75,17 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
   std::vector<float> xf(xv.begin(), xv.end());
   std::vector<int64_t> lv(ref.tensors.at("labels").second.begin(), ref.tensors.at("labels").second.end());
   std::vector<Tensor> batch = {Tensor::FromVector(xf, xs), Tensor::FromVector(lv, {static_cast<int64_t>(lv.size())})};
+  // The eval model (Dropout off, BatchNorm on running statistics) against PyTorch's eval mode, before training.
+  std::vector<Tensor> eval_out;
+  ASSERT_TRUE(s.value()->EvalStep(batch, &eval_out).ok());
+  const auto& expected_logits = ref.tensors.at("eval_logits").second;
+  ASSERT_EQ(static_cast<size_t>(eval_out[1].NumElements()), expected_logits.size());
+  double worst_eval = 0;
+  for (size_t i = 0; i < expected_logits.size(); ++i) {
+    double rel = std::abs(eval_out[1].data<float>()[i] - expected_logits[i]) / std::max(1e-3, std::abs(expected_logits[i]));
+    worst_eval = std::max(worst_eval, rel);
+  }
+  EXPECT_LE(worst_eval, 1e-4);
   double worst_grad = 0, worst_loss = 0;
   for (int step = 0; step < 10; ++step) {
     std::vector<Tensor> outs;
@@ -108,8 +121,8 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
     ASSERT_TRUE(s.value()->OptimizerStep().ok());
     s.value()->LazyResetGrad();
   }
-  std::printf("[torch-parity] %s: gradients %.3g, 10 AdamW losses %.3g (largest relative differences)\n",
-              GetParam().c_str(), worst_grad, worst_loss);
+  std::printf("[torch-parity] %s: gradients %.3g, 10 AdamW losses %.3g, eval logits %.3g (largest relative "
+              "differences)\n", GetParam().c_str(), worst_grad, worst_loss, worst_eval);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "bn_dropout"));
