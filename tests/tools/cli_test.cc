@@ -233,6 +233,24 @@ TEST_F(CliTest, NpzCsvAndIdxData) {
   EXPECT_THAT(g.message(), HasSubstr("weird-spec"));
 }
 
+// The real data: a short run on Fashion-MNIST from Debian's dataset-fashion-mnist (tools/setup.sh installs
+// it), 60 steps of 64 examples, evaluated on the test split.
+TEST_F(CliTest, FashionMnistSlice) {
+  if (!cli::LoadDataset("fashion-mnist:test").ok()) {
+    GTEST_SKIP() << "Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)";
+  }
+  std::string dir = Tmp("cli_fashion");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir, "--extra-outputs", "logits"}).ok());
+  std::string metrics = dir + "/m.jsonl";
+  Status s = cli::Train({"--artifacts", dir, "--data", "fashion-mnist", "--steps", "60", "--lr", "3e-3", "--metrics",
+                         metrics});
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::string m = Slurp(metrics);
+  size_t acc = m.rfind("\"accuracy\":");
+  ASSERT_NE(acc, std::string::npos);
+  EXPECT_GT(std::stod(m.substr(acc + 11)), 0.6) << "60 steps already separate the 10 classes well above chance";
+}
+
 TEST_F(CliTest, MissingDatasetNamesThePackage) {
   std::string dir = Tmp("cli_nodata");
   ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
