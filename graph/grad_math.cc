@@ -1,0 +1,255 @@
+// Gradient builders of elementwise ops, activations, softmax and the losses.
+#include <cmath>
+
+#include "graph/gradient_helpers.h"
+
+namespace ontrain {
+namespace grad {
+
+// ---- elementwise ----
+Status IdentityGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Identity", {c.dy[0]}, {c.dx[0]});
+  return Status::OK();
+}
+Status AddGrad(GradContext& c) {
+  for (int i = 0; i < 2; ++i) if (c.wants(i)) ONT_RETURN_IF_ERROR(c.ReduceTo(i, c.dy[0], c.out(0)));
+  return Status::OK();
+}
+Status SubGrad(GradContext& c) {
+  if (c.wants(0)) ONT_RETURN_IF_ERROR(c.ReduceTo(0, c.dy[0], c.out(0)));
+  if (c.wants(1)) ONT_RETURN_IF_ERROR(c.ReduceTo(1, c.Emit("Neg", {c.dy[0]}, {c.Tmp("neg")}), c.out(0)));
+  return Status::OK();
+}
+Status MulGrad(GradContext& c) {
+  for (int i = 0; i < 2; ++i) {
+    if (c.wants(i)) ONT_RETURN_IF_ERROR(c.ReduceTo(i, c.Emit("Mul", {c.dy[0], c.in(1 - i)}, {c.Tmp("mul")}), c.out(0)));
+  }
+  return Status::OK();
+}
+Status DivGrad(GradContext& c) {
+  if (c.wants(0) && c.wants(1)) {
+    c.Emit("DivGrad", {c.dy[0], c.in(0), c.in(1)}, {c.dx[0], c.dx[1]}, {}, kMs);
+  } else if (c.wants(0)) {
+    ONT_RETURN_IF_ERROR(c.ReduceTo(0, c.Emit("Div", {c.dy[0], c.in(1)}, {c.Tmp("div")}), c.out(0)));
+  } else if (c.wants(1)) {
+    c.Emit("DivGrad", {c.dy[0], c.in(0), c.in(1)}, {"", c.dx[1]}, {}, kMs);
+  }
+  return Status::OK();
+}
+Status NegGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Neg", {c.dy[0]}, {c.dx[0]});
+  return Status::OK();
+}
+Status SumGrad(GradContext& c) {
+  for (int i = 0; i < static_cast<int>(c.dx.size()); ++i) if (c.wants(i)) ONT_RETURN_IF_ERROR(c.ReduceTo(i, c.dy[0], c.out(0)));
+  return Status::OK();
+}
+Status ExpandGrad(GradContext& c) {
+  if (c.wants(0)) ONT_RETURN_IF_ERROR(c.ReduceTo(0, c.dy[0], c.out(0)));
+  return Status::OK();
+}
+
+const char kReluGrad[] = "ReluGrad";
+const char kSigmoidGrad[] = "SigmoidGrad";
+const char kTanhGrad[] = "TanhGrad";
+const char kFastGeluGrad[] = "FastGeluGrad";
+const char kLeakyReluGrad[] = "LeakyReluGrad";
+
+Status GeluGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  if (c.node().domain == kMs && c.has_input(1)) return Unimplemented("Gelu with a bias input has no gradient builder");
+  bool tanh = c.node().GetString("approximate", "none") == "tanh";
+  c.Emit(tanh ? "FastGeluGrad" : "GeluGrad", {c.dy[0], c.in(0)}, {c.dx[0]}, {}, kMs);
+  return Status::OK();
+}
+Status FastGeluGrad(GradContext& c) {
+  if (c.has_input(1)) return Unimplemented("FastGelu with a bias input has no gradient builder");
+  return MsUnaryGrad<kFastGeluGrad, false>(c);
+}
+Status ExpGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Mul", {c.dy[0], c.out(0)}, {c.dx[0]});
+  return Status::OK();
+}
+Status LogGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Div", {c.dy[0], c.in(0)}, {c.dx[0]});
+  return Status::OK();
+}
+Status SqrtGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string two_y = c.Emit("Mul", {c.out(0), c.ConstFloat("two", 2.0f, c.out(0))}, {c.Tmp("two_y")});
+  c.Emit("Div", {c.dy[0], two_y}, {c.dx[0]});
+  return Status::OK();
+}
+Status ReciprocalGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string y2 = c.Emit("Mul", {c.out(0), c.out(0)}, {c.Tmp("y2")});
+  std::string t = c.Emit("Mul", {c.dy[0], y2}, {c.Tmp("t")});
+  c.Emit("Neg", {t}, {c.dx[0]});
+  return Status::OK();
+}
+Status AbsGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  c.Emit("Mul", {c.dy[0], c.Emit("Sign", {c.in(0)}, {c.Tmp("sign")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status ErfGrad(GradContext& c) {  // d erf(x) = 2/sqrt(pi) exp(-x^2)
+  if (!c.wants(0)) return Status::OK();
+  std::string sq = c.Emit("Mul", {c.in(0), c.in(0)}, {c.Tmp("sq")});
+  std::string e = c.Emit("Exp", {c.Emit("Neg", {sq}, {c.Tmp("neg")})}, {c.Tmp("exp")});
+  std::string s = c.Emit("Mul", {e, c.ConstFloat("two_over_sqrt_pi", static_cast<float>(2.0 / std::sqrt(M_PI)))},
+                         {c.Tmp("scaled")});
+  c.Emit("Mul", {c.dy[0], s}, {c.dx[0]});
+  return Status::OK();
+}
+Status PowGrad(GradContext& c) {  // d x^p = p x^(p-1); the exponent gets no gradient
+  if (!c.wants(0)) return Status::OK();
+  const ValueInfo* pt = c.Type(c.in(1));
+  const ValueInfo* xt = c.Type(c.in(0));
+  if (!pt || !xt || pt->dtype != xt->dtype) return Unimplemented("Pow gradient needs an exponent of the base's type");
+  std::string pm1 = c.Emit("Sub", {c.in(1), c.ConstFloat("one", 1.0f, c.in(1))}, {c.Tmp("p_minus_1")});
+  std::string t = c.Emit("Pow", {c.in(0), pm1}, {c.Tmp("pow")});
+  std::string t2 = c.Emit("Mul", {t, c.in(1)}, {c.Tmp("mul_p")});
+  return c.ReduceTo(0, c.Emit("Mul", {t2, c.dy[0]}, {c.Tmp("mul_dy")}), c.out(0));
+}
+Status CastGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const ValueInfo* t = c.Type(c.in(0));
+  if (!t || t->dtype == DType::kUndefined) return InvalidArgument("the type of Cast's input is unknown");
+  c.Emit("Cast", {c.dy[0]}, {c.dx[0]}, {AttrInt("to", static_cast<int64_t>(t->dtype))});
+  return Status::OK();
+}
+
+// ---- softmax family and losses ----
+Status SoftmaxGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  bool log = c.node().op_type == "LogSoftmax";
+  std::string op = std::string(log ? "LogSoftmaxGrad" : "SoftmaxGrad") + (c.opset() >= 13 ? "_13" : "");
+  c.Emit(op, {c.dy[0], c.out(0)}, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+Status SceLossGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<std::string> ins = {c.dy[0], c.out(1), c.in(1)};
+  if (c.has_input(2)) ins.push_back(c.in(2));
+  c.Emit("SoftmaxCrossEntropyLossGrad", ins, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+
+Status SoftplusGrad(GradContext& c) {  // sigmoid(x)
+  if (!c.wants(0)) return Status::OK();
+  c.Emit("Mul", {c.dy[0], c.Emit("Sigmoid", {c.in(0)}, {c.Tmp("sigmoid")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status SoftsignGrad(GradContext& c) {  // 1 / (1 + |x|)^2
+  if (!c.wants(0)) return Status::OK();
+  std::string d = c.Emit("Add", {c.Emit("Abs", {c.in(0)}, {c.Tmp("abs")}), c.ConstFloat("one", 1.0f)}, {c.Tmp("den")});
+  c.Emit("Div", {c.dy[0], c.Emit("Mul", {d, d}, {c.Tmp("den2")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status EluGrad(GradContext& c) {  // x > 0 ? 1 : y + alpha
+  if (!c.wants(0)) return Status::OK();
+  std::string pos = c.Emit("Greater", {c.in(0), Zero(c, c.in(0))}, {c.Tmp("pos")});
+  std::string neg = c.Emit("Mul", {c.dy[0], c.Emit("Add", {c.out(0), c.ConstFloat("alpha", c.node().GetFloat("alpha", 1.0f))},
+                                                    {c.Tmp("y_alpha")})}, {c.Tmp("neg")});
+  c.Emit("Where", {pos, c.dy[0], neg}, {c.dx[0]});
+  return Status::OK();
+}
+Status SeluGrad(GradContext& c) {  // x > 0 ? gamma : y + alpha gamma
+  if (!c.wants(0)) return Status::OK();
+  float alpha = c.node().GetFloat("alpha", 1.67326319217681884765625f);
+  float gamma = c.node().GetFloat("gamma", 1.05070102214813232421875f);
+  std::string pos = c.Emit("Greater", {c.in(0), Zero(c, c.in(0))}, {c.Tmp("pos")});
+  std::string dpos = c.Emit("Mul", {c.dy[0], c.ConstFloat("gamma", gamma)}, {c.Tmp("dpos")});
+  std::string slope = c.Emit("Add", {c.out(0), c.ConstFloat("alpha_gamma", alpha * gamma)}, {c.Tmp("slope")});
+  c.Emit("Where", {pos, dpos, c.Emit("Mul", {c.dy[0], slope}, {c.Tmp("dneg")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status HardSigmoidGrad(GradContext& c) {  // alpha where 0 < alpha x + beta < 1
+  if (!c.wants(0)) return Status::OK();
+  std::string inside = c.Emit("And", {c.Emit("Greater", {c.out(0), Zero(c, c.in(0))}, {c.Tmp("gt0")}),
+                                      c.Emit("Less", {c.out(0), c.ConstFloat("one", 1.0f)}, {c.Tmp("lt1")})},
+                              {c.Tmp("inside")});
+  std::string scaled = c.Emit("Mul", {c.dy[0], c.ConstFloat("alpha", c.node().GetFloat("alpha", 0.2f))}, {c.Tmp("scaled")});
+  c.Emit("Where", {inside, scaled, Zero(c, c.in(0))}, {c.dx[0]});
+  return Status::OK();
+}
+Status SinGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Mul", {c.dy[0], c.Emit("Cos", {c.in(0)}, {c.Tmp("cos")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status CosGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string s = c.Emit("Neg", {c.Emit("Sin", {c.in(0)}, {c.Tmp("sin")})}, {c.Tmp("neg_sin")});
+  c.Emit("Mul", {c.dy[0], s}, {c.dx[0]});
+  return Status::OK();
+}
+Status WhereGrad(GradContext& c) {
+  for (int i = 1; i <= 2; ++i) {
+    if (!c.wants(i)) continue;
+    std::string z = Zero(c, c.out(0));
+    std::string g = i == 1 ? Masked(c, c.in(0), c.dy[0], z) : Masked(c, c.in(0), z, c.dy[0]);
+    ONT_RETURN_IF_ERROR(c.ReduceTo(i, g, c.out(0)));
+  }
+  return Status::OK();
+}
+Status ClipGrad(GradContext& c) {  // dY where min <= x <= max
+  if (!c.wants(0)) return Status::OK();
+  if (c.opset() < 11) return Unimplemented("Clip gradient before opset 11");
+  std::string keep;
+  if (c.has_input(1)) keep = c.Emit("GreaterOrEqual", {c.in(0), c.in(1)}, {c.Tmp("ge_min")});
+  if (c.has_input(2)) {
+    std::string le = c.Emit("LessOrEqual", {c.in(0), c.in(2)}, {c.Tmp("le_max")});
+    keep = keep.empty() ? le : c.Emit("And", {keep, le}, {c.Tmp("inside")});
+  }
+  if (keep.empty()) return IdentityGrad(c);
+  c.Emit("Where", {keep, c.dy[0], Zero(c, c.in(0))}, {c.dx[0]});
+  return Status::OK();
+}
+// Max / Min: the gradient goes to the inputs equal to the result.
+Status MaxMinGrad(GradContext& c) {
+  for (int i = 0; i < static_cast<int>(c.dx.size()); ++i) {
+    if (!c.wants(i)) continue;
+    std::string eq = c.Emit("Equal", {c.in(i), c.out(0)}, {c.Tmp("is_extreme")});
+    ONT_RETURN_IF_ERROR(c.ReduceTo(i, Masked(c, eq, c.dy[0], Zero(c, c.out(0))), c.out(0)));
+  }
+  return Status::OK();
+}
+Status MeanGrad(GradContext& c) {
+  std::string g = c.Emit("Div", {c.dy[0], c.ConstFloat("n", static_cast<float>(c.node().inputs.size()), c.out(0))},
+                         {c.Tmp("scaled")});
+  for (int i = 0; i < static_cast<int>(c.dx.size()); ++i) if (c.wants(i)) ONT_RETURN_IF_ERROR(c.ReduceTo(i, g, c.out(0)));
+  return Status::OK();
+}
+// Floor, Ceil, Round, Sign: piecewise constant, so zero gradient almost everywhere (as PyTorch gives).
+Status ZeroGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("Mul", {c.dy[0], Zero(c, c.in(0))}, {c.dx[0]});
+  return Status::OK();
+}
+// NegativeLogLikelihoodLoss without weights or ignore_index: dX = -onehot(target) * dY (/ count for mean).
+Status NllLossGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const Node& n = c.node();
+  if (c.has_input(2) || n.HasAttribute("ignore_index")) {
+    return Unimplemented("NegativeLogLikelihoodLoss gradient with weights or ignore_index");
+  }
+  const ValueInfo* x = c.Type(c.in(0));
+  if (!Static(x)) return Unimplemented("NegativeLogLikelihoodLoss gradient needs a static input shape");
+  std::vector<int64_t> xd = DimsOf(x);
+  std::string reduction = n.GetString("reduction", "mean");
+  Tensor values = x->dtype == DType::kFloat64 ? Tensor::FromVector<double>({0.0, -1.0}, {2})
+                                              : Tensor::FromVector<float>({0.0f, -1.0f}, {2});
+  std::string onehot = c.Emit("OneHot", {c.in(1), c.ConstInts("depth", {xd[1]}), c.Const("values", values)},
+                              {c.Tmp("onehot")}, {AttrInt("axis", 1)});
+  std::string g = c.dy[0];
+  if (reduction == "none") g = c.Emit("Unsqueeze", {g, c.ConstInts("axis1", {1})}, {c.Tmp("dy_c")});
+  if (reduction == "mean") {
+    int64_t count = 1;
+    for (size_t d = 0; d < xd.size(); ++d) if (d != 1) count *= xd[d];
+    g = c.Emit("Div", {g, c.ConstFloat("count", static_cast<float>(count))}, {c.Tmp("dy_mean")});
+  }
+  c.Emit("Mul", {onehot, g}, {c.dx[0]});
+  return Status::OK();
+}
+
+}  // namespace grad
+}  // namespace ontrain

@@ -1,0 +1,142 @@
+// Gradient builders of matrix products, convolution, pooling, normalization and dropout.
+#include <cmath>
+
+#include "graph/gradient_helpers.h"
+
+namespace ontrain {
+namespace grad {
+
+// ---- matrix products ----
+Status GemmGrad(GradContext& c) {
+  const Node& n = c.node();
+  bool ta = n.GetInt("transA", 0) != 0, tb = n.GetInt("transB", 0) != 0;
+  float alpha = n.GetFloat("alpha", 1.0f), beta = n.GetFloat("beta", 1.0f);
+  std::vector<onnx::AttributeProto> base = {AttrFloat("beta", 0.0f)};
+  if (alpha != 1.0f) base.push_back(AttrFloat("alpha", alpha));
+  auto with = [&](bool a, bool b) {
+    std::vector<onnx::AttributeProto> attrs = base;
+    if (a) attrs.push_back(AttrInt("transA", 1));
+    if (b) attrs.push_back(AttrInt("transB", 1));
+    return attrs;
+  };
+  const std::string &A = c.in(0), &B = c.in(1), &dY = c.dy[0];
+  if (c.wants(0)) {
+    if (!ta && !tb) c.Emit("Gemm", {dY, B}, {c.dx[0]}, with(false, true));
+    else if (!ta && tb) c.Emit("Gemm", {dY, B}, {c.dx[0]}, with(false, false));
+    else if (ta && !tb) c.Emit("Gemm", {B, dY}, {c.dx[0]}, with(false, true));
+    else c.Emit("Gemm", {B, dY}, {c.dx[0]}, with(true, true));
+  }
+  if (c.wants(1)) {
+    if (!ta && !tb) c.Emit("Gemm", {A, dY}, {c.dx[1]}, with(true, false));
+    else if (!ta && tb) c.Emit("Gemm", {dY, A}, {c.dx[1]}, with(true, false));
+    else if (ta && !tb) c.Emit("Gemm", {A, dY}, {c.dx[1]}, with(false, false));
+    else c.Emit("Gemm", {dY, A}, {c.dx[1]}, with(true, true));
+  }
+  if (c.wants(2)) {
+    if (beta == 0.0f) return InvalidArgument("Gemm with beta = 0 cannot differentiate its C input");
+    std::string g = dY;
+    if (beta != 1.0f) g = c.Emit("Mul", {dY, c.ConstFloat("beta", beta, c.out(0))}, {c.Tmp("beta_dy")});
+    ONT_RETURN_IF_ERROR(c.ReduceTo(2, g, c.out(0)));
+  }
+  return Status::OK();
+}
+
+Status MatMulGrad(GradContext& c) {
+  const ValueInfo *a = c.Type(c.in(0)), *b = c.Type(c.in(1));
+  if (!a || !b || !a->has_shape || !b->has_shape) return InvalidArgument("MatMul gradient needs the operand ranks");
+  if (a->dims.size() < 2 || b->dims.size() < 2) return Unimplemented("MatMul gradient with 1-D operands");
+  if (a->dims.size() == 2 && b->dims.size() == 2) {
+    if (c.wants(0)) c.Emit("Gemm", {c.dy[0], c.in(1)}, {c.dx[0]}, {AttrFloat("beta", 0.0f), AttrInt("transB", 1)});
+    if (c.wants(1)) c.Emit("Gemm", {c.in(0), c.dy[0]}, {c.dx[1]}, {AttrFloat("beta", 0.0f), AttrInt("transA", 1)});
+    return Status::OK();
+  }
+  if (c.wants(0)) {
+    std::string t = c.Emit("FusedMatMul", {c.dy[0], c.in(1)}, {c.Tmp("dA")}, {AttrInt("transB", 1)}, kMs);
+    ONT_RETURN_IF_ERROR(c.ReduceTo(0, t, ""));
+  }
+  if (c.wants(1)) {
+    std::string t = c.Emit("FusedMatMul", {c.in(0), c.dy[0]}, {c.Tmp("dB")}, {AttrInt("transA", 1)}, kMs);
+    ONT_RETURN_IF_ERROR(c.ReduceTo(1, t, ""));
+  }
+  return Status::OK();
+}
+
+// ---- convolution, pooling, normalization ----
+Status ConvGrad(GradContext& c) {
+  std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};
+  c.Emit("ConvGrad", {c.dy[0], c.in(0), c.in(1)}, outs, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+Status PoolGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const ValueInfo* x = c.Type(c.in(0));
+  if (!x) return InvalidArgument("pooling gradient needs the input's shape");
+  bool max = c.node().op_type == "MaxPool";
+  std::vector<std::string> ins = {c.dy[0]};
+  if (max) ins.push_back(c.out(1));
+  c.Emit(max ? "MaxPoolGrad" : "AveragePoolGrad", ins, {c.dx[0]}, CopyAttrs(c.node(), {"storage_order"}));
+  c.DeclareType(c.dx[0], *x);  // dX's shape comes from the graph, as ONNX Runtime's kernels read it
+  return Status::OK();
+}
+Status GlobalAveragePoolGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string sx = c.Emit("Size", {c.in(0)}, {c.Tmp("size_x")});
+  std::string sy = c.Emit("Size", {c.out(0)}, {c.Tmp("size_y")});
+  std::string ratio = c.Emit("Div", {sx, sy}, {c.Tmp("ratio")});
+  std::string rf = c.Emit("Cast", {ratio}, {c.Tmp("ratio_f")}, {AttrInt("to", 1)});
+  std::string t = c.Emit("Scale", {c.dy[0], rf}, {c.Tmp("scaled")}, {AttrInt("scale_down", 1)}, kMs);
+  c.Emit("Expand", {t, c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status BatchNormGrad(GradContext& c) {
+  std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};
+  c.Emit("BatchNormalizationGrad", {c.dy[0], c.in(0), c.in(1), c.out(3), c.out(4)}, outs,
+         {AttrFloat("epsilon", c.node().GetFloat("epsilon", 1e-5f))}, kMs);
+  return Status::OK();
+}
+Status LayerNormGrad(GradContext& c) {
+  std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};
+  c.Emit("LayerNormalizationGrad", {c.dy[0], c.in(0), c.in(1), c.out(1), c.out(2)}, outs, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+Status DropoutGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<std::string> ins = {c.dy[0], c.out(1)};
+  if (c.has_input(1) || c.has_input(2)) ins.push_back(c.has_input(1) ? c.in(1) : "");
+  if (c.has_input(2)) ins.push_back(c.in(2));
+  c.Emit("DropoutGrad", ins, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+
+Status GlobalMaxPoolGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string eq = c.Emit("Equal", {c.in(0), c.out(0)}, {c.Tmp("is_max")});
+  c.Emit("Where", {eq, c.Emit("Expand", {c.dy[0], c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")})}, {c.Tmp("dy_full")}),
+                   Zero(c, c.in(0))},
+         {c.dx[0]});
+  return Status::OK();
+}
+
+// ConvTranspose(X, W[, B]): dX = Conv(dY, W), dW = the weight gradient of that convolution read the other
+// way (ConvGrad with X and dY swapped), dB = dY summed over batch and space. Explicit pads only.
+Status ConvTransposeGrad(GradContext& c) {
+  const Node& n = c.node();
+  if (n.HasAttribute("output_shape") || n.GetString("auto_pad", "NOTSET") != "NOTSET" ||
+      !n.GetInts("output_padding").empty()) {
+    return Unimplemented("ConvTranspose gradient with output_shape, output_padding or auto_pad");
+  }
+  std::vector<onnx::AttributeProto> attrs = CopyAttrs(n, {"output_padding", "output_shape"});
+  if (c.wants(0)) c.Emit("Conv", {c.dy[0], c.in(1)}, {c.dx[0]}, attrs);
+  if (c.wants(1)) c.Emit("ConvGrad", {c.in(0), c.dy[0], c.in(1)}, {"", c.dx[1], ""}, attrs, kMs);
+  if (c.wants(2)) {
+    const ValueInfo* y = c.Type(c.out(0));
+    if (!y || !y->has_shape) return InvalidArgument("ConvTranspose bias gradient needs the output's rank");
+    std::vector<int64_t> axes = {0};
+    for (size_t d = 2; d < y->dims.size(); ++d) axes.push_back(static_cast<int64_t>(d));
+    c.Emit("ReduceSum", {c.dy[0], c.ConstInts("axes", axes)}, {c.dx[2]}, {AttrInt("keepdims", 0)});
+  }
+  return Status::OK();
+}
+
+}  // namespace grad
+}  // namespace ontrain

@@ -1,0 +1,215 @@
+// Gradient builders of shape, index and reduction ops (and the broadcast reduction they share).
+#include <cmath>
+
+#include "graph/gradient_helpers.h"
+
+namespace ontrain {
+namespace grad {
+
+// ---- shape ops ----
+Status ReshapeLikeGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  c.Emit("Reshape", {c.dy[0], c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status TransposeGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<int64_t> perm = c.node().GetInts("perm");
+  std::vector<onnx::AttributeProto> attrs;
+  if (!perm.empty()) {
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+    attrs.push_back(AttrInts("perm", inv));
+  }
+  c.Emit("Transpose", {c.dy[0]}, {c.dx[0]}, attrs);
+  return Status::OK();
+}
+Status ConcatGrad(GradContext& c) {
+  int64_t axis = c.node().GetInt("axis", 0);
+  std::vector<std::string> lens, outs;
+  for (size_t i = 0; i < c.node().inputs.size(); ++i) {
+    std::string s = c.Emit("Shape", {c.in(static_cast<int>(i))}, {c.Tmp("shape")});
+    const ValueInfo* t = c.Type(c.in(static_cast<int>(i)));
+    int64_t a = axis;
+    if (a < 0) {
+      if (!t || !t->has_shape) return InvalidArgument("Concat gradient with a negative axis needs input ranks");
+      a += static_cast<int64_t>(t->dims.size());
+    }
+    lens.push_back(c.Emit("Gather", {s, c.ConstInts("axis", {a})}, {c.Tmp("len")}));
+    outs.push_back(c.wants(static_cast<int>(i)) ? c.dx[i] : c.Tmp("unused"));
+  }
+  std::string sizes = c.Emit("Concat", lens, {c.Tmp("sizes")}, {AttrInt("axis", 0)});
+  c.Emit("Split", {c.dy[0], sizes}, outs, {AttrInt("axis", axis)});
+  return Status::OK();
+}
+Status GatherGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string s = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
+  c.Emit("GatherGrad", {s, c.in(1), c.dy[0]}, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+// ReduceSum / ReduceMean: put the reduced axes back (when keepdims=0), scale (mean), expand to X.
+Status ReduceGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const Node& n = c.node();
+  bool axes_input = n.op_type == "ReduceSum" ? c.opset() >= 13 : c.opset() >= 18;
+  std::string g = c.dy[0];
+  if (n.GetInt("keepdims", 1) == 0) {
+    std::string axes;
+    if (axes_input && c.has_input(1)) axes = c.in(1);
+    else if (!axes_input && n.HasAttribute("axes")) axes = c.ConstInts("axes", n.GetInts("axes"));
+    if (!axes.empty()) g = c.Emit("Unsqueeze", {g, axes}, {c.Tmp("unsqueezed")});
+  }
+  if (n.op_type == "ReduceMean") {
+    std::string sx = c.Emit("Size", {c.in(0)}, {c.Tmp("size_x")});
+    std::string sy = c.Emit("Size", {c.out(0)}, {c.Tmp("size_y")});
+    std::string rf = c.Emit("Cast", {c.Emit("Div", {sx, sy}, {c.Tmp("ratio")})}, {c.Tmp("ratio_f")}, {AttrInt("to", 1)});
+    g = c.Emit("Scale", {g, rf}, {c.Tmp("scaled")}, {AttrInt("scale_down", 1)}, kMs);
+  }
+  c.Emit("Expand", {g, c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")})}, {c.dx[0]});
+  return Status::OK();
+}
+
+Status CumSumGrad(GradContext& c) {  // the cumulative sum taken the other way
+  if (!c.wants(0)) return Status::OK();
+  c.Emit("CumSum", {c.dy[0], c.in(1)}, {c.dx[0]},
+         {AttrInt("exclusive", c.node().GetInt("exclusive", 0)), AttrInt("reverse", 1 - c.node().GetInt("reverse", 0))});
+  return Status::OK();
+}
+Status TriluGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<std::string> ins = {c.dy[0]};
+  if (c.has_input(1)) ins.push_back(c.in(1));
+  c.Emit("Trilu", ins, {c.dx[0]}, CopyAttrs(c.node()));
+  return Status::OK();
+}
+Status GatherElementsGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string s = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
+  c.Emit("GatherElementsGrad", {c.dy[0], s, c.in(1)}, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+Status SplitGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < c.node().outputs.size(); ++i) {
+    if (!c.dy[i].empty()) {
+      parts.push_back(c.dy[i]);
+      continue;
+    }
+    std::string s = c.Emit("Shape", {c.out(static_cast<int>(i))}, {c.Tmp("shape")});
+    const ValueInfo* t = c.Type(c.in(0));
+    Tensor zero = t && t->dtype == DType::kFloat64 ? Tensor::FromVector<double>({0.0}, {1})
+                                                   : Tensor::FromVector<float>({0.0f}, {1});
+    parts.push_back(c.Emit("ConstantOfShape", {s}, {c.Tmp("zeros")}, {AttrTensor("value", zero)}));
+  }
+  c.Emit("Concat", parts, {c.dx[0]}, {AttrInt("axis", c.node().GetInt("axis", 0))});
+  return Status::OK();
+}
+Status SliceGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  if (c.opset() < 10) return Unimplemented("Slice gradient before opset 10");
+  std::vector<std::string> ins = {c.dy[0], c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")}), c.in(1), c.in(2)};
+  if (c.has_input(3)) ins.push_back(c.in(3));
+  if (c.has_input(4)) {
+    if (!c.has_input(3)) ins.push_back("");
+    ins.push_back(c.in(4));
+  }
+  c.Emit("SliceGrad", ins, {c.dx[0]}, {}, kMs);
+  return Status::OK();
+}
+// ReduceMax/Min/SumSquare/L1/L2/LogSum/LogSumExp: dY and Y brought back to X's rank, then the local
+// derivative of each element.
+Status ReduceOtherGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const Node& n = c.node();
+  std::string g = c.dy[0], y = c.out(0);
+  if (n.GetInt("keepdims", 1) == 0) {
+    std::string axes;
+    if (c.opset() >= 18 && c.has_input(1)) axes = c.in(1);
+    else if (n.HasAttribute("axes")) axes = c.ConstInts("axes", n.GetInts("axes"));
+    if (!axes.empty()) {
+      g = c.Emit("Unsqueeze", {g, axes}, {c.Tmp("dy_kept")});
+      y = c.Emit("Unsqueeze", {y, axes}, {c.Tmp("y_kept")});
+    }
+  }
+  const std::string& x = c.in(0);
+  const std::string& op = n.op_type;
+  std::string local;
+  if (op == "ReduceMax" || op == "ReduceMin") {
+    std::string eq = c.Emit("Equal", {x, y}, {c.Tmp("is_extreme")});
+    local = c.Emit("Cast", {eq}, {c.Tmp("mask")}, {AttrInt("to", static_cast<int64_t>(c.Type(x) ? c.Type(x)->dtype : DType::kFloat32))});
+  } else if (op == "ReduceSumSquare") {
+    local = c.Emit("Mul", {x, c.ConstFloat("two", 2.0f)}, {c.Tmp("two_x")});
+  } else if (op == "ReduceL1") {
+    local = c.Emit("Sign", {x}, {c.Tmp("sign")});
+  } else if (op == "ReduceL2") {
+    local = c.Emit("Div", {x, y}, {c.Tmp("x_over_y")});
+  } else if (op == "ReduceLogSum") {
+    local = c.Emit("Reciprocal", {c.Emit("Exp", {y}, {c.Tmp("sum")})}, {c.Tmp("inv_sum")});
+    local = c.Emit("Expand", {local, c.Emit("Shape", {x}, {c.Tmp("shape")})}, {c.Tmp("local")});
+  } else {  // ReduceLogSumExp: softmax weights exp(x - y)
+    local = c.Emit("Exp", {c.Emit("Sub", {x, y}, {c.Tmp("x_minus_y")})}, {c.Tmp("weights")});
+  }
+  c.Emit("Mul", {local, g}, {c.dx[0]});
+  return Status::OK();
+}
+// Pad (constant mode, pads known): the gradient is dY with the padding sliced off.
+Status PadGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  if (c.node().GetString("mode", "constant") != "constant") return Unimplemented("Pad gradient in ", c.node().GetString("mode", ""), " mode");
+  if (c.opset() < 11) return Unimplemented("Pad gradient before opset 11");
+  const ValueInfo* x = c.Type(c.in(0));
+  if (!x || !x->has_shape) return InvalidArgument("Pad gradient needs the input's rank");
+  std::string shape = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
+  // dX = dY without its padding: the slice starts after the begin pads (at 0 where a negative pad cropped).
+  int64_t rank = static_cast<int64_t>(x->dims.size());
+  std::string begin = c.Emit("Slice", {c.in(1), c.ConstInts("zero", {0}), c.ConstInts("rank", {rank})}, {c.Tmp("begin")});
+  std::string zeros = c.ConstInts("zeros", std::vector<int64_t>(rank, 0));
+  std::string starts = c.Emit("Max", {begin, zeros}, {c.Tmp("starts")});
+  // The input rows the forward pass kept: negative pads cropped some at either end; those get zero gradient.
+  std::string neg = c.Emit("Min", {begin, zeros}, {c.Tmp("neg_begin")});
+  std::string end_pads = c.Emit("Slice", {c.in(1), c.ConstInts("rank2", {rank}), c.ConstInts("twice", {2 * rank})},
+                                {c.Tmp("end_pads")});
+  std::string neg_end = c.Emit("Min", {end_pads, zeros}, {c.Tmp("neg_end")});
+  std::string kept = c.Emit("Add", {c.Emit("Add", {shape, neg}, {c.Tmp("kept0")}), neg_end}, {c.Tmp("kept")});
+  std::string ends = c.Emit("Add", {starts, kept}, {c.Tmp("ends")});
+  std::string cropped = c.Emit("Slice", {c.dy[0], starts, ends}, {c.Tmp("cropped")});
+  std::string restore = c.Emit("Neg", {c.Emit("Concat", {neg, neg_end}, {c.Tmp("crop")}, {AttrInt("axis", 0)})},
+                               {c.Tmp("restore")});
+  c.Emit("Pad", {cropped, restore}, {c.dx[0]});
+  return Status::OK();
+}
+// Tile with known shapes: dY viewed as [r0, d0, r1, d1, ...] and summed over the repeat axes.
+Status TileGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const ValueInfo* x = c.Type(c.in(0));
+  const ValueInfo* y = c.Type(c.out(0));
+  if (!Static(x) || !Static(y)) return Unimplemented("Tile gradient needs static input and output shapes");
+  std::vector<int64_t> xd = DimsOf(x), yd = DimsOf(y), split, axes;
+  for (size_t d = 0; d < xd.size(); ++d) {
+    split.push_back(xd[d] ? yd[d] / xd[d] : 0);
+    split.push_back(xd[d]);
+    axes.push_back(static_cast<int64_t>(2 * d));
+  }
+  std::string r = c.Emit("Reshape", {c.dy[0], c.ConstInts("split_shape", split)}, {c.Tmp("split")});
+  c.Emit("ReduceSum", {r, c.ConstInts("axes", axes)}, {c.dx[0]}, {AttrInt("keepdims", 0)});
+  return Status::OK();
+}
+// ReduceProd: d prod / dx_i = prod / x_i (defined where x_i != 0).
+Status ReduceProdGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const Node& n = c.node();
+  std::string g = c.dy[0], y = c.out(0);
+  if (n.GetInt("keepdims", 1) == 0 && n.HasAttribute("axes")) {
+    std::string axes = c.ConstInts("axes", n.GetInts("axes"));
+    g = c.Emit("Unsqueeze", {g, axes}, {c.Tmp("dy_kept")});
+    y = c.Emit("Unsqueeze", {y, axes}, {c.Tmp("y_kept")});
+  }
+  std::string local = c.Emit("Div", {y, c.in(0)}, {c.Tmp("y_over_x")});
+  c.Emit("Mul", {local, g}, {c.dx[0]});
+  return Status::OK();
+}
+
+}  // namespace grad
+}  // namespace ontrain
