@@ -251,5 +251,45 @@ Status NllLossGrad(GradContext& c) {
   return Status::OK();
 }
 
+Status ThresholdedReluGrad(GradContext& c) {  // x > alpha ? 1 : 0
+  if (!c.wants(0)) return Status::OK();
+  std::string above = c.Emit("Greater", {c.in(0), c.ConstFloat("alpha", c.node().GetFloat("alpha", 1.0f))}, {c.Tmp("above")});
+  c.Emit("Where", {above, c.dy[0], Zero(c, c.in(0))}, {c.dx[0]});
+  return Status::OK();
+}
+Status CeluGrad(GradContext& c) {  // x > 0 ? 1 : exp(x / alpha)
+  if (!c.wants(0)) return Status::OK();
+  std::string pos = c.Emit("Greater", {c.in(0), Zero(c, c.in(0))}, {c.Tmp("pos")});
+  std::string e = c.Emit("Exp", {c.Emit("Div", {c.in(0), c.ConstFloat("alpha", c.node().GetFloat("alpha", 1.0f))},
+                                        {c.Tmp("x_over_alpha")})}, {c.Tmp("exp")});
+  c.Emit("Where", {pos, c.dy[0], c.Emit("Mul", {c.dy[0], e}, {c.Tmp("dneg")})}, {c.dx[0]});
+  return Status::OK();
+}
+Status HardSwishGrad(GradContext& c) {  // 0 below -3, 1 above 3, (2x + 3) / 6 between
+  if (!c.wants(0)) return Status::OK();
+  const std::string& x = c.in(0);
+  std::string mid = c.Emit("Div", {c.Emit("Add", {c.Emit("Mul", {x, c.ConstFloat("two", 2.0f)}, {c.Tmp("2x")}),
+                                                  c.ConstFloat("three", 3.0f)}, {c.Tmp("2x3")}),
+                                   c.ConstFloat("six", 6.0f)}, {c.Tmp("mid")});
+  std::string hi = c.Emit("Where", {c.Emit("Greater", {x, c.ConstFloat("three", 3.0f)}, {c.Tmp("gt3")}),
+                                    c.ConstFloat("one", 1.0f), mid}, {c.Tmp("hi")});
+  std::string d = c.Emit("Where", {c.Emit("Less", {x, c.ConstFloat("minus_three", -3.0f)}, {c.Tmp("lt3")}),
+                                   Zero(c, x), hi}, {c.Tmp("slope")});
+  c.Emit("Mul", {c.dy[0], d}, {c.dx[0]});
+  return Status::OK();
+}
+Status PReluGrad(GradContext& c) {  // dX = x < 0 ? slope dY : dY; dSlope = reduce(x < 0 ? x dY : 0)
+  std::string neg = c.Emit("Less", {c.in(0), Zero(c, c.in(0))}, {c.Tmp("neg")});
+  if (c.wants(0)) {
+    std::string scaled = c.Emit("Mul", {c.dy[0], c.in(1)}, {c.Tmp("scaled")});
+    c.Emit("Where", {neg, scaled, c.dy[0]}, {c.dx[0]});
+  }
+  if (c.wants(1)) {
+    std::string xdy = c.Emit("Mul", {c.dy[0], c.in(0)}, {c.Tmp("x_dy")});
+    ONT_RETURN_IF_ERROR(c.ReduceTo(1, Masked(c, neg, xdy, Zero(c, c.in(0))), c.out(0)));
+  }
+  return Status::OK();
+}
+
 }  // namespace grad
 }  // namespace ontrain

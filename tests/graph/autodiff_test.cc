@@ -223,11 +223,35 @@ TEST(AutodiffTest, ComposedActivations) {
              MakeNode("HardSigmoid", {"x"}, {"h"}, {AttrFloat("alpha", 0.3f)}, "hardsigmoid"),
              MakeNode("Sin", {"x"}, {"s"}, {}, "sin"),
              MakeNode("Cos", {"x"}, {"k"}, {}, "cos"),
-             MakeNode("Sum", {"a", "b", "e", "f", "h", "s", "k"}, {"y"}, {}, "sum")};
+             MakeNode("ThresholdedRelu", {"x"}, {"tr"}, {AttrFloat("alpha", 0.3f)}, "thresholded"),
+             MakeNode("HardSwish", {"x"}, {"hs"}, {}, "hardswish"),
+             MakeNode("PRelu", {"x", "slope"}, {"pr"}, {}, "prelu"),
+             MakeNode("Sum", {"a", "b", "e", "f", "h", "s", "k", "tr", "hs", "pr"}, {"y"}, {}, "sum")};
+  g.inputs.push_back(TensorInfo("slope", DType::kFloat64, {5}));
   AddWeightedLoss(&c.model, {2, 5}, 30);
-  c.feeds = {{"x", Random({2, 5}, 31, -2, 2)}};
-  c.xs = {"x"};
+  c.feeds = {{"x", Tensor::FromVector<double>({-3.7, -2.1, -0.9, -0.2, 0.1, 0.25, 0.6, 1.3, 2.8, 3.6}, {2, 5})},
+             {"slope", Random({5}, 32)}};
+  c.xs = {"x", "slope"};
   CheckGradients(c, 1e-5);
+}
+
+// Celu is float32-only in ONNX: its built gradient is checked against the closed form instead.
+TEST(AutodiffTest, CeluAgainstClosedForm) {
+  Model m = Base();
+  m.graph.inputs = {TensorInfo("x", DType::kFloat32, {6})};
+  m.graph.nodes = {MakeNode("Celu", {"x"}, {"y"}, {AttrFloat("alpha", 0.8f)}, "celu"),
+                   MakeNode("ReduceSum", {"y"}, {"loss"}, {AttrInt("keepdims", 0)}, "sum")};
+  m.graph.outputs = {TensorInfo("loss", DType::kFloat32, {})};
+  ASSERT_TRUE(BuildGradientGraph(&m, "loss", {"x"}).ok());
+  auto cpu = CpuExecutionProvider::Create({1}).value();
+  auto ex = Executor::Create(m, cpu.get()).value();
+  std::vector<float> x = {-2.0f, -0.7f, -0.1f, 0.2f, 1.0f, 3.0f};
+  std::vector<Tensor> out;
+  ASSERT_TRUE(ex->Run({{"x", Tensor::FromVector(x, {6})}}, {"x_grad"}, &out).ok());
+  for (int i = 0; i < 6; ++i) {
+    double expect = x[i] > 0 ? 1.0 : std::exp(x[i] / 0.8);
+    EXPECT_NEAR(out[0].data<float>()[i], expect, 1e-6) << i;
+  }
 }
 
 TEST(AutodiffTest, SelectionAndIndexOps) {
