@@ -113,6 +113,21 @@ StatusOr<double> ReadScalar(const Tensor& t, const char* what) {
   return out;
 }
 
+Status CheckScoresAndLabels(const Tensor& scores, const Tensor& labels, const char* scores_name, Shape* label_shape) {
+  if (scores.rank() < 2) return InvalidArgument(scores_name, " must be [N, C, ...], got ", ShapeToString(scores.shape()));
+  Shape expect = scores.shape();
+  expect.erase(expect.begin() + 1);
+  if (labels.shape() != expect) {
+    return InvalidArgument("labels have shape ", ShapeToString(labels.shape()), ", expected ", ShapeToString(expect),
+                           " for ", scores_name, " ", ShapeToString(scores.shape()));
+  }
+  if (labels.dtype() != DType::kInt32 && labels.dtype() != DType::kInt64) {
+    return InvalidArgument("labels must be int32 or int64, got ", DTypeName(labels.dtype()));
+  }
+  *label_shape = expect;
+  return Status::OK();
+}
+
 StatusOr<const Tensor*> RequireInput(const KernelContext& ctx, int i, const char* name) {
   const Tensor* t = ctx.input(i);
   if (t == nullptr) return InvalidArgument("required input ", i, " (", name, ") is missing");

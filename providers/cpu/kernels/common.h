@@ -27,6 +27,16 @@ Status DispatchFloat(DType t, F&& f) {
   }
 }
 
+// float32 and float64 only (kernels built on Gemm/Eigen for those two).
+template <typename F>
+Status DispatchFloat32Or64(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32: return f(Tag<float>{});
+    case DType::kFloat64: return f(Tag<double>{});
+    default: return Unimplemented("dtype ", DTypeName(t), " (this kernel supports float32 and float64)");
+  }
+}
+
 // Every numeric type plus bool.
 template <typename F>
 Status DispatchAll(DType t, F&& f) {
@@ -105,6 +115,10 @@ StatusOr<double> ReadScalar(const Tensor& t, const char* what);
 
 // Requires input i to be present.
 StatusOr<const Tensor*> RequireInput(const KernelContext& ctx, int i, const char* name);
+
+// Checks a classification loss's scores [N, C, d...] against its labels [N, d...] (int32 or int64); fills
+// the labels' expected shape.
+Status CheckScoresAndLabels(const Tensor& scores, const Tensor& labels, const char* scores_name, Shape* label_shape);
 
 // Converts between element types (numeric <-> numeric, via double for floats).
 template <typename To, typename From>

@@ -8,15 +8,6 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
-template <typename F>
-Status DispatchConvType(DType t, F&& f) {
-  switch (t) {
-    case DType::kFloat32: return f(Tag<float>{});
-    case DType::kFloat64: return f(Tag<double>{});
-    default: return Unimplemented("dtype ", DTypeName(t), " (Conv supports float32 and float64)");
-  }
-}
-
 class ConvKernel : public OpKernel {
  public:
   explicit ConvKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
@@ -51,7 +42,7 @@ class ConvKernel : public OpKernel {
     const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
     const Tensor* b = ctx.input(2);
     Tensor* y = ctx.output(0);
-    return DispatchConvType(x.dtype(), [&](auto tag) -> Status {
+    return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
       int64_t cg = c / group_, mg = m / group_;
@@ -147,7 +138,7 @@ class ConvTransposeKernel : public OpKernel {
     const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
     const Tensor* b = ctx.input(2);
     Tensor* y = ctx.output(0);
-    return DispatchConvType(x.dtype(), [&](auto tag) -> Status {
+    return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t n = x.dim(0), c = x.dim(1), m = y->dim(1);
       int64_t cg = c / group_, mg = m / group_;

@@ -46,7 +46,7 @@ class ConvGradKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor &dy = *ctx.input(0), &x = *ctx.input(1), &w = *ctx.input(2);
     Tensor *dx = ctx.output(0), *dw = ctx.output(1), *db = ctx.output(2);
-    return DispatchConvTypes(x.dtype(), [&](auto tag) -> Status {
+    return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0), cg = c / group_, mg = m / group_;
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
@@ -83,12 +83,6 @@ class ConvGradKernel : public OpKernel {
   }
 
  private:
-  template <typename F>
-  static Status DispatchConvTypes(DType t, F&& f) {
-    if (t == DType::kFloat32) return f(Tag<float>{});
-    if (t == DType::kFloat64) return f(Tag<double>{});
-    return Unimplemented("dtype ", DTypeName(t), " (ConvGrad supports float32 and float64)");
-  }
   const Node& node_;
   int64_t group_;
   WindowAttrs geo_;

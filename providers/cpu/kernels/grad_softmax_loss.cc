@@ -78,13 +78,8 @@ class SceGradKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
     ONT_ASSIGN_OR_RETURN(const Tensor* lp, RequireInput(ctx, 1, "log_prob"));
     ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, 2, "label"));
-    if (lp->rank() < 2) return InvalidArgument("log_prob must be [N, C, ...], got ", ShapeToString(lp->shape()));
-    Shape expect = lp->shape();
-    expect.erase(expect.begin() + 1);
-    if (t->shape() != expect) {
-      return InvalidArgument("label has shape ", ShapeToString(t->shape()), ", expected ", ShapeToString(expect));
-    }
-    if (t->dtype() != DType::kInt32 && t->dtype() != DType::kInt64) return InvalidArgument("label must be int32 or int64");
+    Shape expect;
+    ONT_RETURN_IF_ERROR(CheckScoresAndLabels(*lp, *t, "log_prob", &expect));
     if (reduction_ == "none" ? dy->shape() != expect : dy->NumElements() != 1) {
       return InvalidArgument("dY has shape ", ShapeToString(dy->shape()), " for reduction ", reduction_);
     }

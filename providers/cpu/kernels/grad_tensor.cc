@@ -265,7 +265,7 @@ class FusedMatMulKernel : public OpKernel {
   Status Compute(KernelContext& ctx) override {
     const Tensor &a = *ctx.input(0), &b = *ctx.input(1);
     Tensor* y = ctx.output(0);
-    auto run = [&](auto tag) -> Status {
+    return DispatchFloat32Or64(a.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t batches = ShapeNumElements(batch_);
       for (int64_t bi = 0; bi < batches; ++bi) {
@@ -280,10 +280,7 @@ class FusedMatMulKernel : public OpKernel {
                 T(0), y->data<T>() + bi * m_ * n_, ctx.thread_pool());
       }
       return Status::OK();
-    };
-    if (a.dtype() == DType::kFloat32) return run(Tag<float>{});
-    if (a.dtype() == DType::kFloat64) return run(Tag<double>{});
-    return Unimplemented("dtype ", DTypeName(a.dtype()));
+    });
   }
 
  private:

@@ -29,16 +29,8 @@ class NllLossKernel : public OpKernel {
     }
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "scores"));
     ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, 1, "labels"));
-    if (x->rank() < 2) return InvalidArgument("scores must be [N, C, ...], got ", ShapeToString(x->shape()));
-    Shape expect = x->shape();
-    expect.erase(expect.begin() + 1);
-    if (t->shape() != expect) {
-      return InvalidArgument("labels have shape ", ShapeToString(t->shape()), ", expected ", ShapeToString(expect),
-                             " for scores ", ShapeToString(x->shape()));
-    }
-    if (t->dtype() != DType::kInt32 && t->dtype() != DType::kInt64) {
-      return InvalidArgument("labels must be int32 or int64, got ", DTypeName(t->dtype()));
-    }
+    Shape expect;
+    ONT_RETURN_IF_ERROR(CheckScoresAndLabels(*x, *t, "scores", &expect));
     has_ignore_ = has_ignore_attr_;
     ignore_index_ = ignore_attr_;
     if (internal_ && ctx.input(3)) {  // SoftmaxCrossEntropyLossInternal takes ignore_index as a tensor
