@@ -157,7 +157,9 @@ TEST_F(MlpFixtureTest, LinearSchedulerResumedAtStep51) {
   for (int64_t step = 51; step < 100; ++step) {
     EXPECT_EQ(s->optimizer()->step(), step);
     auto it = expected.find(step);
-    if (it != expected.end()) EXPECT_NEAR(s->GetLearningRate().value(), it->second, 1e-9) << "step " << step;
+    if (it != expected.end()) {
+      EXPECT_NEAR(s->GetLearningRate().value(), it->second, 1e-9) << "step " << step;
+    }
     Step(*s, static_cast<int>(step));
     ASSERT_TRUE(s->SchedulerStep().ok());
   }

@@ -86,7 +86,9 @@ TEST_F(OrtMlpTest, OptimizerStepMovesMomentsAndParameters) {
   std::vector<float> w1 = testing::ToVector(state_.parameters.at("fc2.weight").data);
   int changed = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    if (g[i] != 0) EXPECT_NE(m[i], 0.0f);
+    if (g[i] != 0) {
+      EXPECT_NE(m[i], 0.0f);
+    }
     if (g[i] != 0 && m[i] != 0) changed += w1[i] != w0[i];
   }
   EXPECT_GT(changed, 0);

@@ -274,7 +274,9 @@ TEST(GradKernelsTest, DropoutGradUsesMaskAndScale) {
     double expect = fwd[1].data<bool>()[i] ? dy.data<double>()[i] / 0.7 : 0.0;
     EXPECT_NEAR(dx.data<double>()[i], expect, 1e-12);
     // The forward pass scaled the kept values the same way, so y = x * dx/dy where kept.
-    if (fwd[1].data<bool>()[i]) EXPECT_NEAR(fwd[0].data<double>()[i], x.data<double>()[i] / 0.7, 1e-12);
+    if (fwd[1].data<bool>()[i]) {
+      EXPECT_NEAR(fwd[0].data<double>()[i], x.data<double>()[i] / 0.7, 1e-12);
+    }
   }
 }
 

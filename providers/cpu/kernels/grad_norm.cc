@@ -30,7 +30,7 @@ class BatchNormGradKernel : public OpKernel {
     const Tensor &dy = *ctx.input(0), &x = *ctx.input(1);
     return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      int64_t n = x.dim(0), c = x.dim(1), inner = n * c ? x.NumElements() / (n * c) : 0;
+      int64_t n = x.dim(0), c = x.dim(1), inner = (n * c) != 0 ? x.NumElements() / (n * c) : 0;
       double m = static_cast<double>(n * inner);
       auto at = [&](int i, int64_t j) { return static_cast<double>(static_cast<float>(ctx.input(i)->data<T>()[j])); };
       for (int64_t ch = 0; ch < c; ++ch) {

@@ -100,7 +100,7 @@ class SceGradKernel : public OpKernel {
     return DispatchFloat(lp.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
-      int64_t n = lp.dim(0), c = lp.dim(1), inner = (n * c) ? lp.NumElements() / (n * c) : 0;
+      int64_t n = lp.dim(0), c = lp.dim(1), inner = (n * c) != 0 ? lp.NumElements() / (n * c) : 0;
       auto label_at = [&](int64_t j) { return t.dtype() == DType::kInt64 ? t.data<int64_t>()[j] : t.data<int32_t>()[j]; };
       auto weight_of = [&](int64_t label) -> C {
         if (has_ignore_ && label == ignore_) return C(0);

@@ -54,7 +54,7 @@ class NllLossKernel : public OpKernel {
       using C = ComputeType<T>;
       const Tensor& t = *ctx.input(1);
       const Tensor* w = ctx.input(2);
-      int64_t n = x.dim(0), c = x.dim(1), inner = (n * c) ? x.NumElements() / (n * c) : 0;
+      int64_t n = x.dim(0), c = x.dim(1), inner = (n * c) != 0 ? x.NumElements() / (n * c) : 0;
       // 1. Log-probabilities: given (NLL) or a log-softmax over axis 1 (SCE).
       const T* logp = x.data<T>();
       if (with_softmax_) {
