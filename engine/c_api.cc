@@ -55,6 +55,14 @@ char* CopyString(const std::string& s, const OtAllocator* a) {
   return out;
 }
 
+// The count behind the four Get*Count entry points: the size of one of the session's name lists.
+OtStatus* NameCount(const OtTrainingSession* sess,
+                    const std::vector<std::string>& (ontrain::TrainingSession::*names)() const, size_t* out) {
+  OT_REQUIRE(sess, "session");
+  OT_REQUIRE(out, "out");
+  *out = (sess->session.get()->*names)().size();
+  return nullptr;
+}
 OtStatus* NameAt(const std::vector<std::string>& names, size_t index, const OtAllocator* a, char** out, const char* what) {
   OT_REQUIRE(out, "output");
   if (index >= names.size()) {
@@ -217,16 +225,10 @@ OtStatus* OtCreateTrainingSessionFromBuffer(const OtEnv*, const OtSessionOptions
                      Source(eval_model_data, eval_data_length), Source(optim_model_data, optim_data_length), out);
 }
 OtStatus* OtTrainingSessionGetTrainingModelOutputCount(const OtTrainingSession* sess, size_t* out) {
-  OT_REQUIRE(sess, "session");
-  OT_REQUIRE(out, "out");
-  *out = sess->session->training_output_names().size();
-  return nullptr;
+  return NameCount(sess, &ontrain::TrainingSession::training_output_names, out);
 }
 OtStatus* OtTrainingSessionGetEvalModelOutputCount(const OtTrainingSession* sess, size_t* out) {
-  OT_REQUIRE(sess, "session");
-  OT_REQUIRE(out, "out");
-  *out = sess->session->eval_output_names().size();
-  return nullptr;
+  return NameCount(sess, &ontrain::TrainingSession::eval_output_names, out);
 }
 OtStatus* OtTrainingSessionGetTrainingModelOutputName(const OtTrainingSession* sess, size_t index,
                                                       const OtAllocator* allocator, char** output) {
@@ -321,16 +323,10 @@ OtStatus* OtSetSeed(int64_t seed) {
   return nullptr;
 }
 OtStatus* OtTrainingSessionGetTrainingModelInputCount(const OtTrainingSession* sess, size_t* out) {
-  OT_REQUIRE(sess, "session");
-  OT_REQUIRE(out, "out");
-  *out = sess->session->training_input_names().size();
-  return nullptr;
+  return NameCount(sess, &ontrain::TrainingSession::training_input_names, out);
 }
 OtStatus* OtTrainingSessionGetEvalModelInputCount(const OtTrainingSession* sess, size_t* out) {
-  OT_REQUIRE(sess, "session");
-  OT_REQUIRE(out, "out");
-  *out = sess->session->eval_input_names().size();
-  return nullptr;
+  return NameCount(sess, &ontrain::TrainingSession::eval_input_names, out);
 }
 OtStatus* OtTrainingSessionGetTrainingModelInputName(const OtTrainingSession* sess, size_t index,
                                                      const OtAllocator* allocator, char** output) {
