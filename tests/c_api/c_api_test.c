@@ -153,6 +153,14 @@ int main(void) {
   OK(OtTrainingSessionGetTrainingModelOutputName(s, 0, NULL, &name));
   CHECK(name && strcmp(name, "onnx::loss::2") == 0);
   free(name);
+  /* The eval model takes the same two inputs and returns the loss and the logits. */
+  OK(OtTrainingSessionGetEvalModelInputCount(s, &n));
+  CHECK(n == 2);
+  OK(OtTrainingSessionGetEvalModelOutputCount(s, &n));
+  CHECK(n == 2);
+  OtStatus* null_out = OtTrainingSessionGetEvalModelOutputCount(s, NULL);
+  CHECK(null_out != NULL && strstr(OtStatusMessage(null_out), "out is null") != NULL);
+  OtReleaseStatus(null_out);
   OtStatus* range = OtTrainingSessionGetEvalModelInputName(s, 7, NULL, &name);
   CHECK(range != NULL && strstr(OtStatusMessage(range), "out of range") != NULL);
   OtReleaseStatus(range);
