@@ -36,6 +36,18 @@ Status DivGrad(GradContext& c) {
   }
   return Status::OK();
 }
+// Mod: Y = A - B * Q with Q = trunc(A / B) (fmod=1) or floor(A / B) (fmod=0). Q is piecewise constant, so
+// dA = dY and dB = -dY * Q, where Q = Round((A - Y) / B) recovers the integer quotient without a Trunc op.
+Status ModGrad(GradContext& c) {
+  if (c.wants(0)) ONT_RETURN_IF_ERROR(c.ReduceTo(0, c.dy[0], c.out(0)));
+  if (c.wants(1)) {
+    std::string diff = c.Emit("Sub", {c.in(0), c.out(0)}, {c.Tmp("a_minus_y")});
+    std::string q = c.Emit("Round", {c.Emit("Div", {diff, c.in(1)}, {c.Tmp("ratio")})}, {c.Tmp("quotient")});
+    std::string g = c.Emit("Neg", {c.Emit("Mul", {c.dy[0], q}, {c.Tmp("dy_q")})}, {c.Tmp("neg_dy_q")});
+    ONT_RETURN_IF_ERROR(c.ReduceTo(1, g, c.out(0)));
+  }
+  return Status::OK();
+}
 Status NegGrad(GradContext& c) {
   if (c.wants(0)) c.Emit("Neg", {c.dy[0]}, {c.dx[0]});
   return Status::OK();
@@ -225,13 +237,54 @@ Status ZeroGrad(GradContext& c) {
   if (c.wants(0)) c.Emit("Mul", {c.dy[0], Zero(c, c.in(0))}, {c.dx[0]});
   return Status::OK();
 }
-// NegativeLogLikelihoodLoss without weights or ignore_index: dX = -onehot(target) * dY (/ count for mean).
+// NegativeLogLikelihoodLoss with class weights and/or ignore_index: every target position n gets the
+// weight w_n = weight[t_n] (1 without weights), 0 where t_n == ignore_index; then
+// dX[n, c] = -[c == t_n] * w_n * dY_n, divided by sum(w_n) for reduction "mean".
+Status WeightedNllLossGrad(GradContext& c) {
+  const Node& n = c.node();
+  const ValueInfo* x = c.Type(c.in(0));
+  const ValueInfo* t = c.Type(c.in(1));
+  if (x == nullptr || x->dims.size() < 2 || x->dims[1].value <= 0) {
+    return Unimplemented("NegativeLogLikelihoodLoss gradient needs the input's rank and class count");
+  }
+  std::string target = c.in(1);
+  if (t == nullptr || t->dtype != DType::kInt64) {
+    target = c.Emit("Cast", {target}, {c.Tmp("target64")}, {AttrInt("to", static_cast<int64_t>(DType::kInt64))});
+  }
+  const int64_t to_x = static_cast<int64_t>(x->dtype);
+  std::string weight;  // per target position, x's element type
+  std::string safe = target;
+  if (n.HasAttribute("ignore_index")) {
+    std::string ignored = c.Emit("Equal", {target, c.ConstInts("ignore_index", {n.GetInt("ignore_index", 0)})},
+                                 {c.Tmp("ignored")});
+    safe = c.Emit("Where", {ignored, c.ConstInts("class0", {0}), target}, {c.Tmp("safe_target")});
+    weight = c.Emit("Cast", {c.Emit("Not", {ignored}, {c.Tmp("kept")})}, {c.Tmp("kept_w")}, {AttrInt("to", to_x)});
+  }
+  if (c.has_input(2)) {
+    std::string cw = c.Emit("Gather", {c.in(2), safe}, {c.Tmp("class_w")}, {AttrInt("axis", 0)});
+    weight = weight.empty() ? cw : c.Emit("Mul", {cw, weight}, {c.Tmp("w")});
+  }
+  Tensor values = x->dtype == DType::kFloat64 ? Tensor::FromVector<double>({0.0, -1.0}, {2})
+                                              : Tensor::FromVector<float>({0.0f, -1.0f}, {2});
+  std::string onehot = c.Emit("OneHot", {safe, c.ConstInts("depth", {x->dims[1].value}), c.Const("values", values)},
+                              {c.Tmp("onehot")}, {AttrInt("axis", 1)});
+  std::string g = c.Emit("Mul", {c.dy[0], weight}, {c.Tmp("dy_w")});  // dY is a scalar or has the target's shape
+  std::string reduction = n.GetString("reduction", "mean");
+  if (reduction == "mean") {
+    std::string total = c.Emit("ReduceSum", {weight}, {c.Tmp("w_total")}, {AttrInt("keepdims", 0)});
+    g = c.Emit("Div", {g, total}, {c.Tmp("dy_mean")});
+  }
+  g = c.Emit("Unsqueeze", {g, c.ConstInts("axis1", {1})}, {c.Tmp("dy_c")});
+  c.Emit("Mul", {onehot, g}, {c.dx[0]});
+  return Status::OK();
+}
+
+// NegativeLogLikelihoodLoss: dX = -onehot(target) * dY (/ count for mean); the weighted form above when
+// the node has class weights or an ignore_index.
 Status NllLossGrad(GradContext& c) {
   if (!c.wants(0)) return Status::OK();
   const Node& n = c.node();
-  if (c.has_input(2) || n.HasAttribute("ignore_index")) {
-    return Unimplemented("NegativeLogLikelihoodLoss gradient with weights or ignore_index");
-  }
+  if (c.has_input(2) || n.HasAttribute("ignore_index")) return WeightedNllLossGrad(c);
   const ValueInfo* x = c.Type(c.in(0));
   if (!Static(x)) return Unimplemented("NegativeLogLikelihoodLoss gradient needs a static input shape");
   std::vector<int64_t> xd = DimsOf(x);

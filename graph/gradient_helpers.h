@@ -58,6 +58,7 @@ Status MatMulGrad(GradContext& c);
 Status MaxMinGrad(GradContext& c);
 Status MeanGrad(GradContext& c);
 Status MulGrad(GradContext& c);
+Status ModGrad(GradContext& c);
 Status NegGrad(GradContext& c);
 Status NllLossGrad(GradContext& c);
 Status PadGrad(GradContext& c);

@@ -338,7 +338,8 @@ TEST(AutodiffTest, InstanceNormProdAndPiecewiseConstantOps) {
   g.nodes = {MakeNode("InstanceNormalization", {"x", "s", "b"}, {"in"}, {AttrFloat("epsilon", 1e-3f)}, "instnorm"),
              MakeNode("Floor", {"x"}, {"f"}, {}, "floor"), MakeNode("Ceil", {"x"}, {"cl"}, {}, "ceil"),
              MakeNode("Round", {"x"}, {"r"}, {}, "round"), MakeNode("Sign", {"x"}, {"sg"}, {}, "sign"),
-             MakeNode("Sum", {"in", "f", "cl", "r", "sg"}, {"t"}, {}, "sum"),
+             MakeNode("Hardmax", {"x"}, {"hm"}, {}, "hardmax"),
+             MakeNode("Sum", {"in", "f", "cl", "r", "sg", "hm"}, {"t"}, {}, "sum"),
              MakeNode("ReduceProd", {"x"}, {"p"}, {AttrInts("axes", {3}), AttrInt("keepdims", 0)}, "prod"),
              MakeNode("ReduceSum", {"t"}, {"ts"}, {AttrInt("keepdims", 0)}, "tsum"),
              MakeNode("ReduceSum", {"p"}, {"ps"}, {AttrInt("keepdims", 0)}, "psum"),
@@ -351,17 +352,94 @@ TEST(AutodiffTest, InstanceNormProdAndPiecewiseConstantOps) {
   CheckGradients(c, 1e-5);
 }
 
+// NegativeLogLikelihoodLoss with class weights and ignore_index over [N, C, d1] scores, in all three
+// reductions; ignored positions (target -1) must get no gradient, and "mean" divides by the kept weights.
+TEST(AutodiffTest, NllWithClassWeightsAndIgnoreIndex) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {3, 4, 2})};
+  g.AddInitializer("target", Tensor::FromVector<int64_t>({1, -1, 3, 0, -1, 2}, {3, 2}));
+  g.AddInitializer("cw", Tensor::FromVector<double>({0.5, 2.0, 1.5, 0.25}, {4}));
+  g.nodes = {MakeNode("LogSoftmax", {"x"}, {"ls"}, {AttrInt("axis", 1)}, "logsoftmax"),
+             MakeNode("NegativeLogLikelihoodLoss", {"ls", "target", "cw"}, {"mean"},
+                      {AttrString("reduction", "mean"), AttrInt("ignore_index", -1)}, "nll_mean"),
+             MakeNode("NegativeLogLikelihoodLoss", {"ls", "target"}, {"sum"},
+                      {AttrString("reduction", "sum"), AttrInt("ignore_index", -1)}, "nll_sum"),
+             MakeNode("NegativeLogLikelihoodLoss", {"x", "target", "cw"}, {"none"},
+                      {AttrString("reduction", "none"), AttrInt("ignore_index", -1)}, "nll_none"),
+             MakeNode("Mul", {"none", "none"}, {"none2"}, {}, "none2"),
+             MakeNode("ReduceSum", {"none2"}, {"nsum"}, {AttrInt("keepdims", 0)}, "nsum"),
+             MakeNode("Sum", {"mean", "sum", "nsum"}, {"y"}, {}, "total")};
+  AddWeightedLoss(&c.model, {}, 70);
+  c.feeds = {{"x", Random({3, 4, 2}, 71)}};
+  c.xs = {"x"};
+  CheckGradients(c, 1e-5);
+
+  // Weights only (no ignore_index), reduction mean, against the closed form -w[t] / sum(w[t]) at the targets.
+  Model m = Base();
+  m.graph.inputs = {TensorInfo("x", DType::kFloat64, {3, 4})};
+  m.graph.AddInitializer("target", Tensor::FromVector<int64_t>({1, 3, 1}, {3}));
+  m.graph.AddInitializer("cw", Tensor::FromVector<double>({0.5, 2.0, 1.5, 0.25}, {4}));
+  m.graph.nodes = {MakeNode("NegativeLogLikelihoodLoss", {"x", "target", "cw"}, {"loss"}, {}, "nll")};
+  m.graph.outputs = {TensorInfo("loss", DType::kFloat64, {})};
+  ASSERT_TRUE(PrepareForGradients(&m).ok());
+  Status built = BuildGradientGraph(&m, "loss", {"x"});
+  ASSERT_TRUE(built.ok()) << built.ToString();
+  auto cpu = CpuExecutionProvider::Create({1}).value();
+  auto ex = Executor::Create(m, cpu.get());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(ex.value()->Run({{"x", Random({3, 4}, 72)}}, {"x_grad"}, &out).ok());
+  const double total = 2.0 + 0.25 + 2.0;
+  const std::vector<double> expected = {0, -2.0 / total, 0, 0, 0, 0, 0, -0.25 / total, 0, -2.0 / total, 0, 0};
+  for (int i = 0; i < 12; ++i) EXPECT_NEAR(out[0].data<double>()[i], expected[i], 1e-15) << "element " << i;
+}
+
+// Mod with fmod=1 (the only mode ONNX allows for floats): dA = dY, dB = -dY * trunc(A / B), B broadcast over
+// rows. Dividends of both signs and quotients from 0 to 5 keep every point away from a jump by more than h.
+TEST(AutodiffTest, ModWithBroadcastDivisor) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("a", DType::kFloat64, {4, 3}), TensorInfo("b", DType::kFloat64, {3})};
+  g.nodes = {MakeNode("Mod", {"a", "b"}, {"m"}, {AttrInt("fmod", 1)}, "mod"),
+             MakeNode("Mul", {"m", "m"}, {"y"}, {}, "square")};
+  AddWeightedLoss(&c.model, {4, 3}, 60);
+  c.feeds = {{"a", Random({4, 3}, 61, -4.0, 4.0)}, {"b", Random({3}, 62, 0.7, 1.3)}};
+  c.xs = {"a", "b"};
+  CheckGradients(c, 1e-5);
+  // The same graph's dB against the closed form, so a wrong quotient cannot hide behind the finite differences.
+  auto cpu = CpuExecutionProvider::Create({1}).value();
+  Model grad = c.model;
+  ASSERT_TRUE(PrepareForGradients(&grad).ok());
+  ASSERT_TRUE(BuildGradientGraph(&grad, "loss", {"b"}).ok());
+  auto ex = Executor::Create(grad, cpu.get());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  std::vector<Tensor> out;
+  ASSERT_TRUE(ex.value()->Run(c.feeds, {"b_grad"}, &out).ok());
+  const Tensor w = Random({4, 3}, 60);
+  const double* a = c.feeds[0].second.data<double>();
+  const double* b = c.feeds[1].second.data<double>();
+  for (int j = 0; j < 3; ++j) {
+    double expected = 0;
+    for (int i = 0; i < 4; ++i) {
+      double m = std::fmod(a[i * 3 + j], b[j]);
+      expected += -2 * m * w.data<double>()[i * 3 + j] * std::trunc(a[i * 3 + j] / b[j]);
+    }
+    EXPECT_NEAR(out[0].data<double>()[j], expected, 1e-12 * std::max(1.0, std::abs(expected))) << "column " << j;
+  }
+}
+
 TEST(AutodiffTest, ErrorsNameTheOpAndUnreachableInputs) {
   Model m = Base();
   m.graph.inputs = {TensorInfo("x", DType::kFloat64, {3}), TensorInfo("z", DType::kFloat64, {3})};
-  m.graph.nodes = {MakeNode("Hardmax", {"x"}, {"s"}, {}, "the_hardmax"),
+  m.graph.nodes = {MakeNode("LpNormalization", {"x"}, {"s"}, {}, "the_lpnorm"),
                    MakeNode("ReduceSum", {"s"}, {"loss"}, {AttrInt("keepdims", 0)}, "sum")};
   m.graph.outputs = {TensorInfo("loss", DType::kFloat64, {})};
   Model a = m;
   Status s = BuildGradientGraph(&a, "loss", {"x"});
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("Hardmax"));
-  EXPECT_THAT(s.message(), HasSubstr("the_hardmax"));
+  EXPECT_THAT(s.message(), HasSubstr("LpNormalization"));
+  EXPECT_THAT(s.message(), HasSubstr("the_lpnorm"));
   Model b = m;
   b.graph.nodes[0].op_type = "Relu";
   Status u = BuildGradientGraph(&b, "loss", {"x", "z"});
