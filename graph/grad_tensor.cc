@@ -1,5 +1,6 @@
 // Gradient builders of shape, index and reduction ops (and the broadcast reduction they share).
 #include <cmath>
+#include <limits>
 
 #include "graph/gradient_helpers.h"
 
@@ -155,10 +156,67 @@ Status ReduceOtherGrad(GradContext& c) {
   return Status::OK();
 }
 // Pad (constant mode, pads known): the gradient is dY with the padding sliced off.
+// Pad in reflect or edge mode, with pads from an initializer and a static input shape. Both modes pad one
+// axis after another, so the gradient undoes the axes in reverse order. Along an axis of length L padded by
+// (b, e): dX = dY[b : b+L] plus the pads folded back. Reflect sends dY[i] (i < b) to x[b-i] and dY[b+L+i] to
+// x[L-2-i], i.e. each pad reversed and shifted by one; edge sends the whole begin pad to x[0] and the end pad
+// to x[L-1].
+Status FoldedPadGrad(GradContext& c, const std::string& mode) {
+  const ValueInfo* x = c.Type(c.in(0));
+  if (!Static(x)) return Unimplemented("Pad gradient in ", mode, " mode needs a static input shape");
+  if (c.has_input(3)) return Unimplemented("Pad gradient in ", mode, " mode with an axes input");
+  const Tensor* pads_t = c.Initializer(c.in(1));
+  if (pads_t == nullptr) return Unimplemented("Pad gradient in ", mode, " mode needs the pads as an initializer");
+  std::vector<int64_t> xd = DimsOf(x);
+  const int64_t rank = static_cast<int64_t>(xd.size());
+  if (pads_t->dtype() != DType::kInt64 || pads_t->NumElements() != 2 * rank) {
+    return InvalidArgument("Pad pads '", c.in(1), "' must be ", 2 * rank, " int64 values");
+  }
+  const int64_t* pads = pads_t->data<int64_t>();
+  const bool reflect = mode == "reflect";
+  std::string g = c.dy[0];
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    const int64_t b = pads[d], e = pads[rank + d], len = xd[d];
+    if (b < 0 || e < 0) return Unimplemented("Pad gradient in ", mode, " mode with negative pads");
+    if (reflect ? (b >= len || e >= len) : len == 0) {
+      return InvalidArgument("Pad in ", mode, " mode: pads (", b, ", ", e, ") do not fit axis ", d, " of length ", len);
+    }
+    if (b == 0 && e == 0) continue;
+    const std::string src = g;
+    auto slice = [&](int64_t start, int64_t end, int64_t step) {
+      return c.Emit("Slice", {src, c.ConstInts("starts", {start}), c.ConstInts("ends", {end}), c.ConstInts("axis", {d}),
+                              c.ConstInts("steps", {step})}, {c.Tmp("pad_slice")});
+    };
+    auto place = [&](const std::string& v, int64_t before, int64_t after) {  // zero-pad v to length L along d
+      std::vector<int64_t> p(static_cast<size_t>(2 * rank), 0);
+      p[d] = before;
+      p[rank + d] = after;
+      return c.Emit("Pad", {v, c.ConstInts("place", p)}, {c.Tmp("placed")});
+    };
+    auto total = [&](const std::string& v) {  // sum along d, keeping the axis
+      if (c.opset() >= 13) return c.Emit("ReduceSum", {v, c.ConstInts("axis", {d})}, {c.Tmp("pad_sum")}, {AttrInt("keepdims", 1)});
+      return c.Emit("ReduceSum", {v}, {c.Tmp("pad_sum")}, {AttrInts("axes", {d}), AttrInt("keepdims", 1)});
+    };
+    std::vector<std::string> parts = {slice(b, b + len, 1)};
+    if (b > 0) {
+      parts.push_back(reflect ? place(slice(b - 1, std::numeric_limits<int64_t>::min(), -1), 1, len - 1 - b)
+                              : place(total(slice(0, b, 1)), 0, len - 1));
+    }
+    if (e > 0) {
+      parts.push_back(reflect ? place(slice(b + len + e - 1, b + len - 1, -1), len - 1 - e, 1)
+                              : place(total(slice(b + len, b + len + e, 1)), len - 1, 0));
+    }
+    g = c.Emit("Sum", parts, {c.Tmp("folded")});
+  }
+  c.Emit("Identity", {g}, {c.dx[0]});
+  return Status::OK();
+}
 Status PadGrad(GradContext& c) {
   if (!c.wants(0)) return Status::OK();
-  if (c.node().GetString("mode", "constant") != "constant") return Unimplemented("Pad gradient in ", c.node().GetString("mode", ""), " mode");
   if (c.opset() < 11) return Unimplemented("Pad gradient before opset 11");
+  const std::string mode = c.node().GetString("mode", "constant");
+  if (mode == "reflect" || mode == "edge") return FoldedPadGrad(c, mode);
+  if (mode != "constant") return Unimplemented("Pad gradient in ", mode, " mode");
   const ValueInfo* x = c.Type(c.in(0));
   if (!x || !x->has_shape) return InvalidArgument("Pad gradient needs the input's rank");
   std::string shape = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});

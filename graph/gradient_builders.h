@@ -43,6 +43,11 @@ class GradContext {
   // Declares the type of a value (for gradient ops whose output shape comes from the graph).
   void DeclareType(const std::string& name, const ValueInfo& like);
   const ValueInfo* Type(const std::string& name) const;
+  // The value of an initializer of the graph being differentiated, or null when `name` is not one.
+  const Tensor* Initializer(const std::string& name) const {
+    auto it = graph_->initializers.find(name);
+    return it == graph_->initializers.end() ? nullptr : &it->second;
+  }
 
  private:
   Graph* graph_;

@@ -395,6 +395,34 @@ TEST(AutodiffTest, NllWithClassWeightsAndIgnoreIndex) {
   for (int i = 0; i < 12; ++i) EXPECT_NEAR(out[0].data<double>()[i], expected[i], 1e-15) << "element " << i;
 }
 
+// Pad in reflect and edge modes: the padded values are copies of input values, so their gradients fold back.
+// Pads differ per side and per axis, one axis is left alone, and 3 of 4 reflects to the axis' far end.
+TEST(AutodiffTest, PadReflectAndEdgeFoldGradientsBack) {
+  for (const char* mode : {"reflect", "edge"}) {
+    SCOPED_TRACE(mode);
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    g.inputs = {TensorInfo("x", DType::kFloat64, {2, 3, 4})};
+    g.AddInitializer("pads", Tensor::FromVector<int64_t>({0, 2, 3, 0, 1, 2}, {6}));
+    g.nodes = {MakeNode("Pad", {"x", "pads"}, {"p"}, {AttrString("mode", mode)}, "pad"),
+               MakeNode("Mul", {"p", "p"}, {"y"}, {}, "square")};
+    AddWeightedLoss(&c.model, {2, 6, 9}, 80);
+    c.feeds = {{"x", Random({2, 3, 4}, 81)}};
+    c.xs = {"x"};
+    CheckGradients(c, 1e-6);
+  }
+  // Pads that are not an initializer cannot be folded statically: a clear error naming the mode.
+  Model m = Base();
+  m.graph.inputs = {TensorInfo("x", DType::kFloat64, {3}), TensorInfo("pads", DType::kInt64, {2})};
+  m.graph.nodes = {MakeNode("Pad", {"x", "pads"}, {"p"}, {AttrString("mode", "edge")}, "pad"),
+                   MakeNode("ReduceSum", {"p"}, {"loss"}, {AttrInt("keepdims", 0)}, "sum")};
+  m.graph.outputs = {TensorInfo("loss", DType::kFloat64, {})};
+  ASSERT_TRUE(PrepareForGradients(&m).ok());
+  Status s = BuildGradientGraph(&m, "loss", {"x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("edge mode needs the pads as an initializer"));
+}
+
 // Mod with fmod=1 (the only mode ONNX allows for floats): dA = dY, dB = -dY * trunc(A / B), B broadcast over
 // rows. Dividends of both signs and quotients from 0 to 5 keep every point away from a jump by more than h.
 TEST(AutodiffTest, ModWithBroadcastDivisor) {
