@@ -119,15 +119,74 @@ Status GlobalMaxPoolGrad(GradContext& c) {
 
 // ConvTranspose(X, W[, B]): dX = Conv(dY, W), dW = the weight gradient of that convolution read the other
 // way (ConvGrad with X and dY swapped), dB = dY summed over batch and space. Explicit pads only.
+// ConvTranspose with output_padding, output_shape or auto_pad. With static spatial shapes the pads resolve
+// to numbers (as the forward kernel resolves them, possibly negative): Y = full[pb : F - pe] of the full
+// scatter result of length F = s*(in-1) + output_padding + span. dY padded by (pb, pe) (negative pads crop)
+// is dFull, and X's and W's gradients are those of the adjoint convolution over dFull without padding; the
+// last output_padding rows of dFull are reached by no input and drop out when output_padding < stride.
+Status ResolvedConvTransposeGrad(GradContext& c, std::vector<onnx::AttributeProto>* attrs, std::string* dy) {
+  const Node& n = c.node();
+  const ValueInfo* x = c.Type(c.in(0));
+  const ValueInfo* w = c.Type(c.in(1));
+  if (!Static(x) || !Static(w) || x->dims.size() != w->dims.size() || x->dims.size() < 3) {
+    return Unimplemented("ConvTranspose gradient with output_shape, output_padding or auto_pad needs static X and W shapes");
+  }
+  std::vector<int64_t> xd = DimsOf(x), wd = DimsOf(w);
+  const size_t nd = xd.size() - 2;
+  auto per_dim = [&](const char* name, int64_t fill, size_t count) {
+    std::vector<int64_t> v = n.GetInts(name);
+    return v.empty() ? std::vector<int64_t>(count, fill) : v;
+  };
+  std::vector<int64_t> strides = per_dim("strides", 1, nd), dil = per_dim("dilations", 1, nd);
+  std::vector<int64_t> pads = per_dim("pads", 0, 2 * nd), out_pad = per_dim("output_padding", 0, nd);
+  std::vector<int64_t> out_shape = n.GetInts("output_shape");
+  if (out_shape.size() > nd) out_shape.erase(out_shape.begin(), out_shape.end() - static_cast<std::ptrdiff_t>(nd));
+  if (strides.size() != nd || dil.size() != nd || pads.size() != 2 * nd || out_pad.size() != nd ||
+      (!out_shape.empty() && out_shape.size() != nd)) {
+    return InvalidArgument("ConvTranspose attributes do not match ", nd, " spatial dims");
+  }
+  const std::string auto_pad = n.GetString("auto_pad", "NOTSET");
+  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  std::vector<int64_t> pad_dy(2 * (nd + 2), 0);
+  for (size_t i = 0; i < nd; ++i) {
+    if (out_pad[i] >= strides[i]) {
+      return Unimplemented("ConvTranspose gradient with output_padding ", out_pad[i], " >= stride ", strides[i]);
+    }
+    int64_t full = strides[i] * (xd[i + 2] - 1) + out_pad[i] + (wd[i + 2] - 1) * dil[i] + 1;
+    int64_t pb = pads[i], pe = pads[i + nd];
+    if (!out_shape.empty() || same) {
+      int64_t target = out_shape.empty() ? xd[i + 2] * strides[i] : out_shape[i];
+      int64_t total = full - target;
+      int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2), as the kernel does
+      pb = auto_pad == "SAME_UPPER" ? half : total - half;
+      pe = total - pb;
+    } else if (auto_pad == "VALID") {
+      pb = pe = 0;
+    }
+    pad_dy[i + 2] = pb;
+    pad_dy[nd + 2 + i + 2] = pe;
+  }
+  bool any = false;
+  for (int64_t p : pad_dy) any = any || p != 0;
+  if (any) *dy = c.Emit("Pad", {*dy, c.ConstInts("full_pads", pad_dy)}, {c.Tmp("dfull")});
+  attrs->clear();
+  attrs->push_back(AttrInts("strides", strides));
+  attrs->push_back(AttrInts("dilations", dil));
+  attrs->push_back(AttrInts("pads", std::vector<int64_t>(2 * nd, 0)));
+  attrs->push_back(AttrInt("group", n.GetInt("group", 1)));
+  return Status::OK();
+}
+
 Status ConvTransposeGrad(GradContext& c) {
   const Node& n = c.node();
+  std::vector<onnx::AttributeProto> attrs = CopyAttrs(n, {"output_padding", "output_shape"});
+  std::string dy = c.dy[0];
   if (n.HasAttribute("output_shape") || n.GetString("auto_pad", "NOTSET") != "NOTSET" ||
       !n.GetInts("output_padding").empty()) {
-    return Unimplemented("ConvTranspose gradient with output_shape, output_padding or auto_pad");
+    ONT_RETURN_IF_ERROR(ResolvedConvTransposeGrad(c, &attrs, &dy));
   }
-  std::vector<onnx::AttributeProto> attrs = CopyAttrs(n, {"output_padding", "output_shape"});
-  if (c.wants(0)) c.Emit("Conv", {c.dy[0], c.in(1)}, {c.dx[0]}, attrs);
-  if (c.wants(1)) c.Emit("ConvGrad", {c.in(0), c.dy[0], c.in(1)}, {"", c.dx[1], ""}, attrs, kMs);
+  if (c.wants(0)) c.Emit("Conv", {dy, c.in(1)}, {c.dx[0]}, attrs);
+  if (c.wants(1)) c.Emit("ConvGrad", {c.in(0), dy, c.in(1)}, {"", c.dx[1], ""}, attrs, kMs);
   if (c.wants(2)) {
     const ValueInfo* y = c.Type(c.out(0));
     if (!y || !y->has_shape) return InvalidArgument("ConvTranspose bias gradient needs the output's rank");

@@ -423,6 +423,43 @@ TEST(AutodiffTest, PadReflectAndEdgeFoldGradientsBack) {
   EXPECT_THAT(s.message(), HasSubstr("edge mode needs the pads as an initializer"));
 }
 
+// ConvTranspose whose pads come from output_padding, auto_pad or output_shape (including an output_shape
+// larger than the full scatter result, i.e. negative pads), in 1-D with groups and dilations and in 2-D.
+TEST(AutodiffTest, ConvTransposeWithResolvedPads) {
+  struct Variant {
+    const char* name;
+    Shape x, w;
+    std::vector<onnx::AttributeProto> attrs;
+  };
+  const std::vector<Variant> variants = {
+      {"output_padding", {1, 2, 3, 3}, {2, 3, 3, 3},
+       {AttrInts("strides", {2, 2}), AttrInts("output_padding", {1, 1}), AttrInts("pads", {1, 0, 0, 1})}},
+      {"same_upper", {1, 2, 3, 3}, {2, 3, 3, 3}, {AttrInts("strides", {2, 2}), AttrString("auto_pad", "SAME_UPPER")}},
+      {"same_lower", {1, 2, 3, 3}, {2, 3, 2, 3}, {AttrInts("strides", {2, 1}), AttrString("auto_pad", "SAME_LOWER")}},
+      {"output_shape", {1, 2, 3, 3}, {2, 3, 3, 3}, {AttrInts("strides", {2, 2}), AttrInts("output_shape", {8, 5})}},
+      {"grouped_1d", {2, 2, 4}, {2, 1, 2},
+       {AttrInts("strides", {3}), AttrInts("dilations", {2}), AttrInts("output_padding", {1}), AttrInt("group", 2)}},
+  };
+  uint32_t seed = 90;
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    int64_t m = v.w[1] * (v.name == std::string("grouped_1d") ? 2 : 1);
+    g.inputs = {TensorInfo("x", DType::kFloat64, v.x), TensorInfo("w", DType::kFloat64, v.w),
+                TensorInfo("b", DType::kFloat64, {m})};
+    g.nodes = {MakeNode("ConvTranspose", {"x", "w", "b"}, {"ct"}, v.attrs, "ct"),
+               MakeNode("Mul", {"ct", "ct"}, {"sq"}, {}, "sq"),
+               MakeNode("ReduceSum", {"sq"}, {"s1"}, {AttrInt("keepdims", 0)}, "s1"),
+               MakeNode("ReduceSum", {"ct"}, {"s2"}, {AttrInt("keepdims", 0)}, "s2"),
+               MakeNode("Add", {"s1", "s2"}, {"y"}, {}, "total")};
+    AddWeightedLoss(&c.model, {}, seed++);
+    c.feeds = {{"x", Random(v.x, seed++)}, {"w", Random(v.w, seed++)}, {"b", Random({m}, seed++)}};
+    c.xs = {"x", "w", "b"};
+    CheckGradients(c, 1e-6);
+  }
+}
+
 // Mod with fmod=1 (the only mode ONNX allows for floats): dA = dY, dB = -dY * trunc(A / B), B broadcast over
 // rows. Dividends of both signs and quotients from 0 to 5 keep every point away from a jump by more than h.
 TEST(AutodiffTest, ModWithBroadcastDivisor) {
