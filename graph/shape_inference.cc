@@ -1,33 +1,86 @@
-// Bridges ontrain's Model to onnx::shape_inference::InferShapes.
+// Bridges ontrain's Model to onnx::shape_inference::InferShapes, adding the output types of the
+// com.microsoft forward ops that ontrain's own rewrites introduce (ONNX's inference skips that domain).
 #include "graph/shape_inference.h"
 
 #include <exception>
+#include <map>
 
 #include <onnx/shape_inference/implementation.h>
 
 #include "graph/model_io.h"
 
 namespace ontrain {
+namespace {
+
+// Output types of a com.microsoft node whose outputs follow from its first input's type, or false when
+// the op has no rule here or that input is untyped. BatchNormInternal: Y like X, the four statistics [C];
+// the elementwise activations: Y like X.
+bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueInfo*>& known,
+                        std::vector<ValueInfo>* out) {
+  if (n.inputs.empty()) return false;
+  auto x = known.find(n.inputs[0]);
+  if (x == known.end() || x->second->dtype == DType::kUndefined) return false;
+  const ValueInfo& xi = *x->second;
+  auto like = [&](size_t i, bool channels) {
+    if (i >= n.outputs.size() || n.outputs[i].empty() || known.count(n.outputs[i])) return;
+    ValueInfo v;
+    v.name = n.outputs[i];
+    v.dtype = xi.dtype;
+    if (xi.has_shape && (!channels || xi.dims.size() >= 2)) {
+      v.has_shape = true;
+      v.dims = channels ? std::vector<Dim>{xi.dims[1]} : xi.dims;
+    }
+    out->push_back(std::move(v));
+  };
+  if (n.op_type == "BatchNormInternal") {
+    like(0, false);
+    for (size_t i = 1; i < 5; ++i) like(i, true);
+    return true;
+  }
+  if (n.op_type == "Gelu" || n.op_type == "FastGelu" || n.op_type == "QuickGelu" || n.op_type == "BiasGelu") {
+    like(0, false);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 Status InferShapes(Model* model) {
-  onnx::ModelProto proto = ModelToProto(*model);
-  proto.mutable_graph()->clear_value_info();
-  onnx::ShapeInferenceOptions options;
-  options.check_type = true;
-  options.error_mode = 1;  // throw on errors in known ops; unknown ops are skipped
-  try {
-    onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
-  } catch (const std::exception& e) {
-    return InvalidArgument("shape inference failed: ", e.what());
-  }
-  model->graph.value_infos.clear();
-  for (const auto& vi : proto.graph().value_info()) {
-    ONT_ASSIGN_OR_RETURN(ValueInfo v, ValueInfoFromProto(vi));
-    model->graph.value_infos.push_back(std::move(v));
-  }
-  for (int i = 0; i < proto.graph().output_size(); ++i) {
-    ONT_ASSIGN_OR_RETURN(ValueInfo v, ValueInfoFromProto(proto.graph().output(i)));
-    if (v.dtype != DType::kUndefined) model->graph.outputs[i] = std::move(v);
+  // Seeds: types ontrain adds for com.microsoft outputs, so that ONNX's inference continues past them.
+  // Each round can type one more layer of such nodes; a graph has at most as many layers as nodes.
+  std::vector<ValueInfo> seeds;
+  for (size_t round = 0; round <= model->graph.nodes.size(); ++round) {
+    onnx::ModelProto proto = ModelToProto(*model);
+    proto.mutable_graph()->clear_value_info();
+    for (const ValueInfo& s : seeds) *proto.mutable_graph()->add_value_info() = ValueInfoToProto(s);
+    onnx::ShapeInferenceOptions options;
+    options.check_type = true;
+    options.error_mode = 1;  // throw on errors in known ops; unknown ops are skipped
+    try {
+      onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
+    } catch (const std::exception& e) {
+      return InvalidArgument("shape inference failed: ", e.what());
+    }
+    model->graph.value_infos.clear();
+    for (const auto& vi : proto.graph().value_info()) {
+      ONT_ASSIGN_OR_RETURN(ValueInfo v, ValueInfoFromProto(vi));
+      model->graph.value_infos.push_back(std::move(v));
+    }
+    for (int i = 0; i < proto.graph().output_size(); ++i) {
+      ONT_ASSIGN_OR_RETURN(ValueInfo v, ValueInfoFromProto(proto.graph().output(i)));
+      if (v.dtype != DType::kUndefined) model->graph.outputs[i] = std::move(v);
+    }
+    std::map<std::string, const ValueInfo*> known;
+    for (const ValueInfo& v : model->graph.inputs) known[v.name] = &v;
+    for (const ValueInfo& v : model->graph.value_infos) known[v.name] = &v;
+    for (const ValueInfo& v : model->graph.outputs) if (v.dtype != DType::kUndefined) known[v.name] = &v;
+    std::vector<ValueInfo> added;
+    for (const Node& n : model->graph.nodes) {
+      if (n.domain == "com.microsoft") InferMicrosoftNode(n, known, &added);
+    }
+    if (added.empty()) break;
+    seeds.insert(seeds.end(), added.begin(), added.end());
   }
   return Status::OK();
 }

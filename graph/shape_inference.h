@@ -7,8 +7,10 @@
 namespace ontrain {
 
 // Fills model->graph.value_infos (and refines output types) with the types and shapes ONNX infers.
-// Ops that ONNX does not know (e.g. com.microsoft) leave their outputs untyped rather than failing;
-// a contradiction ONNX detects (mismatched shapes) is an error naming the node.
+// The com.microsoft forward ops that ontrain's rewrites introduce (BatchNormInternal, the Gelu family)
+// are typed from their inputs so that inference continues past them; other ops that ONNX does not know
+// leave their outputs untyped rather than failing. A contradiction ONNX detects (mismatched shapes) is
+// an error naming the node.
 Status InferShapes(Model* model);
 
 }  // namespace ontrain

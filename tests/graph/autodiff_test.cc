@@ -460,6 +460,24 @@ TEST(AutodiffTest, ConvTransposeWithResolvedPads) {
   }
 }
 
+// Values downstream of a node that the forward rewrites turn into a com.microsoft op (BatchNormalization ->
+// BatchNormInternal) keep their static shapes, so builders that need them (Tile here) still work.
+TEST(AutodiffTest, ShapesSurviveTheBatchNormRewrite) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {3, 2, 2}), TensorInfo("s", DType::kFloat64, {2}),
+              TensorInfo("b", DType::kFloat64, {2})};
+  g.AddInitializer("mean", Tensor::FromVector<double>({0, 0}, {2}));
+  g.AddInitializer("var", Tensor::FromVector<double>({1, 1}, {2}));
+  g.AddInitializer("reps", Tensor::FromVector<int64_t>({1, 2, 3}, {3}));
+  g.nodes = {MakeNode("BatchNormalization", {"x", "s", "b", "mean", "var"}, {"bn"}, {}, "bn"),
+             MakeNode("Tile", {"bn", "reps"}, {"t"}, {}, "tile"), MakeNode("Mul", {"t", "t"}, {"y"}, {}, "square")};
+  AddWeightedLoss(&c.model, {3, 4, 6}, 100);
+  c.feeds = {{"x", Random({3, 2, 2}, 101)}, {"s", Random({2}, 102, 0.5, 1.5)}, {"b", Random({2}, 103)}};
+  c.xs = {"x", "s", "b"};
+  CheckGradients(c, 1e-5);
+}
+
 // Mod with fmod=1 (the only mode ONNX allows for floats): dA = dY, dB = -dY * trunc(A / B), B broadcast over
 // rows. Dividends of both signs and quotients from 0 to 5 keep every point away from a jump by more than h.
 TEST(AutodiffTest, ModWithBroadcastDivisor) {
