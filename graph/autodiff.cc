@@ -93,6 +93,13 @@ Status PrepareForGradients(Model* model) {
     else if (n.op_type == "SoftmaxCrossEntropyLoss") EnsureOutputs(g, n, 2, {"log_prob"});
     else if (n.op_type == "LayerNormalization") EnsureOutputs(g, n, 3, {"mean", "inv_std_dev"});
     else if (n.op_type == "Dropout") EnsureOutputs(g, n, 2, {"mask"});
+    else if (n.op_type == "Concat") {
+      // ONNX Runtime's ConcatReplacement: com.microsoft ConcatTraining, whose second output holds the
+      // input lengths along the axis that the gradient splits by.
+      n.op_type = "ConcatTraining";
+      n.domain = "com.microsoft";
+      EnsureOutputs(g, n, 2, {"per_input_length"});
+    }
     else if (n.op_type == "BatchNormalization") {
       // ONNX Runtime's BatchNormReplacement: com.microsoft BatchNormInternal, training mode, 5 outputs.
       n.op_type = "BatchNormInternal";

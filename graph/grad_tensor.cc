@@ -25,6 +25,16 @@ Status TransposeGrad(GradContext& c) {
   c.Emit("Transpose", {c.dy[0]}, {c.dx[0]}, attrs);
   return Status::OK();
 }
+// ConcatTraining: SplitTraining(dY, per_input_length) along the same axis, as ONNX Runtime emits it.
+Status ConcatTrainingGrad(GradContext& c) {
+  if (c.out(1).empty()) return InvalidArgument("ConcatTraining gradient needs the per_input_length output");
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < c.node().inputs.size(); ++i) {
+    outs.push_back(c.wants(static_cast<int>(i)) ? c.dx[i] : c.Tmp("unused"));
+  }
+  c.Emit("SplitTraining", {c.dy[0], c.out(1)}, outs, {AttrInt("axis", c.node().GetInt("axis", 0))}, kMs);
+  return Status::OK();
+}
 Status ConcatGrad(GradContext& c) {
   int64_t axis = c.node().GetInt("axis", 0);
   std::vector<std::string> lens, outs;

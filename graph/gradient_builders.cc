@@ -142,6 +142,7 @@ const std::vector<Row>& Rules() {
       {"", "Unsqueeze", {ReshapeLikeGrad, {1}}},
       {"", "Where", {WhereGrad, {0}}},
       {kMs, "BatchNormInternal", {BatchNormGrad, {3, 4, 5}}},
+      {kMs, "ConcatTraining", {ConcatTrainingGrad, {}}},
       {kMs, "FastGelu", {FastGeluGrad, {}}},
       {kMs, "Gelu", {GeluGrad, {}}},
       {kMs, "LayerNormalization", {LayerNormGrad, {}}},

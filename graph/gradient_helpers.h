@@ -32,6 +32,7 @@ Status CastGrad(GradContext& c);
 Status CeluGrad(GradContext& c);
 Status ClipGrad(GradContext& c);
 Status ConcatGrad(GradContext& c);
+Status ConcatTrainingGrad(GradContext& c);
 Status ConvGrad(GradContext& c);
 Status ConvTransposeGrad(GradContext& c);
 Status CosGrad(GradContext& c);

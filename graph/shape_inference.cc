@@ -12,9 +12,9 @@
 namespace ontrain {
 namespace {
 
-// Output types of a com.microsoft node whose outputs follow from its first input's type, or false when
-// the op has no rule here or that input is untyped. BatchNormInternal: Y like X, the four statistics [C];
-// the elementwise activations: Y like X.
+// Output types of a com.microsoft node whose outputs follow from its inputs' types, or false when the op
+// has no rule here or its first input is untyped. BatchNormInternal: Y like X, the four statistics [C];
+// ConcatTraining: Concat's rule and int64 [inputs]; the elementwise activations: Y like X.
 bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueInfo*>& known,
                         std::vector<ValueInfo>* out) {
   if (n.inputs.empty()) return false;
@@ -35,6 +35,46 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
   if (n.op_type == "BatchNormInternal") {
     like(0, false);
     for (size_t i = 1; i < 5; ++i) like(i, true);
+    return true;
+  }
+  if (n.op_type == "ConcatTraining") {  // Concat's shape rule, plus int64 [number of inputs]
+    if (n.outputs.size() > 1 && !n.outputs[1].empty() && !known.count(n.outputs[1])) {
+      ValueInfo lengths;
+      lengths.name = n.outputs[1];
+      lengths.dtype = DType::kInt64;
+      lengths.has_shape = true;
+      lengths.dims = {Dim{static_cast<int64_t>(n.inputs.size()), ""}};
+      out->push_back(std::move(lengths));
+    }
+    if (n.outputs.empty() || known.count(n.outputs[0])) return true;
+    ValueInfo y;
+    y.name = n.outputs[0];
+    y.dtype = xi.dtype;
+    y.has_shape = xi.has_shape;
+    y.dims = xi.dims;
+    const int64_t rank = static_cast<int64_t>(xi.dims.size());
+    int64_t axis = n.GetInt("axis", 0);
+    if (axis < 0) axis += rank;
+    if (!xi.has_shape || axis < 0 || axis >= rank) {
+      y.has_shape = false;
+      y.dims.clear();
+    } else {
+      for (size_t k = 1; k < n.inputs.size() && y.has_shape; ++k) {
+        auto in = known.find(n.inputs[k]);
+        if (in == known.end() || !in->second->has_shape || in->second->dims.size() != xi.dims.size()) {
+          y.has_shape = false;
+          y.dims.clear();
+          break;
+        }
+        Dim& d = y.dims[axis];
+        const Dim& e = in->second->dims[axis];
+        d = d.known() && e.known() ? Dim{d.value + e.value, ""} : Dim{};
+        for (int64_t j = 0; j < rank; ++j) {
+          if (j != axis && !y.dims[j].known() && in->second->dims[j].known()) y.dims[j] = in->second->dims[j];
+        }
+      }
+    }
+    out->push_back(std::move(y));
     return true;
   }
   if (n.op_type == "Gelu" || n.op_type == "FastGelu" || n.op_type == "QuickGelu" || n.op_type == "BiasGelu") {

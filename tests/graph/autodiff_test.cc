@@ -478,6 +478,34 @@ TEST(AutodiffTest, ShapesSurviveTheBatchNormRewrite) {
   CheckGradients(c, 1e-5);
 }
 
+// ONNX Runtime's ConcatReplacement: Concat becomes com.microsoft ConcatTraining and its gradient one
+// SplitTraining by the per_input_length output. The concatenated shape stays static (Tile needs it).
+TEST(AutodiffTest, ConcatBecomesConcatTrainingWithSplitTrainingGradient) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("a", DType::kFloat64, {2, 3}), TensorInfo("b", DType::kFloat64, {2, 1})};
+  g.AddInitializer("reps", Tensor::FromVector<int64_t>({2, 1}, {2}));
+  g.nodes = {MakeNode("Concat", {"a", "b", "a"}, {"c"}, {AttrInt("axis", -1)}, "concat"),
+             MakeNode("Tile", {"c", "reps"}, {"t"}, {}, "tile"), MakeNode("Mul", {"t", "t"}, {"y"}, {}, "square")};
+  AddWeightedLoss(&c.model, {4, 7}, 110);
+  c.feeds = {{"a", Random({2, 3}, 111)}, {"b", Random({2, 1}, 112)}};
+  c.xs = {"a", "b"};
+  CheckGradients(c);
+
+  Model m = c.model;
+  ASSERT_TRUE(PrepareForGradients(&m).ok());
+  ASSERT_TRUE(BuildGradientGraph(&m, "loss", {"a", "b"}).ok());
+  int concat_training = 0, split_training = 0, plain = 0;
+  for (const Node& n : m.graph.nodes) {
+    if (n.op_type == "ConcatTraining" && n.domain == "com.microsoft" && n.outputs.size() == 2) concat_training++;
+    if (n.op_type == "SplitTraining" && n.domain == "com.microsoft" && n.outputs.size() == 3) split_training++;
+    plain += n.op_type == "Concat" || n.op_type == "Split";
+  }
+  EXPECT_EQ(concat_training, 1);
+  EXPECT_EQ(split_training, 1);
+  EXPECT_EQ(plain, 0);
+}
+
 // Mod with fmod=1 (the only mode ONNX allows for floats): dA = dY, dB = -dY * trunc(A / B), B broadcast over
 // rows. Dividends of both signs and quotients from 0 to 5 keep every point away from a jump by more than h.
 TEST(AutodiffTest, ModWithBroadcastDivisor) {
