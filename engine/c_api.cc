@@ -55,9 +55,10 @@ char* CopyString(const std::string& s, const OtAllocator* a) {
   return out;
 }
 
+using NameList = const std::vector<std::string>& (ontrain::TrainingSession::*)() const;
+
 // The count behind the four Get*Count entry points: the size of one of the session's name lists.
-OtStatus* NameCount(const OtTrainingSession* sess,
-                    const std::vector<std::string>& (ontrain::TrainingSession::*names)() const, size_t* out) {
+OtStatus* NameCount(const OtTrainingSession* sess, NameList names, size_t* out) {
   OT_REQUIRE(sess, "session");
   OT_REQUIRE(out, "out");
   *out = (sess->session.get()->*names)().size();
@@ -71,6 +72,12 @@ OtStatus* NameAt(const std::vector<std::string>& names, size_t index, const OtAl
   }
   *out = CopyString(names[index], a);
   return *out ? nullptr : Error("allocation failed");
+}
+// The name behind the four Get*Name entry points: entry `index` of one of the session's name lists.
+OtStatus* NameOf(const OtTrainingSession* sess, NameList names, size_t index, const OtAllocator* a, char** out,
+                 const char* what) {
+  OT_REQUIRE(sess, "session");
+  return NameAt((sess->session.get()->*names)(), index, a, out, what);
 }
 
 OtStatus* MakeSession(const OtSessionOptions* options, OtCheckpointState* state, const ontrain::ModelSource& train,
@@ -232,13 +239,11 @@ OtStatus* OtTrainingSessionGetEvalModelOutputCount(const OtTrainingSession* sess
 }
 OtStatus* OtTrainingSessionGetTrainingModelOutputName(const OtTrainingSession* sess, size_t index,
                                                       const OtAllocator* allocator, char** output) {
-  OT_REQUIRE(sess, "session");
-  return NameAt(sess->session->training_output_names(), index, allocator, output, "train output name");
+  return NameOf(sess, &ontrain::TrainingSession::training_output_names, index, allocator, output, "train output name");
 }
 OtStatus* OtTrainingSessionGetEvalModelOutputName(const OtTrainingSession* sess, size_t index,
                                                   const OtAllocator* allocator, char** output) {
-  OT_REQUIRE(sess, "session");
-  return NameAt(sess->session->eval_output_names(), index, allocator, output, "eval output name");
+  return NameOf(sess, &ontrain::TrainingSession::eval_output_names, index, allocator, output, "eval output name");
 }
 OtStatus* OtLazyResetGrad(OtTrainingSession* session) {
   OT_REQUIRE(session, "session");
@@ -330,13 +335,11 @@ OtStatus* OtTrainingSessionGetEvalModelInputCount(const OtTrainingSession* sess,
 }
 OtStatus* OtTrainingSessionGetTrainingModelInputName(const OtTrainingSession* sess, size_t index,
                                                      const OtAllocator* allocator, char** output) {
-  OT_REQUIRE(sess, "session");
-  return NameAt(sess->session->training_input_names(), index, allocator, output, "train input name");
+  return NameOf(sess, &ontrain::TrainingSession::training_input_names, index, allocator, output, "train input name");
 }
 OtStatus* OtTrainingSessionGetEvalModelInputName(const OtTrainingSession* sess, size_t index,
                                                  const OtAllocator* allocator, char** output) {
-  OT_REQUIRE(sess, "session");
-  return NameAt(sess->session->eval_input_names(), index, allocator, output, "eval input name");
+  return NameOf(sess, &ontrain::TrainingSession::eval_input_names, index, allocator, output, "eval input name");
 }
 OtStatus* OtAddProperty(OtCheckpointState* checkpoint_state, const char* property_name, OtPropertyType property_type,
                         void* property_value) {

@@ -237,6 +237,14 @@ Status ZeroGrad(GradContext& c) {
   if (c.wants(0)) c.Emit("Mul", {c.dy[0], Zero(c, c.in(0))}, {c.dx[0]});
   return Status::OK();
 }
+// -onehot(target) over `depth` classes on axis 1, in the scores' element type: NLL's gradient pattern.
+static std::string NegativeOneHot(GradContext& c, const std::string& target, int64_t depth, DType dtype) {
+  Tensor values = dtype == DType::kFloat64 ? Tensor::FromVector<double>({0.0, -1.0}, {2})
+                                           : Tensor::FromVector<float>({0.0f, -1.0f}, {2});
+  return c.Emit("OneHot", {target, c.ConstInts("depth", {depth}), c.Const("values", values)}, {c.Tmp("onehot")},
+                {AttrInt("axis", 1)});
+}
+
 // NegativeLogLikelihoodLoss with class weights and/or ignore_index: every target position n gets the
 // weight w_n = weight[t_n] (1 without weights), 0 where t_n == ignore_index; then
 // dX[n, c] = -[c == t_n] * w_n * dY_n, divided by sum(w_n) for reduction "mean".
@@ -264,10 +272,7 @@ Status WeightedNllLossGrad(GradContext& c) {
     std::string cw = c.Emit("Gather", {c.in(2), safe}, {c.Tmp("class_w")}, {AttrInt("axis", 0)});
     weight = weight.empty() ? cw : c.Emit("Mul", {cw, weight}, {c.Tmp("w")});
   }
-  Tensor values = x->dtype == DType::kFloat64 ? Tensor::FromVector<double>({0.0, -1.0}, {2})
-                                              : Tensor::FromVector<float>({0.0f, -1.0f}, {2});
-  std::string onehot = c.Emit("OneHot", {safe, c.ConstInts("depth", {x->dims[1].value}), c.Const("values", values)},
-                              {c.Tmp("onehot")}, {AttrInt("axis", 1)});
+  std::string onehot = NegativeOneHot(c, safe, x->dims[1].value, x->dtype);
   std::string g = c.Emit("Mul", {c.dy[0], weight}, {c.Tmp("dy_w")});  // dY is a scalar or has the target's shape
   std::string reduction = n.GetString("reduction", "mean");
   if (reduction == "mean") {
@@ -289,10 +294,7 @@ Status NllLossGrad(GradContext& c) {
   if (!Static(x)) return Unimplemented("NegativeLogLikelihoodLoss gradient needs a static input shape");
   std::vector<int64_t> xd = DimsOf(x);
   std::string reduction = n.GetString("reduction", "mean");
-  Tensor values = x->dtype == DType::kFloat64 ? Tensor::FromVector<double>({0.0, -1.0}, {2})
-                                              : Tensor::FromVector<float>({0.0f, -1.0f}, {2});
-  std::string onehot = c.Emit("OneHot", {c.in(1), c.ConstInts("depth", {xd[1]}), c.Const("values", values)},
-                              {c.Tmp("onehot")}, {AttrInt("axis", 1)});
+  std::string onehot = NegativeOneHot(c, c.in(1), xd[1], x->dtype);
   std::string g = c.dy[0];
   if (reduction == "none") g = c.Emit("Unsqueeze", {g, c.ConstInts("axis1", {1})}, {c.Tmp("dy_c")});
   if (reduction == "mean") {

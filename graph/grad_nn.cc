@@ -1,6 +1,7 @@
 // Gradient builders of matrix products, convolution, pooling, normalization and dropout.
 #include <cmath>
 
+#include "graph/conv_pads.h"
 #include "graph/gradient_helpers.h"
 
 namespace ontrain {
@@ -146,7 +147,6 @@ Status ResolvedConvTransposeGrad(GradContext& c, std::vector<onnx::AttributeProt
     return InvalidArgument("ConvTranspose attributes do not match ", nd, " spatial dims");
   }
   const std::string auto_pad = n.GetString("auto_pad", "NOTSET");
-  const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   std::vector<int64_t> pad_dy(2 * (nd + 2), 0);
   for (size_t i = 0; i < nd; ++i) {
     if (out_pad[i] >= strides[i]) {
@@ -154,15 +154,7 @@ Status ResolvedConvTransposeGrad(GradContext& c, std::vector<onnx::AttributeProt
     }
     int64_t full = strides[i] * (xd[i + 2] - 1) + out_pad[i] + (wd[i + 2] - 1) * dil[i] + 1;
     int64_t pb = pads[i], pe = pads[i + nd];
-    if (!out_shape.empty() || same) {
-      int64_t target = out_shape.empty() ? xd[i + 2] * strides[i] : out_shape[i];
-      int64_t total = full - target;
-      int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2), as the kernel does
-      pb = auto_pad == "SAME_UPPER" ? half : total - half;
-      pe = total - pb;
-    } else if (auto_pad == "VALID") {
-      pb = pe = 0;
-    }
+    ResolveConvTransposePads(auto_pad, full, xd[i + 2], strides[i], out_shape.empty() ? -1 : out_shape[i], &pb, &pe);
     pad_dy[i + 2] = pb;
     pad_dy[nd + 2 + i + 2] = pe;
   }

@@ -1,4 +1,5 @@
 // Conv and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for 1-D, 2-D and 3-D inputs.
+#include "graph/conv_pads.h"
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/conv_geometry.h"
 #include "providers/cpu/kernels/gemm.h"
@@ -109,21 +110,8 @@ class ConvTransposeKernel : public OpKernel {
     for (size_t i = 0; i < nd; ++i) {
       int64_t span = (geo_.kernel[i] - 1) * geo_.dilations[i] + 1;
       int64_t full = geo_.strides[i] * (in_[i] - 1) + out_pad[i] + span;
-      bool same = geo_.auto_pad == "SAME_UPPER" || geo_.auto_pad == "SAME_LOWER";
-      if (!out_shape.empty() || same) {
-        int64_t target = out_shape.empty() ? in_[i] * geo_.strides[i] : out_shape[i];
-        int64_t total = full - target;  // negative when output_shape asks for more than the full output
-        int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2), as ONNX defines it
-        if (geo_.auto_pad == "SAME_UPPER") {
-          geo_.pads[i] = half;
-          geo_.pads[i + nd] = total - half;
-        } else {
-          geo_.pads[i] = total - half;
-          geo_.pads[i + nd] = half;
-        }
-      } else if (geo_.auto_pad == "VALID") {
-        geo_.pads[i] = geo_.pads[i + nd] = 0;
-      }
+      ResolveConvTransposePads(geo_.auto_pad, full, in_[i], geo_.strides[i], out_shape.empty() ? -1 : out_shape[i],
+                               &geo_.pads[i], &geo_.pads[i + nd]);
       out_[i] = full - geo_.pads[i] - geo_.pads[i + nd];
       if (out_[i] <= 0) return InvalidArgument("output spatial dim ", i, " would be ", out_[i]);
     }
