@@ -25,6 +25,14 @@ StatusOr<LossKind> ParseLossKind(const std::string& name) {
   return InvalidArgument("unknown loss \"", name, "\"; expected MSELoss, CrossEntropyLoss, BCEWithLogitsLoss or L1Loss");
 }
 
+StatusOr<BnRunningStats> ParseBnRunningStats(const std::string& name) {
+  if (name == "pytorch") return BnRunningStats::kPyTorch;
+  if (name == "onnx") return BnRunningStats::kOnnx;
+  if (name == "constant") return BnRunningStats::kConstant;
+  return InvalidArgument("unknown BatchNormalization running-statistics mode \"", name,
+                         "\"; expected pytorch, onnx or constant");
+}
+
 namespace {
 
 const char* kLoss = "onnx::loss::1";
@@ -146,18 +154,51 @@ bool Differentiable(const Graph& g, const std::string& name) {
   return false;
 }
 
+// BatchNormalization's running statistics (inputs 3 and 4) that are initializers, each with the node that
+// reads it. A statistic read by any other node as well cannot be updated in place without changing what
+// that node sees, so it is an error.
+StatusOr<std::map<std::string, std::string>> RunningStatistics(const Graph& g) {
+  std::map<std::string, std::string> stats;
+  std::map<std::string, size_t> owner;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (!n.domain.empty() || n.op_type != "BatchNormalization") continue;
+    for (size_t i = 3; i < 5 && i < n.inputs.size(); ++i) {
+      if (g.initializers.count(n.inputs[i]) && owner.emplace(n.inputs[i], k).second) stats[n.inputs[i]] = n.Describe();
+    }
+  }
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      auto it = stats.find(n.inputs[i]);
+      if (it == stats.end() || (owner.at(it->first) == k && i >= 3)) continue;
+      return InvalidArgument("running statistic \"", it->first, "\" of ", it->second, " is also read by ",
+                             n.Describe(), " (input ", i, "); updating it would change that node's input too. "
+                             "Give each BatchNormalization its own statistics, or keep them constant");
+    }
+  }
+  return stats;
+}
+
 // 2. Trainable and frozen initializers become graph inputs (static shapes) and checkpoint parameters.
-Status MoveParameters(Model* m, const ArtifactOptions& o, CheckpointState* ckpt, std::vector<std::string>* trainable) {
+// Running statistics that the training model updates become frozen parameters.
+Status MoveParameters(Model* m, const ArtifactOptions& o, const std::map<std::string, std::string>& running,
+                      CheckpointState* ckpt, std::vector<std::string>* trainable) {
   Graph& g = m->graph;
   std::set<std::string> frozen(o.frozen.begin(), o.frozen.end());
   std::set<std::string> wanted(o.requires_grad.begin(), o.requires_grad.end());
   for (const std::string& n : o.requires_grad) {
     if (frozen.count(n)) return InvalidArgument("a parameter cannot be frozen and require gradients: \"", n, "\"");
     if (!g.initializers.count(n)) return NotFound("requires_grad names \"", n, "\", which is not an initializer");
+    if (running.count(n)) {
+      return InvalidArgument("requires_grad names \"", n, "\", a running statistic of ", running.at(n),
+                             ": it is updated from batch statistics, not trained");
+    }
   }
   for (const std::string& n : o.frozen) {
     if (!g.initializers.count(n)) return NotFound("frozen names \"", n, "\", which is not an initializer");
   }
+  for (const auto& [name, node] : running) frozen.insert(name);
   std::vector<std::string> order = g.initializer_order;
   for (const std::string& name : order) {
     const Tensor t = g.initializers.at(name);
@@ -180,15 +221,87 @@ Status MoveParameters(Model* m, const ArtifactOptions& o, CheckpointState* ckpt,
   return Status::OK();
 }
 
-// 3. Eval model: Dropout and BatchNormalization in inference mode.
+// 3. Eval model: Dropout and BatchNormalization in inference mode. A BatchNormalization exported in
+// training mode declares running-statistic outputs, which ONNX makes invalid in inference mode (ONNX
+// Runtime refuses such a model), so unread ones are dropped.
 void MakeEvalModel(Model* m) {
+  std::set<std::string> read;
+  for (const Node& n : m->graph.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+  for (const ValueInfo& v : m->graph.outputs) read.insert(v.name);
   for (Node& n : m->graph.nodes) {
     if (n.domain.empty() && n.op_type == "Dropout" && n.inputs.size() > 2) n.inputs[2] = "";
-    if (n.domain.empty() && n.op_type == "BatchNormalization") n.attributes["training_mode"] = AttrInt("training_mode", 0);
+    if (n.domain.empty() && n.op_type == "BatchNormalization") {
+      n.attributes["training_mode"] = AttrInt("training_mode", 0);
+      while (n.outputs.size() > 1 && (n.outputs.back().empty() || !read.count(n.outputs.back()))) n.outputs.pop_back();
+    }
   }
 }
 
-// 4. Gradient accumulation: each "<p>_grad" output feeds InPlaceAccumulatorV2 into its buffer input.
+// 4. Running-statistic updates for each BatchNormInternal (the training model's BatchNormalization) whose
+// statistics are frozen parameters. BatchNormInternal's outputs 1 and 2 already hold ONNX's update
+//   mean' = momentum * mean + (1 - momentum) * batch_mean
+//   var'  = momentum * var + (1 - momentum) * batch_var      (biased batch variance)
+// and InPlaceAccumulatorV2(statistic, update, overwrite=true) writes them into the statistics' buffers. In
+// PyTorch mode var' gains (1 - momentum) * batch_var / (n - 1), n = numel(X) / C, which turns the biased
+// variance into the unbiased one; batch_var = 1 / saved_inv_std^2 - epsilon. The updates are computed
+// from the node's outputs, never from the statistics themselves, because ONNX Runtime's kernel writes
+// outputs 1 and 2 into the buffers of inputs 3 and 4 (they alias): there the write-back copies a buffer
+// onto itself, and the result is the same in both engines.
+Status AddRunningStatUpdates(Model* m, BnRunningStats mode, const std::map<std::string, std::string>& running) {
+  Graph& g = m->graph;
+  const std::string overwrite = "onnx::running_stats.overwrite";
+  std::vector<Node> added;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (n.domain != "com.microsoft" || n.op_type != "BatchNormInternal" || n.inputs.size() < 5 || n.outputs.size() < 5) {
+      continue;
+    }
+    const std::string& mean = n.inputs[3];
+    const std::string& var = n.inputs[4];
+    if (!running.count(mean) && !running.count(var)) continue;
+    const ValueInfo* info = g.FindInput(running.count(mean) ? mean : var);
+    if (info == nullptr || info->dtype != DType::kFloat32) {
+      return Unimplemented(n.Describe(), ": updating running statistics of type ",
+                           info ? DTypeName(info->dtype) : "unknown", " (only float32); keep them constant instead");
+    }
+    const std::string p = (n.name.empty() ? "BatchNormInternal_" + std::to_string(k) : n.name) + "_RunningStats/";
+    auto scalar = [&](const std::string& name, float v) {
+      g.AddInitializer(p + name, Tensor::FromVector<float>({v}, {}));
+      return p + name;
+    };
+    auto write = [&](const std::string& stat, const std::string& update, const std::string& name) {
+      added.push_back(MakeNode("InPlaceAccumulatorV2", {stat, update, overwrite}, {p + name + "_updated"}, {},
+                               p + name + "_write", "com.microsoft"));
+    };
+    if (running.count(mean)) write(mean, n.outputs[1], "running_mean");
+    if (!running.count(var)) continue;
+    if (mode != BnRunningStats::kPyTorch) {
+      write(var, n.outputs[2], "running_var");
+      continue;
+    }
+    const float momentum = n.GetFloat("momentum", 0.9f), eps = n.GetFloat("epsilon", 1e-5f);
+    const std::string inv_std = n.outputs[4];
+    added.push_back(MakeNode("Mul", {inv_std, inv_std}, {p + "inv_var_eps"}, {}, p + "inv_var_eps"));
+    added.push_back(MakeNode("Reciprocal", {p + "inv_var_eps"}, {p + "var_eps"}, {}, p + "var_eps"));
+    added.push_back(MakeNode("Sub", {p + "var_eps", scalar("epsilon", eps)}, {p + "batch_var"}, {}, p + "batch_var"));
+    added.push_back(MakeNode("Size", {n.inputs[0]}, {p + "numel"}, {}, p + "numel"));
+    added.push_back(MakeNode("Size", {n.outputs[3]}, {p + "channels"}, {}, p + "channels"));
+    added.push_back(MakeNode("Div", {p + "numel", p + "channels"}, {p + "count_i"}, {}, p + "count_i"));
+    added.push_back(MakeNode("Cast", {p + "count_i"}, {p + "count"}, {AttrInt("to", 1)}, p + "count"));
+    added.push_back(MakeNode("Sub", {p + "count", scalar("one", 1.0f)}, {p + "count_m1"}, {}, p + "count_m1"));
+    added.push_back(MakeNode("Div", {p + "batch_var", p + "count_m1"}, {p + "bessel_extra"}, {}, p + "bessel_extra"));
+    added.push_back(MakeNode("Mul", {p + "bessel_extra", scalar("one_minus_momentum", 1.0f - momentum)},
+                             {p + "correction"}, {}, p + "correction"));
+    added.push_back(MakeNode("Add", {n.outputs[2], p + "correction"}, {p + "running_var"}, {}, p + "running_var"));
+    write(var, p + "running_var", "running_var");
+  }
+  if (added.empty()) return Status::OK();
+  g.AddInitializer(overwrite, Tensor::FromVector<bool>({true}, {1}));
+  g.nodes.insert(g.nodes.end(), added.begin(), added.end());
+  return Status::OK();
+}
+
+// 5. Gradient accumulation: each "<p>_grad" output feeds InPlaceAccumulatorV2 into its buffer input.
 void AddAccumulation(Model* m) {
   Graph& g = m->graph;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
@@ -253,13 +366,18 @@ StatusOr<Artifacts> GenerateArtifacts(const Model& forward, const ArtifactOption
   for (const ValueInfo& v : typed.graph.value_infos) types[v.name] = v;
   for (const ValueInfo& v : typed.graph.outputs) types[v.name] = v;
   ONT_RETURN_IF_ERROR(AddLoss(&m, options, types));
+  std::map<std::string, std::string> running;
+  if (options.bn_running_stats != BnRunningStats::kConstant) {
+    ONT_ASSIGN_OR_RETURN(running, RunningStatistics(m.graph));
+  }
   std::vector<std::string> trainable;
-  ONT_RETURN_IF_ERROR(MoveParameters(&m, options, &a.checkpoint, &trainable));
+  ONT_RETURN_IF_ERROR(MoveParameters(&m, options, running, &a.checkpoint, &trainable));
   a.eval = m;
   MakeEvalModel(&a.eval);
   a.training = m;
   ONT_RETURN_IF_ERROR(PrepareForGradients(&a.training));
   ONT_RETURN_IF_ERROR(BuildGradientGraph(&a.training, m.graph.outputs[0].name, trainable));
+  ONT_RETURN_IF_ERROR(AddRunningStatUpdates(&a.training, options.bn_running_stats, running));
   AddAccumulation(&a.training);
   a.optimizer = MakeOptimizerModel(options, forward.OpsetFor(""));
   return a;

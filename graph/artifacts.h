@@ -3,6 +3,14 @@
 // eval model (forward + loss, Dropout and BatchNormalization in inference mode), an optimizer model
 // (AdamWOptimizer or SGDOptimizerV2 with ONNX Runtime's exact input signature) and a version-2 checkpoint
 // holding the trainable and frozen parameters.
+//
+// BatchNormalization's running statistics: ONNX Runtime's generator leaves them as constants of the
+// training and eval models, so they never change. By default ontrain makes them frozen checkpoint
+// parameters (inputs of both models, like any frozen parameter) and appends to the training model, per
+// BatchNormalization, plain ONNX ops computing the momentum update from the batch statistics, written
+// back with InPlaceAccumulatorV2(statistic, update, overwrite=true): the op ONNX Runtime's gradient
+// accumulation already relies on to write into a graph input's buffer. Every TrainStep thus updates the
+// checkpoint's statistics, in ontrain and in ONNX Runtime alike, and the eval model normalises with them.
 #pragma once
 
 #include <string>
@@ -18,6 +26,14 @@ namespace ontrain {
 enum class LossKind { kOutput, kMSE, kCrossEntropy, kBCEWithLogits, kL1 };
 StatusOr<LossKind> ParseLossKind(const std::string& name);  // MSELoss, CrossEntropyLoss, BCEWithLogitsLoss, L1Loss
 
+// How the training model treats BatchNormalization's running statistics (see above).
+enum class BnRunningStats {
+  kPyTorch,   // updated each TrainStep with the unbiased batch variance (n/(n-1)), as torch.nn.BatchNorm does
+  kOnnx,      // updated each TrainStep with the biased batch variance, as ONNX's BatchNormalization defines
+  kConstant,  // never updated: constants of the models, as ONNX Runtime's generate_artifacts leaves them
+};
+StatusOr<BnRunningStats> ParseBnRunningStats(const std::string& name);  // pytorch, onnx, constant
+
 struct ArtifactOptions {
   LossKind loss = LossKind::kCrossEntropy;
   std::string loss_output;             // kOutput: the graph output used as the loss
@@ -32,6 +48,9 @@ struct ArtifactOptions {
   std::string reduction = "mean";          // mean, sum or none (every loss)
   bool has_ignore_index = false;           // CrossEntropyLoss: labels equal to ignore_index count for nothing
   int64_t ignore_index = -100;
+  // Running statistics that are initializers are updated; ones fed as graph inputs or made by nodes are
+  // left alone (nothing could receive the update).
+  BnRunningStats bn_running_stats = BnRunningStats::kPyTorch;
 };
 
 struct Artifacts {

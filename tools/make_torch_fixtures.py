@@ -3,7 +3,8 @@
 
 For each small model: the forward ONNX model as PyTorch exports it (opset 14: LayerNorm decomposed,
 GELU through Erf), the fixed batch, the gradients of the mean cross-entropy loss at initialisation and the
-losses of 10 torch.optim.AdamW steps, and the eval-mode logits at initialisation, (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01: ONNX
+losses of 10 torch.optim.AdamW steps, the eval-mode logits at initialisation and after the 10 steps, and
+BatchNorm's running statistics after them (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01: ONNX
 Runtime's adam_mode 0) on that batch. Run with Debian's /usr/bin/python3 (python3-torch 1.13) from the
 repository root; the tests only read tests/data/torch/.
 """
@@ -72,7 +73,9 @@ class Block(nn.Module):
 class BnDropout(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv = nn.Conv2d(3, 4, 3)
+        # No bias before BatchNorm: its gradient is zero in exact arithmetic, so Adam would move it by
+        # normalised rounding noise, differently in each engine, and the running mean tracks it.
+        self.conv = nn.Conv2d(3, 4, 3, bias=False)
         self.bn = nn.BatchNorm2d(4)
         self.drop = nn.Dropout(p=0.0)  # masks cannot be shared across engines: ratio 0 for the parity run
         self.fc = nn.Linear(4, 5)
@@ -131,6 +134,14 @@ def main():
                 losses.append(loss.item())
                 opt.step()
             f.write("losses - %s\n" % " ".join("%.17g" % l for l in losses))
+            # After the 10 steps: BatchNorm's running statistics (updated by each training forward, with
+            # the unbiased batch variance) and the eval-mode logits of the trained model.
+            for bname, b in model.named_buffers():
+                if "running" in bname:
+                    write_tensor(f, "running:" + bname, b)
+            model.eval()
+            with torch.no_grad():
+                write_tensor(f, "trained_eval_logits", model(x))
         print(name, ["%.5f" % l for l in losses])
 
 

@@ -1,7 +1,7 @@
 // Every ONNX Runtime artifact set of ../shared/ort-artifacts (plus the MLP that tools/make_mlp_fixture.py
 // writes in ONNX Runtime's conventions, and the artifacts ontrain's own generator makes for its built-in MLP
-// and CNN) trains in ontrain, and its 20 AdamW losses
-// match those ONNX Runtime 1.19.2's own training engine produced on the same batches
+// and CNN and for a BatchNormalization model) trains in ontrain, and its 20 AdamW losses and the eval loss
+// after them match those ONNX Runtime 1.19.2's own training engine produced on the same batches
 // (tests/data/ort_reference_losses.txt, made by tools/ort_reference/make_reference.sh).
 #include <cmath>
 #include <cstdio>
@@ -34,6 +34,7 @@ struct SetSpec {
   std::vector<std::string> zero_dropout;  // initializers set to 0 in both engines
   std::string local_dir;                  // in the repository (runfiles), not in ../shared
   std::string generate;                   // made by ontrain's generator from this built-in model
+  std::string model;                      // made by ontrain's generator from this forward model (repository)
 };
 
 // Mirrors tools/ort_reference/sets.json.
@@ -48,24 +49,31 @@ const std::vector<SetSpec>& Sets() {
       {"ort_mlp", {{"input", "float", {8, 6}}, {"labels", "int64", {8}, 3}}, {}, "tests/data/ort_mlp"},
       {"gen-mlp", {{"input", "float", {4, 784}}, {"labels", "int64", {4}, 10}}, {}, "", "mlp"},
       {"gen-cnn", {{"input", "float", {2, 1, 28, 28}}, {"labels", "int64", {2}, 10}}, {}, "", "cnn"},
+      {"gen-bn", {{"input", "float", {8, 3, 6, 6}}, {"labels", "int64", {8}, 5}}, {}, "", "",
+       "tests/data/torch/bn_dropout/forward.onnx"},
   };
   return *sets;
 }
 
 constexpr int kSteps = 20;
 
-std::map<std::string, std::vector<double>> ReadReference() {
-  std::map<std::string, std::vector<double>> out;
+struct Reference {
+  std::vector<double> losses;  // per training step
+  double eval_loss = NAN;      // the eval model after training, on the next batch
+};
+
+std::map<std::string, Reference> ReadReference() {
+  std::map<std::string, Reference> out;
   std::ifstream f("tests/data/ort_reference_losses.txt");
   std::string line;
   while (std::getline(f, line)) {
     if (line.empty() || line[0] == '#') continue;
     std::istringstream ss(line);
-    std::string set;
-    int step;
+    std::string set, step;
     double loss;
     ss >> set >> step >> loss;
-    out[set].push_back(loss);
+    if (step == "eval") out[set].eval_loss = loss;
+    else out[set].losses.push_back(loss);
   }
   return out;
 }
@@ -105,16 +113,25 @@ TEST_P(OrtParityTest, LossesMatchOnnxRuntime) {
   const SetSpec& set = Sets()[GetParam()];
   std::string why;
   std::string dir = set.local_dir.empty() ? testing::OrtArtifactDir(set.name, &why) : set.local_dir;
-  if (!set.generate.empty()) {  // what `ontrain generate --builtin <model>` writes
+  if (!set.generate.empty() || !set.model.empty()) {  // what `ontrain generate --builtin/--model` writes
     dir = ::testing::TempDir() + "/" + set.name;
-    Model forward = set.generate == "mlp" ? MakeMlpClassifier(784, {256}, 10, 0) : MakeCnnClassifier(28, 10, 0);
+    Model forward;
+    if (!set.model.empty()) {
+      auto loaded = LoadModel(set.model);
+      ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+      forward = loaded.value();
+    } else {
+      forward = set.generate == "mlp" ? MakeMlpClassifier(784, {256}, 10, 0) : MakeCnnClassifier(28, 10, 0);
+    }
     auto artifacts = GenerateArtifacts(forward, ArtifactOptions());
     ASSERT_TRUE(artifacts.ok()) << artifacts.status().ToString();
     ASSERT_TRUE(WriteArtifacts(artifacts.value(), dir).ok());
   }
   if (dir.empty()) GTEST_SKIP() << why;
   auto reference = ReadReference();
-  ASSERT_EQ(reference[set.name].size(), static_cast<size_t>(kSteps)) << "no reference losses for " << set.name;
+  const Reference& ref = reference[set.name];
+  ASSERT_EQ(ref.losses.size(), static_cast<size_t>(kSteps)) << "no reference losses for " << set.name;
+  ASSERT_FALSE(std::isnan(ref.eval_loss)) << "no reference eval loss for " << set.name;
   auto cpu = CpuExecutionProvider::Create({}).value();
   auto state = LoadCheckpoint(dir + "/checkpoint");
   ASSERT_TRUE(state.ok()) << state.status().ToString();
@@ -135,19 +152,23 @@ TEST_P(OrtParityTest, LossesMatchOnnxRuntime) {
     ASSERT_TRUE(s.TrainStep(MakeBatch(set, step), &out).ok());
     ASSERT_TRUE(s.OptimizerStep().ok());
     s.LazyResetGrad();
-    double ours = out[0].data<float>()[0], theirs = reference[set.name][step];
+    double ours = out[0].data<float>()[0], theirs = ref.losses[step];
     double rel = std::abs(ours - theirs) / std::max(1e-12, std::abs(theirs));
     worst = std::max(worst, rel);
     EXPECT_LE(rel, 1e-5) << "step " << step << ": ontrain " << ours << ", ONNX Runtime " << theirs;
   }
   std::vector<Tensor> eval_out;
   ASSERT_TRUE(s.EvalStep(MakeBatch(set, kSteps), &eval_out).ok());
-  EXPECT_TRUE(std::isfinite(eval_out[0].data<float>()[0]));
-  std::printf("[ort-parity] %s: %d AdamW steps, largest relative loss difference vs ONNX Runtime %.3g\n",
-              set.name.c_str(), kSteps, worst);
+  // The eval model after training sees the trained parameters and, for BatchNormalization, the running
+  // statistics that both engines updated in place during the training steps.
+  double eval_rel = std::abs(eval_out[0].data<float>()[0] - ref.eval_loss) / std::max(1e-12, std::abs(ref.eval_loss));
+  EXPECT_LE(eval_rel, 1e-5) << "eval loss after training: ontrain " << eval_out[0].data<float>()[0]
+                            << ", ONNX Runtime " << ref.eval_loss;
+  std::printf("[ort-parity] %s: %d AdamW steps, largest relative loss difference vs ONNX Runtime %.3g, eval loss "
+              "after training %.3g\n", set.name.c_str(), kSteps, worst, eval_rel);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 8),
+INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 9),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            std::string n = Sets()[info.param].name;
                            for (char& c : n) if (c == '-') c = '_';

@@ -353,6 +353,25 @@ TEST_F(CliTest, GenerateErrorsLeaveNothingBehind) {
   EXPECT_THAT(l.message(), HasSubstr("nope"));
 }
 
+TEST_F(CliTest, GenerateBatchNormRunningStatsModes) {
+  const std::string fwd = "tests/data/torch/bn_dropout/forward.onnx";
+  std::string updated = ::testing::TempDir() + "/cli_gen_bn", fixed = ::testing::TempDir() + "/cli_gen_bn_const";
+  ASSERT_TRUE(cli::Generate({"--model", fwd, "--out", updated}).ok());
+  auto a = LoadCheckpoint(updated + "/checkpoint");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_NE(a->FindParameter("bn.running_var"), nullptr) << "updated statistics are checkpoint state";
+  EXPECT_FALSE(a->FindParameter("bn.running_var")->requires_grad);
+  ASSERT_TRUE(cli::Generate({"--model", fwd, "--out", fixed, "--bn-running-stats", "constant"}).ok());
+  auto b = LoadCheckpoint(fixed + "/checkpoint");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->FindParameter("bn.running_var"), nullptr) << "constant statistics stay in the models";
+  std::string bad = ::testing::TempDir() + "/cli_gen_bn_bad";
+  Status s = cli::Generate({"--model", fwd, "--out", bad, "--bn-running-stats", "sometimes"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("sometimes"));
+  EXPECT_TRUE(std::ifstream(bad + "/checkpoint").fail());
+}
+
 TEST_F(CliTest, TruncatedIdxIsAnError) {
   std::string dir = Tmp("cli_trunc");
   WriteGz(dir + "/train-images-idx3-ubyte.gz", std::string("\x00\x00\x08\x03\x00\x00\x00\x05", 8));

@@ -14,7 +14,7 @@ Status Generate(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"model", "builtin", "out", "loss", "loss-output", "requires-grad",
                                                     "frozen", "optimizer", "beta1", "beta2", "eps", "weight-decay",
                                                     "adam-mode", "extra-outputs", "label-dtype", "seed", "reduction",
-                                                    "ignore-index"},
+                                                    "ignore-index", "bn-running-stats"},
                                              {}));
   if (!f.Has("out")) return InvalidArgument("generate needs --out DIR");
   if (f.Has("model") == f.Has("builtin")) return InvalidArgument("generate needs exactly one of --model FILE or --builtin mlp|cnn");
@@ -56,6 +56,7 @@ Status Generate(const std::vector<std::string>& args) {
     ONT_ASSIGN_OR_RETURN(o.ignore_index, f.GetInt("ignore-index", -100));
     o.has_ignore_index = true;
   }
+  ONT_ASSIGN_OR_RETURN(o.bn_running_stats, ParseBnRunningStats(f.Get("bn-running-stats", "pytorch")));
   std::string ld = f.Get("label-dtype", "int64");
   if (ld == "int32") o.label_dtype = DType::kInt32;
   else if (ld != "int64") return InvalidArgument("--label-dtype must be int32 or int64");

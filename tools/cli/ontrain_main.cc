@@ -14,7 +14,7 @@ const char* kUsage =
     "           BCEWithLogitsLoss|L1Loss | --loss-output NAME] [--requires-grad a,b] [--frozen c,d]\n"
     "           [--optimizer AdamW|SGD] [--beta1 B] [--beta2 B] [--eps E] [--weight-decay W] [--adam-mode 0|1]\n"
     "           [--extra-outputs logits,...] [--label-dtype int64|int32] [--reduction mean|sum|none]\n"
-    "           [--ignore-index N]\n"
+    "           [--ignore-index N] [--bn-running-stats pytorch|onnx|constant]\n"
     "  train    --artifacts DIR --data SPEC [--eval-data SPEC] [--batch-size N]\n"
     "           [--epochs N | --steps N] [--lr X] [--scheduler constant|linear|cosine|step|exponential]\n"
     "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--out DIR] [--resume]\n"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/ort_reference_losses.txt: ONNX Runtime 1.19.2's training engine on the artifact
 # sets of ../shared/ort-artifacts, tests/data/ort_mlp and the artifacts `ontrain generate` makes for its
-# built-in MLP and CNN (listed in sets.json), 20 AdamW steps each. Needs node/npm and
+# built-in MLP and CNN and for a BatchNormalization model (listed in sets.json), 20 AdamW steps each, then
+# the eval loss on the next batch. Needs node/npm and
 # /usr/bin/python3 with python3-onnx; the tests only read the output file.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -17,6 +18,11 @@ for name in $(/usr/bin/python3 -c "import json;print(' '.join(s['name'] for s in
   src=${src:+$repo/$src}
   mkdir -p "$work/$name"
   gen=$(/usr/bin/python3 -c "import json;print(next(s for s in json.load(open('sets.json'))['sets'] if s['name']=='$name').get('generate',''))")
+  model=$(/usr/bin/python3 -c "import json;print(next(s for s in json.load(open('sets.json'))['sets'] if s['name']=='$name').get('model',''))")
+  if [ -n "$model" ]; then
+    (cd "$repo" && bazel run //tools:ontrain -- generate --model "$repo/$model" --out "$work/$name") >/dev/null 2>&1
+    continue
+  fi
   if [ -n "$gen" ]; then
     (cd "$repo" && bazel run //tools:ontrain -- generate --builtin "$gen" --out "$work/$name") >/dev/null 2>&1
     continue

@@ -1,5 +1,6 @@
 // Trains ONNX Runtime artifact sets in ONNX Runtime's own training engine (onnxruntime-web 1.19.2, wasm,
-// under node) on the synthetic batches of sets.json and prints one line per step: "<set> <step> <loss>".
+// under node) on the synthetic batches of sets.json and prints one line per step: "<set> <step> <loss>",
+// then the eval model's loss on the next batch: "<set> eval <loss>".
 // Usage: node train_losses.js ARTIFACT_ROOT  (each set in ARTIFACT_ROOT/<name>/)
 'use strict';
 const fs = require('fs');
@@ -46,6 +47,12 @@ async function trainSet(root, set, steps) {
     await session.lazyResetGrad();
     console.log(`${set.name} ${step} ${loss.toPrecision(9)}`);
   }
+  // The eval model after training, on the next batch: it sees the trained parameters and any state the
+  // training steps updated in place (BatchNormalization running statistics).
+  const feeds = {};
+  for (const [name, kind, dims, classes] of set.inputs) feeds[name] = synthetic(kind, dims, steps, classes);
+  const evalOut = await session.runEvalStep(feeds);
+  console.log(`${set.name} eval ${evalOut[session.evalOutputNames[0]].data[0].toPrecision(9)}`);
   await session.release();
 }
 
