@@ -75,8 +75,14 @@ Status GeluGrad(GradContext& c) {
   return Status::OK();
 }
 Status FastGeluGrad(GradContext& c) {
-  if (c.has_input(1)) return Unimplemented("FastGelu with a bias input has no gradient builder");
-  return MsUnaryGrad<kFastGeluGrad, false>(c);
+  if (!c.has_input(1)) return MsUnaryGrad<kFastGeluGrad, false>(c);
+  // FastGelu(X, bias) = FastGelu(X + bias): the derivative at X + bias; dBias sums dX over the leading axes.
+  if (!c.wants(0) && !c.wants(1)) return Status::OK();
+  std::string xb = c.Emit("Add", {c.in(0), c.in(1)}, {c.Tmp("x_plus_bias")});
+  std::string dx = c.wants(0) ? c.dx[0] : c.Tmp("dx");
+  c.Emit("FastGeluGrad", {c.dy[0], xb}, {dx}, {}, kMs);
+  if (c.wants(1)) ONT_RETURN_IF_ERROR(c.ReduceTo(1, dx, c.out(0)));
+  return Status::OK();
 }
 Status ExpGrad(GradContext& c) {
   if (c.wants(0)) c.Emit("Mul", {c.dy[0], c.out(0)}, {c.dx[0]});

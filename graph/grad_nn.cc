@@ -129,10 +129,20 @@ Status ResolvedConvTransposeGrad(GradContext& c, std::vector<onnx::AttributeProt
   const Node& n = c.node();
   const ValueInfo* x = c.Type(c.in(0));
   const ValueInfo* w = c.Type(c.in(1));
-  if (!Static(x) || !Static(w) || x->dims.size() != w->dims.size() || x->dims.size() < 3) {
-    return Unimplemented("ConvTranspose gradient with output_shape, output_padding or auto_pad needs static X and W shapes");
+  // Only the spatial dims enter the pads: batch and channels may be symbolic.
+  auto spatial_known = [](const ValueInfo* v) {
+    if (v == nullptr || !v->has_shape || v->dims.size() < 3) return false;
+    for (size_t d = 2; d < v->dims.size(); ++d) if (!v->dims[d].known()) return false;
+    return true;
+  };
+  if (!spatial_known(x) || !spatial_known(w) || x->dims.size() != w->dims.size()) {
+    return Unimplemented("ConvTranspose gradient with output_shape, output_padding or auto_pad needs the spatial "
+                         "dims of X and W to be known (", x ? x->TypeString() : "X untyped", ", ",
+                         w ? w->TypeString() : "W untyped", ")");
   }
-  std::vector<int64_t> xd = DimsOf(x), wd = DimsOf(w);
+  std::vector<int64_t> xd, wd;
+  for (const Dim& d : x->dims) xd.push_back(d.known() ? d.value : -1);
+  for (const Dim& d : w->dims) wd.push_back(d.known() ? d.value : -1);
   const size_t nd = xd.size() - 2;
   auto per_dim = [&](const char* name, int64_t fill, size_t count) {
     std::vector<int64_t> v = n.GetInts(name);

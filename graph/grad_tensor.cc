@@ -171,12 +171,17 @@ Status ReduceOtherGrad(GradContext& c) {
 // (b, e): dX = dY[b : b+L] plus the pads folded back. Reflect sends dY[i] (i < b) to x[b-i] and dY[b+L+i] to
 // x[L-2-i], i.e. each pad reversed and shifted by one; edge sends the whole begin pad to x[0] and the end pad
 // to x[L-1].
+// Whether FoldedPadGrad applies: static input shape, pads from an initializer, none negative.
+bool Foldable(GradContext& c) {
+  const ValueInfo* x = c.Type(c.in(0));
+  const Tensor* pads = c.Initializer(c.in(1));
+  if (!Static(x) || pads == nullptr || pads->dtype() != DType::kInt64) return false;
+  for (int64_t i = 0; i < pads->NumElements(); ++i) if (pads->data<int64_t>()[i] < 0) return false;
+  return true;
+}
 Status FoldedPadGrad(GradContext& c, const std::string& mode) {
   const ValueInfo* x = c.Type(c.in(0));
-  if (!Static(x)) return Unimplemented("Pad gradient in ", mode, " mode needs a static input shape");
-  if (c.has_input(3)) return Unimplemented("Pad gradient in ", mode, " mode with an axes input");
   const Tensor* pads_t = c.Initializer(c.in(1));
-  if (pads_t == nullptr) return Unimplemented("Pad gradient in ", mode, " mode needs the pads as an initializer");
   std::vector<int64_t> xd = DimsOf(x);
   const int64_t rank = static_cast<int64_t>(xd.size());
   if (pads_t->dtype() != DType::kInt64 || pads_t->NumElements() != 2 * rank) {
@@ -221,14 +226,56 @@ Status FoldedPadGrad(GradContext& c, const std::string& mode) {
   c.Emit("Identity", {g}, {c.dx[0]});
   return Status::OK();
 }
+// Pad in reflect or edge mode with pads or shapes known only at run time. Each mode is a gather along one
+// axis after another: output position j of an axis of length n padded by (b, e) reads input
+//   edge:    clamp(j - b, 0, n - 1)
+//   reflect: (n - 1) - |(n - 1) - |j - b||
+// so the gradient is GatherGrad along the axes in reverse order, each into the shape the forward gather
+// read (output dims before the axis, input dims from it on).
+Status GatheredPadGrad(GradContext& c, const std::string& mode, int64_t rank) {
+  auto scalar = [&](const std::string& hint, int64_t v) { return c.Const(hint, Tensor::FromVector<int64_t>({v}, {})); };
+  const std::string zero = scalar("zero", 0), one = scalar("one", 1);
+  const std::string xs = c.Emit("Shape", {c.in(0)}, {c.Tmp("x_shape")});
+  const std::string ys = c.Emit("Shape", {c.out(0)}, {c.Tmp("y_shape")});
+  std::vector<std::string> index(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) {
+    std::string n = c.Emit("Gather", {xs, scalar("axis", d)}, {c.Tmp("n")});
+    std::string b = c.Emit("Gather", {c.in(1), scalar("begin_at", d)}, {c.Tmp("begin")});
+    std::string e = c.Emit("Gather", {c.in(1), scalar("end_at", rank + d)}, {c.Tmp("end")});
+    std::string len = c.Emit("Add", {c.Emit("Add", {n, b}, {c.Tmp("n_b")}), e}, {c.Tmp("len")});
+    std::string k = c.Emit("Sub", {c.Emit("Range", {zero, len, one}, {c.Tmp("j")}), b}, {c.Tmp("k")});
+    std::string last = c.Emit("Sub", {n, one}, {c.Tmp("last")});
+    if (mode == "edge") {
+      index[d] = c.Emit("Max", {c.Emit("Min", {k, last}, {c.Tmp("k_hi")}), zero}, {c.Tmp("index")});
+    } else {
+      std::string folded = c.Emit("Abs", {c.Emit("Sub", {last, c.Emit("Abs", {k}, {c.Tmp("abs_k")})}, {c.Tmp("from_end")})},
+                                  {c.Tmp("abs_from_end")});
+      index[d] = c.Emit("Sub", {last, folded}, {c.Tmp("index")});
+    }
+  }
+  std::string g = c.dy[0];
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    std::string shape = xs;
+    if (d > 0) {
+      std::string head = c.Emit("Slice", {ys, c.ConstInts("zero", {0}), c.ConstInts("d", {d})}, {c.Tmp("out_dims")});
+      std::string tail = c.Emit("Slice", {xs, c.ConstInts("d", {d}), c.ConstInts("rank", {rank})}, {c.Tmp("in_dims")});
+      shape = c.Emit("Concat", {head, tail}, {c.Tmp("gathered_shape")}, {AttrInt("axis", 0)});
+    }
+    g = c.Emit("GatherGrad", {shape, index[d], g}, {d == 0 ? c.dx[0] : c.Tmp("unpadded")}, {AttrInt("axis", d)}, kMs);
+  }
+  return Status::OK();
+}
 Status PadGrad(GradContext& c) {
   if (!c.wants(0)) return Status::OK();
   if (c.opset() < 11) return Unimplemented("Pad gradient before opset 11");
+  if (c.has_input(3)) return Unimplemented("Pad gradient with an axes input (opset 18)");
   const std::string mode = c.node().GetString("mode", "constant");
-  if (mode == "reflect" || mode == "edge") return FoldedPadGrad(c, mode);
-  if (mode != "constant") return Unimplemented("Pad gradient in ", mode, " mode");
   const ValueInfo* x = c.Type(c.in(0));
   if (!x || !x->has_shape) return InvalidArgument("Pad gradient needs the input's rank");
+  if (mode == "reflect" || mode == "edge") {
+    return Foldable(c) ? FoldedPadGrad(c, mode) : GatheredPadGrad(c, mode, static_cast<int64_t>(x->dims.size()));
+  }
+  if (mode != "constant") return Unimplemented("Pad gradient in ", mode, " mode");
   std::string shape = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
   // dX = dY without its padding: the slice starts after the begin pads (at 0 where a negative pad cropped).
   int64_t rank = static_cast<int64_t>(x->dims.size());
@@ -253,7 +300,21 @@ Status TileGrad(GradContext& c) {
   if (!c.wants(0)) return Status::OK();
   const ValueInfo* x = c.Type(c.in(0));
   const ValueInfo* y = c.Type(c.out(0));
-  if (!Static(x) || !Static(y)) return Unimplemented("Tile gradient needs static input and output shapes");
+  if (!Static(x) || !Static(y)) {
+    // Shapes known only at run time: the interleaved shape [r0, n0, r1, n1, ...] is built from the repeats
+    // and Shape(X); only the rank has to be known.
+    if (x == nullptr || !x->has_shape) return Unimplemented("Tile gradient needs the input's rank");
+    std::vector<int64_t> axes;
+    for (size_t d = 0; d < x->dims.size(); ++d) axes.push_back(static_cast<int64_t>(2 * d));
+    std::string one = c.ConstInts("axis1", {1});
+    std::string reps = c.Emit("Unsqueeze", {c.in(1), one}, {c.Tmp("repeats_col")});
+    std::string dims = c.Emit("Unsqueeze", {c.Emit("Shape", {c.in(0)}, {c.Tmp("x_shape")}), one}, {c.Tmp("dims_col")});
+    std::string pairs = c.Emit("Concat", {reps, dims}, {c.Tmp("pairs")}, {AttrInt("axis", 1)});
+    std::string split = c.Emit("Reshape", {pairs, c.ConstInts("flat", {-1})}, {c.Tmp("split_shape")});
+    std::string r = c.Emit("Reshape", {c.dy[0], split}, {c.Tmp("split")});
+    c.Emit("ReduceSum", {r, c.ConstInts("axes", axes)}, {c.dx[0]}, {AttrInt("keepdims", 0)});
+    return Status::OK();
+  }
   std::vector<int64_t> xd = DimsOf(x), yd = DimsOf(y), split, axes;
   for (size_t d = 0; d < xd.size(); ++d) {
     split.push_back(xd[d] ? yd[d] / xd[d] : 0);

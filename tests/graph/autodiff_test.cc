@@ -196,6 +196,21 @@ TEST(AutodiffTest, TransformerPieces) {
   CheckGradients(c, 1e-5);
 }
 
+// com.microsoft FastGelu, without and with its bias input (the bias gradient sums over the leading axes).
+TEST(AutodiffTest, FastGeluWithAndWithoutBias) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  c.model.opset_imports["com.microsoft"] = 1;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {2, 3, 4}), TensorInfo("bias", DType::kFloat64, {4})};
+  g.nodes = {MakeNode("FastGelu", {"x"}, {"a"}, {}, "fastgelu", "com.microsoft"),
+             MakeNode("FastGelu", {"x", "bias"}, {"b"}, {}, "fastgelu_bias", "com.microsoft"),
+             MakeNode("Mul", {"a", "b"}, {"y"}, {}, "mul")};
+  AddWeightedLoss(&c.model, {2, 3, 4}, 33);
+  c.feeds = {{"x", Random({2, 3, 4}, 34, -2.5, 2.5)}, {"bias", Random({4}, 35)}};
+  c.xs = {"x", "bias"};
+  CheckGradients(c, 1e-5);
+}
+
 TEST(AutodiffTest, BatchNormTrainingAndDropout) {
   Case c{Base()};
   Graph& g = c.model.graph;
@@ -411,20 +426,47 @@ TEST(AutodiffTest, PadReflectAndEdgeFoldGradientsBack) {
     c.xs = {"x"};
     CheckGradients(c, 1e-6);
   }
-  // Pads that are not an initializer cannot be folded statically: a clear error naming the mode.
-  Model m = Base();
-  m.graph.inputs = {TensorInfo("x", DType::kFloat64, {3}), TensorInfo("pads", DType::kInt64, {2})};
-  m.graph.nodes = {MakeNode("Pad", {"x", "pads"}, {"p"}, {AttrString("mode", "edge")}, "pad"),
-                   MakeNode("ReduceSum", {"p"}, {"loss"}, {AttrInt("keepdims", 0)}, "sum")};
-  m.graph.outputs = {TensorInfo("loss", DType::kFloat64, {})};
-  ASSERT_TRUE(PrepareForGradients(&m).ok());
-  Status s = BuildGradientGraph(&m, "loss", {"x"});
-  ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("edge mode needs the pads as an initializer"));
+}
+
+// Pads known only at run time (a graph input) and symbolic input dims: the gradient is a chain of
+// GatherGrad over run-time indices. Edge mode here also crops (negative pads).
+TEST(AutodiffTest, PadReflectAndEdgeWithRuntimePadsAndShapes) {
+  struct Mode {
+    const char* name;
+    std::vector<int64_t> pads;
+    Shape y;
+  };
+  for (const Mode& mode : {Mode{"reflect", {0, 2, 3, 0, 1, 2}, {2, 6, 9}}, Mode{"edge", {1, -1, 2, 0, 1, -1}, {3, 3, 5}}}) {
+    SCOPED_TRACE(mode.name);
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    g.inputs = {TensorInfo("x", DType::kFloat64, {-1, 3, -1}, {"a", "", "b"}), TensorInfo("pads", DType::kInt64, {6})};
+    g.nodes = {MakeNode("Pad", {"x", "pads"}, {"p"}, {AttrString("mode", mode.name)}, "pad"),
+               MakeNode("Mul", {"p", "p"}, {"y"}, {}, "square")};
+    AddWeightedLoss(&c.model, mode.y, 82);
+    c.feeds = {{"x", Random({2, 3, 4}, 83)}};
+    c.fixed = {{"pads", Tensor::FromVector<int64_t>(mode.pads, {6})}};
+    c.xs = {"x"};
+    CheckGradients(c, 1e-6);
+  }
+}
+
+// Tile whose input has symbolic dims and whose repeats come at run time.
+TEST(AutodiffTest, TileWithRuntimeShapes) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {-1, 3}, {"n", ""}), TensorInfo("reps", DType::kInt64, {2})};
+  g.nodes = {MakeNode("Tile", {"x", "reps"}, {"t"}, {}, "tile"), MakeNode("Mul", {"t", "t"}, {"y"}, {}, "square")};
+  AddWeightedLoss(&c.model, {6, 6}, 84);
+  c.feeds = {{"x", Random({2, 3}, 85)}};
+  c.fixed = {{"reps", Tensor::FromVector<int64_t>({3, 2}, {2})}};
+  c.xs = {"x"};
+  CheckGradients(c, 1e-6);
 }
 
 // ConvTranspose whose pads come from output_padding, auto_pad or output_shape (including an output_shape
-// larger than the full scatter result, i.e. negative pads), in 1-D with groups and dilations and in 2-D.
+// larger than the full scatter result, i.e. negative pads), in 1-D with groups and dilations and in 2-D,
+// with a static or a symbolic batch.
 TEST(AutodiffTest, ConvTransposeWithResolvedPads) {
   struct Variant {
     const char* name;
@@ -446,7 +488,14 @@ TEST(AutodiffTest, ConvTransposeWithResolvedPads) {
     Case c{Base()};
     Graph& g = c.model.graph;
     int64_t m = v.w[1] * (v.name == std::string("grouped_1d") ? 2 : 1);
-    g.inputs = {TensorInfo("x", DType::kFloat64, v.x), TensorInfo("w", DType::kFloat64, v.w),
+    // A symbolic batch (all but the first variant): only the spatial dims resolve the pads.
+    std::vector<int64_t> xdims(v.x.begin(), v.x.end());
+    std::vector<std::string> names(xdims.size(), "");
+    if (v.name != std::string("output_padding")) {
+      xdims[0] = -1;
+      names[0] = "batch";
+    }
+    g.inputs = {TensorInfo("x", DType::kFloat64, xdims, names), TensorInfo("w", DType::kFloat64, v.w),
                 TensorInfo("b", DType::kFloat64, {m})};
     g.nodes = {MakeNode("ConvTranspose", {"x", "w", "b"}, {"ct"}, v.attrs, "ct"),
                MakeNode("Mul", {"ct", "ct"}, {"sq"}, {}, "sq"),
