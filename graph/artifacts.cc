@@ -91,7 +91,7 @@ Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, V
       if (!g.FindInput("target")) g.inputs.push_back(target);
       g.nodes.push_back(MakeNode("Sub", {out.name, "target"}, {"onnx::sub_output::1"}, {}, "onnx::Sub::1"));
       if (o.loss == LossKind::kMSE) {
-        g.AddInitializer("onnx::pow_exponent::1", Tensor::FromVector<float>({2.0f}, {1}));
+        g.AddInitializer("onnx::pow_exponent::1", FloatConstant(out.dtype, 2.0f, {1}));
         g.nodes.push_back(MakeNode("Pow", {"onnx::sub_output::1", "onnx::pow_exponent::1"}, {"onnx::pow_output::1"}, {},
                                    "onnx::Pow::1"));
         loss = reduce_mean("onnx::pow_output::1");
@@ -105,7 +105,7 @@ Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, V
       ValueInfo target = out;
       target.name = "target";
       if (!g.FindInput("target")) g.inputs.push_back(target);
-      g.AddInitializer("bceloss.sub_ones", Tensor::FromVector<float>({1.0f}, {1}));
+      g.AddInitializer("bceloss.sub_ones", FloatConstant(out.dtype, 1.0f, {1}));
       const std::string x = out.name;
       g.nodes.push_back(MakeNode("Sigmoid", {x}, {"bce.s"}, {}, "bce.Sigmoid"));
       g.nodes.push_back(MakeNode("Log", {"bce.s"}, {"bce.log_s"}, {}, "bce.Log"));
@@ -124,7 +124,7 @@ Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, V
   std::vector<ValueInfo> outs;
   ValueInfo lv;
   lv.name = loss;
-  lv.dtype = DType::kFloat32;
+  lv.dtype = DType::kUndefined;  // typed by inference below: the model's float type
   outs.push_back(lv);
   for (const std::string& e : o.extra_outputs) {
     auto it = types.find(e);

@@ -84,4 +84,11 @@ Node MakeNode(const std::string& op_type, const std::vector<std::string>& inputs
   return n;
 }
 
+Tensor FloatConstant(DType dtype, float v, const Shape& shape) {
+  const size_t n = static_cast<size_t>(ShapeNumElements(shape));
+  if (dtype == DType::kFloat64) return Tensor::FromVector<double>(std::vector<double>(n, v), shape);
+  if (dtype == DType::kFloat16) return Tensor::FromVector<Float16>(std::vector<Float16>(n, Float16(v)), shape);
+  return Tensor::FromVector<float>(std::vector<float>(n, v), shape);
+}
+
 }  // namespace ontrain

@@ -20,6 +20,10 @@ onnx::AttributeProto AttrInts(const std::string& name, const std::vector<int64_t
 onnx::AttributeProto AttrFloats(const std::string& name, const std::vector<float>& v);
 onnx::AttributeProto AttrTensor(const std::string& name, const Tensor& v);
 
+// A tensor filled with v, in the floating-point type `dtype` (float64 and float16 as such; anything else
+// gets float32), for constants that must match a value's type.
+Tensor FloatConstant(DType dtype, float v, const Shape& shape);
+
 Node MakeNode(const std::string& op_type, const std::vector<std::string>& inputs,
               const std::vector<std::string>& outputs, const std::vector<onnx::AttributeProto>& attributes = {},
               const std::string& name = "", const std::string& domain = "");

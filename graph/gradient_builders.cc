@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "graph/builder.h"
 #include "graph/gradient_helpers.h"
 
 namespace ontrain {
@@ -189,9 +190,7 @@ std::string GradContext::ConstInts(const std::string& hint, const std::vector<in
 
 std::string GradContext::ConstFloat(const std::string& hint, float v, const std::string& like) {
   const ValueInfo* t = Type(like.empty() ? in(0) : like);
-  if (t && t->dtype == DType::kFloat64) return Const(hint, Tensor::FromVector<double>({v}, {}));
-  if (t && t->dtype == DType::kFloat16) return Const(hint, Tensor::FromVector<Float16>({Float16(v)}, {}));
-  return Const(hint, Tensor::FromVector<float>({v}, {}));
+  return Const(hint, FloatConstant(t ? t->dtype : DType::kFloat32, v, {}));
 }
 
 const ValueInfo* GradContext::Type(const std::string& name) const {

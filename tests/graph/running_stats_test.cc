@@ -208,7 +208,25 @@ TEST(RunningStatsErrorsTest, MisuseNamesTheStatistic) {
   ASSERT_FALSE(b.ok());
   EXPECT_THAT(b.status().message(), HasSubstr("\"bn.mean\""));
   EXPECT_THAT(b.status().message(), HasSubstr("reads_mean"));
-  // ... unless the statistics stay constant.
+  // Only float32 statistics are updated; others name the node and the way out (a float64 model's loss
+  // block and gradients are built in float64).
+  Model f64 = BnModel();
+  f64.graph.inputs[0] = TensorInfo("x", DType::kFloat64, {-1, kC, kS}, {"batch", "", ""});
+  f64.graph.outputs[0] = TensorInfo("y", DType::kFloat64, {-1, kC, kS}, {"batch", "", ""});
+  for (const char* name : {"bn.scale", "bn.bias", "bn.mean", "bn.var"}) {
+    const Tensor& t = f64.graph.initializers.at(name);
+    f64.graph.AddInitializer(name, Tensor::FromVector<double>({t.data<float>()[0], t.data<float>()[1]}, {kC}));
+  }
+  ArtifactOptions fo;
+  fo.loss = LossKind::kMSE;
+  auto d = GenerateArtifacts(f64, fo);
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), HasSubstr("only float32"));
+  EXPECT_THAT(d.status().message(), HasSubstr("\"bn\""));
+  fo.bn_running_stats = BnRunningStats::kConstant;
+  auto e = GenerateArtifacts(f64, fo);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  // A shared statistic is fine when the statistics stay constant.
   so.bn_running_stats = BnRunningStats::kConstant;
   so.requires_grad = {"bn.scale", "bn.bias"};
   auto c = GenerateArtifacts(shared, so);
