@@ -97,6 +97,7 @@ Status InferShapes(Model* model) {
     onnx::ShapeInferenceOptions options;
     options.check_type = true;
     options.error_mode = 1;  // throw on errors in known ops; unknown ops are skipped
+    options.enable_data_propagation = true;  // shapes computed by Shape/Gather/Concat feed Reshape etc.
     try {
       onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
     } catch (const std::exception& e) {

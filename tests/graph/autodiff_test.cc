@@ -509,6 +509,30 @@ TEST(AutodiffTest, ConvTransposeWithResolvedPads) {
   }
 }
 
+// PyTorch's GroupNorm export: Reshape to groups, InstanceNormalization, Reshape back to Shape(x). The
+// shape of the second Reshape is computed, so only shape inference with data propagation keeps the
+// spatial dims that the ConvTranspose after it needs to resolve output_padding.
+TEST(AutodiffTest, ComputedReshapeKeepsShapesForConvTranspose) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {-1, 4, 2, 2}, {"batch", "", "", ""}),
+              TensorInfo("w", DType::kFloat64, {4, 2, 3, 3})};
+  g.AddInitializer("groups", Tensor::FromVector<int64_t>({0, 2, -1}, {3}));
+  g.AddInitializer("gs", Tensor::FromVector<double>({1.0, 1.0}, {2}));
+  g.AddInitializer("gb", Tensor::FromVector<double>({0.0, 0.0}, {2}));
+  g.nodes = {MakeNode("Reshape", {"x", "groups"}, {"xg"}, {}, "to_groups"),
+             MakeNode("InstanceNormalization", {"xg", "gs", "gb"}, {"ng"}, {}, "group_norm"),
+             MakeNode("Shape", {"x"}, {"xs"}, {}, "shape"),
+             MakeNode("Reshape", {"ng", "xs"}, {"n"}, {}, "back"),
+             MakeNode("ConvTranspose", {"n", "w"}, {"y"},
+                      {AttrInts("strides", {2, 2}), AttrInts("pads", {1, 1, 1, 1}), AttrInts("output_padding", {1, 1})},
+                      "up")};
+  AddWeightedLoss(&c.model, {2, 2, 4, 4}, 86);
+  c.feeds = {{"x", Random({2, 4, 2, 2}, 87)}, {"w", Random({4, 2, 3, 3}, 88)}};
+  c.xs = {"x", "w"};
+  CheckGradients(c, 1e-5);
+}
+
 // Values downstream of a node that the forward rewrites turn into a com.microsoft op (BatchNormalization ->
 // BatchNormInternal) keep their static shapes, so builders that need them (Tile here) still work.
 TEST(AutodiffTest, ShapesSurviveTheBatchNormRewrite) {
