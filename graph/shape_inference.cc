@@ -1,9 +1,12 @@
 // Bridges ontrain's Model to onnx::shape_inference::InferShapes, adding the output types of the
-// com.microsoft forward ops that ontrain's own rewrites introduce (ONNX's inference skips that domain).
+// com.microsoft forward ops that ontrain's own rewrites introduce (ONNX's inference skips that domain), and
+// ranks where ONNX's rules stop short (computed Slice starts, Reshape to a computed shape).
 #include "graph/shape_inference.h"
 
 #include <exception>
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include <onnx/shape_inference/implementation.h>
 
@@ -84,6 +87,89 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
   return false;
 }
 
+// Rank, and the dims that follow, of an ONNX-domain node's first output that ONNX's inference left without
+// a shape: the ONNX version here gives up on Slice with computed starts and on Reshape to a computed shape
+// (PyTorch's MultiheadAttention export has both), and then on everything downstream, while gradient
+// builders need at least ranks. Dims that do not follow are left unknown; false when no rule applies.
+bool InferRank(const Node& n, const std::map<std::string, const ValueInfo*>& known, std::vector<ValueInfo>* out) {
+  static const std::set<std::string> kSameShape = {
+      "Abs", "Cast", "Ceil", "Celu", "Clip", "Cos", "Dropout", "Elu", "Erf", "Exp", "Floor", "Gelu",
+      "HardSigmoid", "HardSwish", "Identity", "LeakyRelu", "Log", "LogSoftmax", "Neg", "Not", "Reciprocal",
+      "Relu", "Selu", "Sigmoid", "Sign", "Sin", "Softmax", "Softplus", "Softsign", "Sqrt", "Tanh"};
+  static const std::set<std::string> kBroadcast = {"Add", "And", "Div", "Equal", "Greater", "Less", "Max",
+                                                   "Mean", "Min", "Mod", "Mul", "Or", "Pow", "Sub", "Sum", "Where"};
+  if (!n.domain.empty() || n.outputs.empty() || n.outputs[0].empty()) return false;
+  auto y = known.find(n.outputs[0]);
+  if (y != known.end() && y->second->has_shape) return false;
+  auto shaped = [&](size_t i) -> const ValueInfo* {
+    if (i >= n.inputs.size() || n.inputs[i].empty()) return nullptr;
+    auto it = known.find(n.inputs[i]);
+    return it == known.end() || !it->second->has_shape ? nullptr : it->second;
+  };
+  const ValueInfo* x = shaped(0);
+  std::vector<Dim> dims;
+  DType dtype = x ? x->dtype : DType::kUndefined;
+  const std::string& op = n.op_type;
+  if (kSameShape.count(op)) {
+    if (!x) return false;
+    dims = x->dims;
+    if (op == "Cast") dtype = static_cast<DType>(n.GetInt("to", 0));
+    if (op == "Not") dtype = DType::kBool;
+  } else if (kBroadcast.count(op)) {
+    size_t rank = 0;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!shaped(i)) return false;
+      rank = std::max(rank, shaped(i)->dims.size());
+    }
+    dims.assign(rank, Dim{});
+    for (size_t k = 0; k < rank; ++k) {  // from the right; a known dim > 1 decides, all-known ones give 1
+      bool all_known = true;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const std::vector<Dim>& d = shaped(i)->dims;
+        if (k >= d.size()) continue;
+        const Dim& e = d[d.size() - 1 - k];
+        if (!e.known()) all_known = false;
+        else if (e.value != 1) dims[rank - 1 - k] = e;
+      }
+      if (all_known && !dims[rank - 1 - k].known()) dims[rank - 1 - k] = Dim{1, ""};
+    }
+    if (op == "Where") dtype = shaped(1)->dtype;
+    if (op == "Equal" || op == "Greater" || op == "Less" || op == "And" || op == "Or") dtype = DType::kBool;
+  } else if (op == "Slice" || op == "Concat") {
+    if (!x) return false;
+    dims.assign(x->dims.size(), Dim{});
+  } else if (op == "Reshape") {
+    const ValueInfo* s = shaped(1);
+    if (!s || s->dims.size() != 1 || !s->dims[0].known() || dtype == DType::kUndefined) return false;
+    dims.assign(static_cast<size_t>(s->dims[0].value), Dim{});
+  } else if (op == "Transpose") {
+    if (!x) return false;
+    std::vector<int64_t> perm = n.GetInts("perm");
+    if (perm.empty()) for (size_t i = x->dims.size(); i-- > 0;) perm.push_back(static_cast<int64_t>(i));
+    if (perm.size() != x->dims.size()) return false;
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(x->dims.size())) return false;
+      dims.push_back(x->dims[p]);
+    }
+  } else if (op == "MatMul") {
+    const ValueInfo* b = shaped(1);
+    if (!x || !b || x->dims.size() < 2 || b->dims.size() < 2) return false;
+    dims.assign(std::max(x->dims.size(), b->dims.size()), Dim{});
+    dims[dims.size() - 2] = x->dims[x->dims.size() - 2];
+    dims.back() = b->dims.back();
+  } else {
+    return false;
+  }
+  ValueInfo v;
+  v.name = n.outputs[0];
+  v.dtype = y != known.end() && y->second->dtype != DType::kUndefined ? y->second->dtype : dtype;
+  if (v.dtype == DType::kUndefined) return false;
+  v.has_shape = true;
+  v.dims = std::move(dims);
+  out->push_back(std::move(v));
+  return true;
+}
+
 }  // namespace
 
 Status InferShapes(Model* model) {
@@ -119,6 +205,9 @@ Status InferShapes(Model* model) {
     std::vector<ValueInfo> added;
     for (const Node& n : model->graph.nodes) {
       if (n.domain == "com.microsoft") InferMicrosoftNode(n, known, &added);
+    }
+    if (added.empty()) {  // only once ONNX's rules have gone as far as they can: ranks past its gaps
+      for (const Node& n : model->graph.nodes) InferRank(n, known, &added);
     }
     if (added.empty()) break;
     seeds.insert(seeds.end(), added.begin(), added.end());

@@ -2,7 +2,7 @@
 """PyTorch reference fixtures for ontrain's autodiff (tests/graph/torch_parity_test.cc).
 
 For each small model: the forward ONNX model as PyTorch exports it (opset 14: LayerNorm decomposed,
-GELU through Erf), the fixed batch, the gradients of the mean cross-entropy loss at initialisation and the
+GELU through Erf; opset 17 for torch.nn.TransformerEncoderLayer), the fixed batch, the gradients of the mean cross-entropy loss at initialisation and the
 losses of 10 torch.optim.AdamW steps, the eval-mode logits at initialisation and after the 10 steps, and
 BatchNorm's running statistics after them (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01: ONNX
 Runtime's adam_mode 0) on that batch. Run with Debian's /usr/bin/python3 (python3-torch 1.13) from the
@@ -85,11 +85,26 @@ class BnDropout(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class EncoderLayer(nn.Module):
+    """torch.nn.TransformerEncoderLayer as PyTorch exports it at opset 17: nn.MultiheadAttention with computed
+    Slice bounds and Reshape shapes, native LayerNormalization, dropout 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x):
+        return self.fc(self.enc(x).mean(dim=1))
+
+
+# name, model, input shape, export mode, opset
 MODELS = [
-    ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL),
-    ("cnn", Cnn, (4, 1, 10, 10), torch.onnx.TrainingMode.EVAL),
-    ("transformer", Block, (4, 6, 8), torch.onnx.TrainingMode.EVAL),
-    ("bn_dropout", BnDropout, (8, 3, 6, 6), torch.onnx.TrainingMode.TRAINING),
+    ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL, 14),
+    ("cnn", Cnn, (4, 1, 10, 10), torch.onnx.TrainingMode.EVAL, 14),
+    ("transformer", Block, (4, 6, 8), torch.onnx.TrainingMode.EVAL, 14),
+    ("bn_dropout", BnDropout, (8, 3, 6, 6), torch.onnx.TrainingMode.TRAINING, 14),
+    ("encoder_layer", EncoderLayer, (4, 6, 16), torch.onnx.TrainingMode.TRAINING, 17),
 ]
 
 
@@ -99,7 +114,7 @@ def write_tensor(f, name, t):
 
 
 def main():
-    for name, cls, shape, mode in MODELS:
+    for name, cls, shape, mode, opset in MODELS:
         torch.manual_seed(0)
         model = cls()
         gen = torch.Generator().manual_seed(1)
@@ -109,7 +124,7 @@ def main():
         os.makedirs(d, exist_ok=True)
         model.train(mode == torch.onnx.TrainingMode.TRAINING)
         torch.onnx.export(model, x, os.path.join(d, "forward.onnx"), input_names=["input"], output_names=["logits"],
-                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=14,
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=opset,
                           do_constant_folding=False, training=mode)
         model.eval()
         with torch.no_grad():

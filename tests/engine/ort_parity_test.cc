@@ -1,6 +1,6 @@
 // Every ONNX Runtime artifact set of ../shared/ort-artifacts (plus the MLP that tools/make_mlp_fixture.py
 // writes in ONNX Runtime's conventions, and the artifacts ontrain's own generator makes for its built-in MLP
-// and CNN and for a BatchNormalization model) trains in ontrain, and its 20 AdamW losses and the eval loss
+// and CNN, for a BatchNormalization model and for torch.nn.TransformerEncoderLayer) trains in ontrain, and its 20 AdamW losses and the eval loss
 // after them match those ONNX Runtime 1.19.2's own training engine produced on the same batches
 // (tests/data/ort_reference_losses.txt, made by tools/ort_reference/make_reference.sh).
 #include <cmath>
@@ -51,6 +51,8 @@ const std::vector<SetSpec>& Sets() {
       {"gen-cnn", {{"input", "float", {2, 1, 28, 28}}, {"labels", "int64", {2}, 10}}, {}, "", "cnn"},
       {"gen-bn", {{"input", "float", {8, 3, 6, 6}}, {"labels", "int64", {8}, 5}}, {}, "", "",
        "tests/data/torch/bn_dropout/forward.onnx"},
+      {"gen-encoder", {{"input", "float", {4, 6, 16}}, {"labels", "int64", {4}, 5}}, {}, "", "",
+       "tests/data/torch/encoder_layer/forward.onnx"},
   };
   return *sets;
 }
@@ -168,7 +170,7 @@ TEST_P(OrtParityTest, LossesMatchOnnxRuntime) {
               "after training %.3g\n", set.name.c_str(), kSteps, worst, eval_rel);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 9),
+INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 10),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            std::string n = Sets()[info.param].name;
                            for (char& c : n) if (c == '-') c = '_';

@@ -169,6 +169,40 @@ TEST(ShapeInferenceTest, InfersIntermediateShapesWithSymbols) {
   EXPECT_EQ(types["h3"], "float32[batch,2]");
 }
 
+// Where ONNX's rules stop (Slice with run-time bounds, Reshape to a run-time shape), ranks still flow:
+// Transpose permutes the dims, MatMul keeps its operands' last dims, broadcasting takes the known ones.
+TEST(ShapeInferenceTest, RanksFlowPastRuntimeSliceAndReshape) {
+  Model m;
+  m.opset_imports[""] = 17;
+  m.graph.inputs = {TensorInfo("x", DType::kFloat32, {-1, 6, 12}, {"batch", "", ""}),
+                    TensorInfo("s", DType::kInt64, {1}), TensorInfo("e", DType::kInt64, {1}),
+                    TensorInfo("shape", DType::kInt64, {4}), TensorInfo("w", DType::kFloat32, {5, 7}),
+                    TensorInfo("b", DType::kFloat32, {7})};
+  m.graph.AddInitializer("axes", Tensor::FromVector<int64_t>({2}, {1}));
+  m.graph.nodes = {MakeNode("Slice", {"x", "s", "e", "axes"}, {"sl"}, {}, "slice"),
+                   MakeNode("Reshape", {"sl", "shape"}, {"r"}, {}, "reshape"),
+                   MakeNode("Transpose", {"r"}, {"t"}, {AttrInts("perm", {0, 2, 1, 3})}, "transpose"),
+                   MakeNode("MatMul", {"t", "w"}, {"mm"}, {}, "matmul"),
+                   MakeNode("Add", {"mm", "b"}, {"y"}, {}, "add"),
+                   MakeNode("Less", {"y", "b"}, {"mask"}, {}, "less")};
+  m.graph.outputs = {ValueInfo{"mask"}};
+  ASSERT_TRUE(InferShapes(&m).ok());
+  std::map<std::string, const ValueInfo*> v;
+  for (const ValueInfo& i : m.graph.value_infos) v[i.name] = &i;
+  for (const ValueInfo& i : m.graph.outputs) v[i.name] = &i;
+  auto rank = [&](const char* name) { return v.count(name) && v[name]->has_shape ? static_cast<int>(v[name]->dims.size()) : -1; };
+  EXPECT_EQ(rank("sl"), 3);
+  EXPECT_EQ(rank("r"), 4);
+  EXPECT_EQ(rank("t"), 4);
+  ASSERT_EQ(rank("mm"), 4);
+  EXPECT_EQ(v["mm"]->dims[3].value, 7);
+  ASSERT_EQ(rank("y"), 4);
+  EXPECT_EQ(v["y"]->dims[3].value, 7);
+  EXPECT_FALSE(v["y"]->dims[0].known());
+  ASSERT_EQ(rank("mask"), 4);
+  EXPECT_EQ(v["mask"]->dtype, DType::kBool);
+}
+
 TEST(ShapeInferenceTest, ReportsContradictions) {
   Model m;
   m.opset_imports[""] = 17;

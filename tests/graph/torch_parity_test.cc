@@ -156,7 +156,7 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
               worst_loss, worst_eval, worst_trained, worst_stat);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "bn_dropout"));
+INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "bn_dropout", "encoder_layer"));
 
 }  // namespace
 }  // namespace ontrain
