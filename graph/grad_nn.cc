@@ -73,6 +73,25 @@ Status PoolGrad(GradContext& c) {
   const ValueInfo* x = c.Type(c.in(0));
   if (!x) return InvalidArgument("pooling gradient needs the input's shape");
   bool max = c.node().op_type == "MaxPool";
+  bool known = x->has_shape;
+  for (size_t d = 1; known && d < x->dims.size(); ++d) known = x->dims[d].known();
+  if (!known && max && c.node().GetInt("storage_order", 0) == 0) {
+    // The pooled input's dims are known only at run time (e.g. after a Pad with computed pads), so
+    // MaxPoolGrad could not size dX. MaxPool's Indices are flat row-major positions in X: scatter-add dY
+    // there over the flattened X, then restore X's shape.
+    std::string flat = c.ConstInts("flat", {-1});
+    std::string size = c.Emit("Reshape", {c.Emit("Size", {c.in(0)}, {c.Tmp("size")}), c.ConstInts("one", {1})},
+                              {c.Tmp("flat_shape")});
+    std::string dy = c.Emit("Reshape", {c.dy[0], flat}, {c.Tmp("dy_flat")});
+    std::string idx = c.Emit("Reshape", {c.out(1), flat}, {c.Tmp("indices_flat")});
+    std::string dx = c.Emit("GatherElementsGrad", {dy, size, idx}, {c.Tmp("dx_flat")}, {AttrInt("axis", 0)}, kMs);
+    c.Emit("Reshape", {dx, c.Emit("Shape", {c.in(0)}, {c.Tmp("x_shape")})}, {c.dx[0]});
+    return Status::OK();
+  }
+  if (!known) {
+    return Unimplemented(c.node().op_type, " gradient needs the pooled input's dims after the batch to be known, got ",
+                         x->TypeString());
+  }
   std::vector<std::string> ins = {c.dy[0]};
   if (max) ins.push_back(c.out(1));
   c.Emit(max ? "MaxPoolGrad" : "AveragePoolGrad", ins, {c.dx[0]}, CopyAttrs(c.node(), {"storage_order"}));

@@ -98,6 +98,21 @@ class EncoderLayer(nn.Module):
         return self.fc(self.enc(x).mean(dim=1))
 
 
+class PadPool(nn.Module):
+    """F.pad in reflect and replicate modes (PyTorch exports the pads as a computed tensor) and max_pool1d
+    after it, so the pooled input's dims are known only at run time."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(2, 4, 3)
+        self.fc = nn.Linear(4 * 9, 5)
+
+    def forward(self, x):
+        h = F.elu(self.conv(F.pad(x, (2, 1), mode="reflect")))
+        h = F.max_pool1d(F.pad(h, (1, 1), mode="replicate"), 2)
+        return self.fc(torch.flatten(h, 1))
+
+
 # name, model, input shape, export mode, opset
 MODELS = [
     ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL, 14),
@@ -105,6 +120,7 @@ MODELS = [
     ("transformer", Block, (4, 6, 8), torch.onnx.TrainingMode.EVAL, 14),
     ("bn_dropout", BnDropout, (8, 3, 6, 6), torch.onnx.TrainingMode.TRAINING, 14),
     ("encoder_layer", EncoderLayer, (4, 6, 16), torch.onnx.TrainingMode.TRAINING, 17),
+    ("pad_pool", PadPool, (4, 2, 16), torch.onnx.TrainingMode.EVAL, 17),
 ]
 
 

@@ -451,6 +451,21 @@ TEST(AutodiffTest, PadReflectAndEdgeWithRuntimePadsAndShapes) {
   }
 }
 
+// MaxPool after a Pad whose pads come at run time (as PyTorch exports F.pad): the pooled input's dims are
+// unknown until run time, so the gradient scatters dY through the flat Indices instead of MaxPoolGrad.
+TEST(AutodiffTest, MaxPoolWithRuntimeInputShape) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {-1, 2, 5}, {"batch", "", ""}), TensorInfo("pads", DType::kInt64, {6})};
+  g.nodes = {MakeNode("Pad", {"x", "pads"}, {"p"}, {AttrString("mode", "edge")}, "pad"),
+             MakeNode("MaxPool", {"p"}, {"y"}, {AttrInts("kernel_shape", {3}), AttrInts("strides", {2})}, "pool")};
+  AddWeightedLoss(&c.model, {2, 2, 3}, 89);
+  c.feeds = {{"x", Random({2, 2, 5}, 90)}};
+  c.fixed = {{"pads", Tensor::FromVector<int64_t>({0, 0, 1, 0, 0, 1}, {6})}};
+  c.xs = {"x"};
+  CheckGradients(c, 1e-6);
+}
+
 // Tile whose input has symbolic dims and whose repeats come at run time.
 TEST(AutodiffTest, TileWithRuntimeShapes) {
   Case c{Base()};

@@ -156,7 +156,8 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
               worst_loss, worst_eval, worst_trained, worst_stat);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "bn_dropout", "encoder_layer"));
+INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "bn_dropout", "encoder_layer",
+                                                                "pad_pool"));
 
 }  // namespace
 }  // namespace ontrain
