@@ -139,8 +139,8 @@ Status GlobalMaxPoolGrad(GradContext& c) {
 
 // ConvTranspose(X, W[, B]): dX = Conv(dY, W), dW = the weight gradient of that convolution read the other
 // way (ConvGrad with X and dY swapped), dB = dY summed over batch and space. Explicit pads only.
-// ConvTranspose with output_padding, output_shape or auto_pad. With static spatial shapes the pads resolve
-// to numbers (as the forward kernel resolves them, possibly negative): Y = full[pb : F - pe] of the full
+// ConvTranspose with output_padding, output_shape or auto_pad. The pads resolve to numbers (as the forward
+// kernel resolves them, possibly negative; output_shape and SAME_* from the static spatial dims): Y = full[pb : F - pe] of the full
 // scatter result of length F = s*(in-1) + output_padding + span. dY padded by (pb, pe) (negative pads crop)
 // is dFull, and X's and W's gradients are those of the adjoint convolution over dFull without padding; the
 // last output_padding rows of dFull are reached by no input and drop out when output_padding < stride.
@@ -148,21 +148,28 @@ Status ResolvedConvTransposeGrad(GradContext& c, std::vector<onnx::AttributeProt
   const Node& n = c.node();
   const ValueInfo* x = c.Type(c.in(0));
   const ValueInfo* w = c.Type(c.in(1));
-  // Only the spatial dims enter the pads: batch and channels may be symbolic.
+  // Only output_shape and SAME_* read the spatial dims (the target length, or in * stride, is compared with
+  // the full scatter length); explicit pads with output_padding need no shapes at all.
+  const std::string auto_pad = n.GetString("auto_pad", "NOTSET");
+  const bool needs_dims = n.HasAttribute("output_shape") || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   auto spatial_known = [](const ValueInfo* v) {
     if (v == nullptr || !v->has_shape || v->dims.size() < 3) return false;
     for (size_t d = 2; d < v->dims.size(); ++d) if (!v->dims[d].known()) return false;
     return true;
   };
-  if (!spatial_known(x) || !spatial_known(w) || x->dims.size() != w->dims.size()) {
-    return Unimplemented("ConvTranspose gradient with output_shape, output_padding or auto_pad needs the spatial "
+  if (needs_dims && (!spatial_known(x) || !spatial_known(w) || x->dims.size() != w->dims.size())) {
+    return Unimplemented("ConvTranspose gradient with output_shape or auto_pad ", auto_pad, " needs the spatial "
                          "dims of X and W to be known (", x ? x->TypeString() : "X untyped", ", ",
                          w ? w->TypeString() : "W untyped", ")");
   }
-  std::vector<int64_t> xd, wd;
-  for (const Dim& d : x->dims) xd.push_back(d.known() ? d.value : -1);
-  for (const Dim& d : w->dims) wd.push_back(d.known() ? d.value : -1);
-  const size_t nd = xd.size() - 2;
+  size_t rank = x && x->has_shape ? x->dims.size() : w && w->has_shape ? w->dims.size() : 0;
+  if (rank < 3) return InvalidArgument("ConvTranspose gradient needs the rank of X or W (at least 3)");
+  std::vector<int64_t> xd(rank, -1), wd(rank, -1);
+  if (needs_dims) {
+    for (size_t d = 0; d < rank; ++d) xd[d] = x->dims[d].known() ? x->dims[d].value : -1;
+    for (size_t d = 0; d < rank; ++d) wd[d] = w->dims[d].known() ? w->dims[d].value : -1;
+  }
+  const size_t nd = rank - 2;
   auto per_dim = [&](const char* name, int64_t fill, size_t count) {
     std::vector<int64_t> v = n.GetInts(name);
     return v.empty() ? std::vector<int64_t>(count, fill) : v;
@@ -175,15 +182,18 @@ Status ResolvedConvTransposeGrad(GradContext& c, std::vector<onnx::AttributeProt
       (!out_shape.empty() && out_shape.size() != nd)) {
     return InvalidArgument("ConvTranspose attributes do not match ", nd, " spatial dims");
   }
-  const std::string auto_pad = n.GetString("auto_pad", "NOTSET");
   std::vector<int64_t> pad_dy(2 * (nd + 2), 0);
   for (size_t i = 0; i < nd; ++i) {
     if (out_pad[i] >= strides[i]) {
       return Unimplemented("ConvTranspose gradient with output_padding ", out_pad[i], " >= stride ", strides[i]);
     }
-    int64_t full = strides[i] * (xd[i + 2] - 1) + out_pad[i] + (wd[i + 2] - 1) * dil[i] + 1;
     int64_t pb = pads[i], pe = pads[i + nd];
-    ResolveConvTransposePads(auto_pad, full, xd[i + 2], strides[i], out_shape.empty() ? -1 : out_shape[i], &pb, &pe);
+    if (needs_dims) {
+      int64_t full = strides[i] * (xd[i + 2] - 1) + out_pad[i] + (wd[i + 2] - 1) * dil[i] + 1;
+      ResolveConvTransposePads(auto_pad, full, xd[i + 2], strides[i], out_shape.empty() ? -1 : out_shape[i], &pb, &pe);
+    } else if (auto_pad == "VALID") {
+      pb = pe = 0;
+    }
     pad_dy[i + 2] = pb;
     pad_dy[nd + 2 + i + 2] = pe;
   }

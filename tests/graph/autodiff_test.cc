@@ -481,7 +481,7 @@ TEST(AutodiffTest, TileWithRuntimeShapes) {
 
 // ConvTranspose whose pads come from output_padding, auto_pad or output_shape (including an output_shape
 // larger than the full scatter result, i.e. negative pads), in 1-D with groups and dilations and in 2-D,
-// with a static or a symbolic batch.
+// with a static or a symbolic batch, and with symbolic spatial dims where the pads are explicit.
 TEST(AutodiffTest, ConvTransposeWithResolvedPads) {
   struct Variant {
     const char* name;
@@ -494,6 +494,8 @@ TEST(AutodiffTest, ConvTransposeWithResolvedPads) {
       {"same_upper", {1, 2, 3, 3}, {2, 3, 3, 3}, {AttrInts("strides", {2, 2}), AttrString("auto_pad", "SAME_UPPER")}},
       {"same_lower", {1, 2, 3, 3}, {2, 3, 2, 3}, {AttrInts("strides", {2, 1}), AttrString("auto_pad", "SAME_LOWER")}},
       {"output_shape", {1, 2, 3, 3}, {2, 3, 3, 3}, {AttrInts("strides", {2, 2}), AttrInts("output_shape", {8, 5})}},
+      {"output_padding_dynamic", {2, 2, 3, 4}, {2, 3, 3, 2},
+       {AttrInts("strides", {2, 3}), AttrInts("output_padding", {1, 2}), AttrInts("pads", {0, 1, 1, 0})}},
       {"grouped_1d", {2, 2, 4}, {2, 1, 2},
        {AttrInts("strides", {3}), AttrInts("dilations", {2}), AttrInts("output_padding", {1}), AttrInt("group", 2)}},
   };
@@ -509,6 +511,12 @@ TEST(AutodiffTest, ConvTransposeWithResolvedPads) {
     if (v.name != std::string("output_padding")) {
       xdims[0] = -1;
       names[0] = "batch";
+    }
+    if (v.name == std::string("output_padding_dynamic")) {  // explicit pads need no spatial dims at all
+      for (size_t d = 2; d < xdims.size(); ++d) {
+        xdims[d] = -1;
+        names[d] = "s" + std::to_string(d);
+      }
     }
     g.inputs = {TensorInfo("x", DType::kFloat64, xdims, names), TensorInfo("w", DType::kFloat64, v.w),
                 TensorInfo("b", DType::kFloat64, {m})};
