@@ -113,6 +113,24 @@ class PadPool(nn.Module):
         return self.fc(torch.flatten(h, 1))
 
 
+class UNet(nn.Module):
+    """A small U-Net exported with symbolic batch, height and width: BatchNorm, MaxPool, ConvTranspose and a
+    skip Concat whose shapes are known only at run time; per-pixel classes (labels [N, H, W])."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 4, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+        self.c2 = nn.Conv2d(4, 8, 3, padding=1)
+        self.up = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
+        self.out = nn.Conv2d(8, 5, 1)
+
+    def forward(self, x):
+        a = F.relu(self.bn(self.c1(x)))
+        u = self.up(F.relu(self.c2(F.max_pool2d(a, 2))))
+        return self.out(torch.cat([a, u], 1))
+
+
 # name, model, input shape, export mode, opset
 MODELS = [
     ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL, 14),
@@ -121,7 +139,9 @@ MODELS = [
     ("bn_dropout", BnDropout, (8, 3, 6, 6), torch.onnx.TrainingMode.TRAINING, 14),
     ("encoder_layer", EncoderLayer, (4, 6, 16), torch.onnx.TrainingMode.TRAINING, 17),
     ("pad_pool", PadPool, (4, 2, 16), torch.onnx.TrainingMode.EVAL, 17),
+    ("unet", UNet, (2, 1, 8, 8), torch.onnx.TrainingMode.TRAINING, 17),
 ]
+SPATIAL_AXES = {"unet": {2: "height", 3: "width"}}  # symbolic beyond the batch
 
 
 def write_tensor(f, name, t):
@@ -135,12 +155,14 @@ def main():
         model = cls()
         gen = torch.Generator().manual_seed(1)
         x = torch.randn(*shape, generator=gen)
-        labels = torch.randint(0, 5, (shape[0],), generator=gen)
+        per_pixel = name in SPATIAL_AXES
+        labels = torch.randint(0, 5, (shape[0],) + (tuple(shape[2:]) if per_pixel else ()), generator=gen)
         d = os.path.join(OUT, name)
         os.makedirs(d, exist_ok=True)
         model.train(mode == torch.onnx.TrainingMode.TRAINING)
         torch.onnx.export(model, x, os.path.join(d, "forward.onnx"), input_names=["input"], output_names=["logits"],
-                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=opset,
+                          dynamic_axes={"input": {0: "batch", **SPATIAL_AXES.get(name, {})},
+                                        "logits": {0: "batch", **SPATIAL_AXES.get(name, {})}}, opset_version=opset,
                           do_constant_folding=False, training=mode)
         model.eval()
         with torch.no_grad():

@@ -1,6 +1,7 @@
 // Every ONNX Runtime artifact set of ../shared/ort-artifacts (plus the MLP that tools/make_mlp_fixture.py
 // writes in ONNX Runtime's conventions, and the artifacts ontrain's own generator makes for its built-in MLP
-// and CNN, for a BatchNormalization model, for torch.nn.TransformerEncoderLayer and for F.pad + max_pool1d) trains in ontrain, and its 20 AdamW losses and the eval loss
+// and CNN, for a BatchNormalization model, for torch.nn.TransformerEncoderLayer, for F.pad + max_pool1d and for a
+// U-Net with symbolic height and width) trains in ontrain, and its 20 AdamW losses and the eval loss
 // after them match those ONNX Runtime 1.19.2's own training engine produced on the same batches
 // (tests/data/ort_reference_losses.txt, made by tools/ort_reference/make_reference.sh).
 #include <cmath>
@@ -55,6 +56,8 @@ const std::vector<SetSpec>& Sets() {
        "tests/data/torch/encoder_layer/forward.onnx"},
       {"gen-padpool", {{"input", "float", {4, 2, 16}}, {"labels", "int64", {4}, 5}}, {}, "", "",
        "tests/data/torch/pad_pool/forward.onnx"},
+      {"gen-unet", {{"input", "float", {2, 1, 8, 8}}, {"labels", "int64", {2, 8, 8}, 5}}, {}, "", "",
+       "tests/data/torch/unet/forward.onnx"},
   };
   return *sets;
 }
@@ -172,7 +175,7 @@ TEST_P(OrtParityTest, LossesMatchOnnxRuntime) {
               "after training %.3g\n", set.name.c_str(), kSteps, worst, eval_rel);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 11),
+INSTANTIATE_TEST_SUITE_P(Sets, OrtParityTest, ::testing::Range<size_t>(0, 12),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            std::string n = Sets()[info.param].name;
                            for (char& c : n) if (c == '-') c = '_';
