@@ -140,8 +140,8 @@ Status GlobalMaxPoolGrad(GradContext& c) {
 // ConvTranspose(X, W[, B]): dX = Conv(dY, W), dW = the weight gradient of that convolution read the other
 // way (ConvGrad with X and dY swapped), dB = dY summed over batch and space. Explicit pads only.
 // ConvTranspose with output_padding, output_shape or auto_pad. The pads resolve to numbers (as the forward
-// kernel resolves them, possibly negative; output_shape and SAME_* from the static spatial dims): Y = full[pb : F - pe] of the full
-// scatter result of length F = s*(in-1) + output_padding + span. dY padded by (pb, pe) (negative pads crop)
+// kernel resolves them, possibly negative; output_shape and SAME_* from the static spatial dims):
+// Y = full[pb : F - pe] of the full scatter result of length F = s*(in-1) + output_padding + span. dY padded by (pb, pe) (negative pads crop)
 // is dFull, and X's and W's gradients are those of the adjoint convolution over dFull without padding; the
 // last output_padding rows of dFull are reached by no input and drop out when output_padding < stride.
 Status ResolvedConvTransposeGrad(GradContext& c, std::vector<onnx::AttributeProto>* attrs, std::string* dy) {

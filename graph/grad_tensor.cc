@@ -165,12 +165,6 @@ Status ReduceOtherGrad(GradContext& c) {
   c.Emit("Mul", {local, g}, {c.dx[0]});
   return Status::OK();
 }
-// Pad (constant mode, pads known): the gradient is dY with the padding sliced off.
-// Pad in reflect or edge mode, with pads from an initializer and a static input shape. Both modes pad one
-// axis after another, so the gradient undoes the axes in reverse order. Along an axis of length L padded by
-// (b, e): dX = dY[b : b+L] plus the pads folded back. Reflect sends dY[i] (i < b) to x[b-i] and dY[b+L+i] to
-// x[L-2-i], i.e. each pad reversed and shifted by one; edge sends the whole begin pad to x[0] and the end pad
-// to x[L-1].
 // Whether FoldedPadGrad applies: static input shape, pads from an initializer, none negative.
 bool Foldable(GradContext& c) {
   const ValueInfo* x = c.Type(c.in(0));
@@ -179,6 +173,11 @@ bool Foldable(GradContext& c) {
   for (int64_t i = 0; i < pads->NumElements(); ++i) if (pads->data<int64_t>()[i] < 0) return false;
   return true;
 }
+// Pad in reflect or edge mode, with pads from an initializer and a static input shape. Both modes pad one
+// axis after another, so the gradient undoes the axes in reverse order. Along an axis of length L padded by
+// (b, e): dX = dY[b : b+L] plus the pads folded back. Reflect sends dY[i] (i < b) to x[b-i] and dY[b+L+i] to
+// x[L-2-i], i.e. each pad reversed and shifted by one; edge sends the whole begin pad to x[0] and the end pad
+// to x[L-1].
 Status FoldedPadGrad(GradContext& c, const std::string& mode) {
   const ValueInfo* x = c.Type(c.in(0));
   const Tensor* pads_t = c.Initializer(c.in(1));
@@ -265,6 +264,8 @@ Status GatheredPadGrad(GradContext& c, const std::string& mode, int64_t rank) {
   }
   return Status::OK();
 }
+// Pad: reflect and edge as above; constant mode (pads known at run time, negative ones cropping) is dY
+// with the padding sliced off.
 Status PadGrad(GradContext& c) {
   if (!c.wants(0)) return Status::OK();
   if (c.opset() < 11) return Unimplemented("Pad gradient before opset 11");
@@ -295,33 +296,31 @@ Status PadGrad(GradContext& c) {
   c.Emit("Pad", {cropped, restore}, {c.dx[0]});
   return Status::OK();
 }
-// Tile with known shapes: dY viewed as [r0, d0, r1, d1, ...] and summed over the repeat axes.
+// Tile: dY viewed as [r0, d0, r1, d1, ...] and summed over the repeat axes (that shape from constants when
+// the shapes are static, else computed at run time; only the rank has to be known).
 Status TileGrad(GradContext& c) {
   if (!c.wants(0)) return Status::OK();
   const ValueInfo* x = c.Type(c.in(0));
   const ValueInfo* y = c.Type(c.out(0));
-  if (!Static(x) || !Static(y)) {
-    // Shapes known only at run time: the interleaved shape [r0, n0, r1, n1, ...] is built from the repeats
-    // and Shape(X); only the rank has to be known.
-    if (x == nullptr || !x->has_shape) return Unimplemented("Tile gradient needs the input's rank");
-    std::vector<int64_t> axes;
-    for (size_t d = 0; d < x->dims.size(); ++d) axes.push_back(static_cast<int64_t>(2 * d));
+  if (x == nullptr || !x->has_shape) return Unimplemented("Tile gradient needs the input's rank");
+  std::vector<int64_t> axes;
+  for (size_t d = 0; d < x->dims.size(); ++d) axes.push_back(static_cast<int64_t>(2 * d));
+  std::string split;
+  if (Static(x) && Static(y)) {
+    std::vector<int64_t> xd = DimsOf(x), yd = DimsOf(y), dims;
+    for (size_t d = 0; d < xd.size(); ++d) {
+      dims.push_back(xd[d] ? yd[d] / xd[d] : 0);
+      dims.push_back(xd[d]);
+    }
+    split = c.ConstInts("split_shape", dims);
+  } else {  // shapes known only at run time: [r0, n0, r1, n1, ...] from the repeats and Shape(X)
     std::string one = c.ConstInts("axis1", {1});
     std::string reps = c.Emit("Unsqueeze", {c.in(1), one}, {c.Tmp("repeats_col")});
     std::string dims = c.Emit("Unsqueeze", {c.Emit("Shape", {c.in(0)}, {c.Tmp("x_shape")}), one}, {c.Tmp("dims_col")});
     std::string pairs = c.Emit("Concat", {reps, dims}, {c.Tmp("pairs")}, {AttrInt("axis", 1)});
-    std::string split = c.Emit("Reshape", {pairs, c.ConstInts("flat", {-1})}, {c.Tmp("split_shape")});
-    std::string r = c.Emit("Reshape", {c.dy[0], split}, {c.Tmp("split")});
-    c.Emit("ReduceSum", {r, c.ConstInts("axes", axes)}, {c.dx[0]}, {AttrInt("keepdims", 0)});
-    return Status::OK();
+    split = c.Emit("Reshape", {pairs, c.ConstInts("flat", {-1})}, {c.Tmp("split_shape")});
   }
-  std::vector<int64_t> xd = DimsOf(x), yd = DimsOf(y), split, axes;
-  for (size_t d = 0; d < xd.size(); ++d) {
-    split.push_back(xd[d] ? yd[d] / xd[d] : 0);
-    split.push_back(xd[d]);
-    axes.push_back(static_cast<int64_t>(2 * d));
-  }
-  std::string r = c.Emit("Reshape", {c.dy[0], c.ConstInts("split_shape", split)}, {c.Tmp("split")});
+  std::string r = c.Emit("Reshape", {c.dy[0], split}, {c.Tmp("split")});
   c.Emit("ReduceSum", {r, c.ConstInts("axes", axes)}, {c.dx[0]}, {AttrInt("keepdims", 0)});
   return Status::OK();
 }
