@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "checkpoint/ort_checkpoint_generated.h"
-#include "graph/model_io.h"
+#include "core/file_io.h"
 
 namespace ontrain {
 
@@ -23,14 +23,9 @@ struct Writer {
   bool external = false;
   std::string side;  // external data bytes
 
-  StatusOr<Tensor> ToHost(const Tensor& t) {
-    if (t.device().is_host()) return t;
-    if (options->device == nullptr) return InvalidArgument("tensor on ", t.device().ToString(), " and no device to copy from");
-    ONT_ASSIGN_OR_RETURN(Tensor host, Tensor::Allocate(t.dtype(), t.shape(), HostAllocator()));
-    ONT_RETURN_IF_ERROR(options->device->CopyTensor(t, &host));
-    ONT_RETURN_IF_ERROR(options->device->Synchronize());
-    return host;
-  }
+  std::vector<IDataTransfer*> devices;  // the state's and the options'
+
+  StatusOr<Tensor> ToHost(const Tensor& t) { return CopyToHost(t, devices); }
 
   StatusOr<flatbuffers::Offset<fb::Tensor>> AddTensor(const std::string& name, const Tensor& t, bool nominal) {
     auto fname = builder.CreateString(name);
@@ -146,6 +141,8 @@ StatusOr<std::string> Encode(const CheckpointState& state, const CheckpointSaveO
                              std::string* side) {
   Writer w;
   w.options = &options;
+  w.devices = state.devices;
+  w.devices.insert(w.devices.end(), options.devices.begin(), options.devices.end());
   w.external = allow_external && !state.is_nominal &&
                TotalTensorBytes(state, options.include_optimizer_state) > options.external_data_threshold;
   ONT_ASSIGN_OR_RETURN(auto module, WriteModuleState(w, state));

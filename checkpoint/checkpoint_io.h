@@ -7,10 +7,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "checkpoint/checkpoint_state.h"
-#include "engine/status.h"
-#include "providers/execution_provider.h"
+#include "core/data_transfer.h"
+#include "core/status.h"
 
 namespace ontrain {
 
@@ -24,8 +25,9 @@ struct CheckpointSaveOptions {
   // When the tensors' bytes add up to more than this, they go to a side file "<path>.data" (flatbuffers
   // cannot address more than 2 GB).
   int64_t external_data_threshold = int64_t{1800} * 1000 * 1000;
-  // Copies device tensors to the host before writing (nullptr: all tensors must be on the host).
-  IExecutionProvider* device = nullptr;
+  // Copies device tensors to the host before writing, in addition to the state's own `devices` (empty:
+  // every tensor must be on the host or on a device the state names).
+  std::vector<IDataTransfer*> devices;
 };
 
 Status SaveCheckpoint(const CheckpointState& state, const std::string& path, const CheckpointSaveOptions& options = {});

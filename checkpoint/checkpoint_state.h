@@ -9,8 +9,9 @@
 #include <variant>
 #include <vector>
 
-#include "engine/status.h"
-#include "engine/tensor.h"
+#include "core/data_transfer.h"
+#include "core/status.h"
+#include "core/tensor.h"
 
 namespace ontrain {
 
@@ -60,6 +61,10 @@ struct CheckpointState {
   std::map<std::string, OptimizerGroup> optimizer_groups;  // ONNX Runtime uses "group0"
   PropertyBag properties;
   bool is_nominal = false;  // parameters are names without data (ONNX Runtime's nominal checkpoint)
+  // The devices that tensors of this state live on besides the host. A TrainingSession that places
+  // parameters and moments on a device names it here for its lifetime (and moves them back to the host
+  // when it ends), so that saving and reading the state works without the session at hand.
+  std::vector<IDataTransfer*> devices;
 
   // Adds or replaces a parameter, keeping parameter_order.
   void AddParameter(const std::string& name, Tensor data, bool requires_grad);

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_io.h"
-#include "engine/random.h"
+#include "core/random.h"
+#include "engine/provider_list.h"
 #include "engine/training_session.h"
-#include "providers/cpu/cpu_provider.h"
 
 using ontrain::Status;
 
@@ -30,7 +30,7 @@ struct OtCheckpointState {
   ontrain::CheckpointState state;
 };
 struct OtTrainingSession {
-  std::unique_ptr<ontrain::CpuExecutionProvider> cpu;
+  ontrain::ProviderList providers;
   std::unique_ptr<ontrain::TrainingSession> session;
 };
 struct OtTensorTypeAndShapeInfo {
@@ -85,16 +85,12 @@ OtStatus* MakeSession(const OtSessionOptions* options, OtCheckpointState* state,
   OT_REQUIRE(state, "checkpoint_state");
   OT_REQUIRE(out, "out");
   if (train.empty()) return Error("Training session creation failed: train model data cannot be NULL");
-  std::vector<std::string> providers = options && !options->providers.empty() ? options->providers
-                                                                              : std::vector<std::string>{"cpu"};
-  if (providers[0] != "cpu") {
-    return Error("provider \"" + providers[0] + "\" is not available in this build; use \"cpu\"");
-  }
+  std::vector<std::string> names = options ? options->providers : std::vector<std::string>{};
   auto session = std::make_unique<OtTrainingSession>();
-  auto cpu = ontrain::CpuExecutionProvider::Create({options ? options->threads : 0});
-  if (!cpu.ok()) return Wrap(cpu.status());
-  session->cpu = std::move(cpu).value();
-  auto s = ontrain::TrainingSession::Create({{session->cpu.get()}}, &state->state, train, eval, optim);
+  auto providers = ontrain::CreateProviders(names, options ? options->threads : 0);
+  if (!providers.ok()) return Wrap(providers.status());
+  session->providers = std::move(providers).value();
+  auto s = ontrain::TrainingSession::Create({session->providers.ordered}, &state->state, train, eval, optim);
   if (!s.ok()) return Wrap(s.status());
   session->session = std::move(s).value();
   *out = session.release();
@@ -164,7 +160,9 @@ OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* 
   OT_REQUIRE(options, "options");
   OT_REQUIRE(provider, "provider");
   std::string p = provider;
-  if (p != "cpu" && p != "cuda") return Error("unknown provider \"" + p + "\"; expected \"cpu\" or \"cuda\"");
+  if (p != "cpu" && p != "sim" && p != "cuda") {
+    return Error("unknown provider \"" + p + "\"; expected \"cpu\", \"sim\" or \"cuda\"");
+  }
   options->providers.push_back(p);
   return nullptr;
 }
@@ -406,9 +404,15 @@ OtStatus* OtUpdateParameter(OtCheckpointState* checkpoint_state, const char* par
     return Error("parameter data shape mismatch: expected " + ontrain::ShapeToString(p->data.shape()) + ", got " +
                  ontrain::ShapeToString(src.shape()));
   }
-  if (!p->data.device().is_host()) return Error("parameter is not on the host");
-  std::memcpy(p->data.raw_data(), src.raw_data(), src.SizeInBytes());
-  return nullptr;
+  ontrain::IDataTransfer* device = ontrain::FindTransfer(checkpoint_state->state.devices, p->data.device());
+  if (p->data.device().is_host()) {
+    std::memcpy(p->data.raw_data(), src.raw_data(), src.SizeInBytes());
+    return nullptr;
+  }
+  if (device == nullptr) return Error("parameter lives on " + p->data.device().ToString() + ", which nothing can copy to");
+  ontrain::Status s = device->CopyTensor(src, &p->data);
+  if (s.ok()) s = device->Synchronize();
+  return Wrap(s);
 }
 OtStatus* OtGetParameter(const OtCheckpointState* checkpoint_state, const char* parameter_name, const OtAllocator*,
                          OtValue** parameter) {
@@ -418,8 +422,11 @@ OtStatus* OtGetParameter(const OtCheckpointState* checkpoint_state, const char* 
   const ontrain::Parameter* p = checkpoint_state->state.FindParameter(parameter_name);
   if (!p) return Error(std::string("no parameter named \"") + parameter_name + "\"");
   if (checkpoint_state->state.is_nominal) return Error("cannot fetch parameters from a nominal checkpoint state");
-  if (!p->data.device().is_host()) return Error("parameter is not on the host");
-  *parameter = new OtValue{p->data.Clone()};
+  auto host = ontrain::CopyToHost(p->data, checkpoint_state->state.devices);  // wherever it lives
+  if (!host.ok()) return Wrap(host.status());
+  *parameter = new OtValue{host->device() == p->data.device() && host->raw_data() == p->data.raw_data()
+                               ? host->Clone()
+                               : std::move(host).value()};
   return nullptr;
 }
 

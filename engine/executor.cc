@@ -1,35 +1,30 @@
-// Executor: binding, per-node Prepare/allocate/Compute, and the lifetime-based arena plan.
+// Executor: creation (partition, plan, constants), binding, kernel and copy steps, and the arenas.
 #include "engine/executor.h"
 
 #include <algorithm>
-#include <map>
 
+#include "engine/memory_plan.h"
+#include "graph/value_types.h"
 #include "providers/kernel_registry.h"
 
 namespace ontrain {
 
-namespace {
-constexpr size_t kArenaAlign = 64;
-size_t AlignUp(size_t n) { return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
-}  // namespace
-
-struct Executor::NodeState {
-  const Node* node = nullptr;
+struct Executor::Step {
+  PlanStep plan;
+  const Node* node = nullptr;  // kernel steps
   int64_t opset = 0;
-  std::vector<int> in;    // value index per input, -1 for omitted
-  std::vector<int> out;   // value index per output, -1 for omitted
-  size_t slot_base = 0;   // plan slots: outputs at slot_base + i, scratch at slot_base + out.size()
-  const KernelDef* def = nullptr;
   std::unique_ptr<OpKernel> kernel;
   KernelContext ctx;
-  std::vector<const Tensor*> in_ptrs;
+  std::vector<const Value*> in_ptrs;
   std::vector<bool> requested;
+  size_t slot_base = 0;  // kernel: output i at slot_base + i, scratch after them; copy: slot_base
+  std::vector<std::pair<int, int>> aliases;  // (output value, input value) sharing storage
 };
 
-struct Executor::Plan {
+struct Executor::MemoryArenas {
   std::vector<size_t> offset;  // by slot
   std::vector<size_t> size;    // by slot
-  Tensor arena;
+  std::vector<Tensor> arenas;  // by provider
   bool valid = true;           // false once a run needed more than planned: rebuilt after that run
 };
 
@@ -42,88 +37,135 @@ const ValueInfo* FindValueInfo(const Graph& g, const std::string& name) {
   for (const ValueInfo& v : g.outputs) if (v.name == name) return &v;
   return nullptr;
 }
+
+size_t SequenceBytes(DType dtype, const std::vector<Shape>& shapes) {
+  size_t total = 0;
+  for (const Shape& s : shapes) total += AlignUp(static_cast<size_t>(ShapeNumElements(s)) * DTypeSize(dtype));
+  return total;
+}
 }  // namespace
 
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, IExecutionProvider* provider) {
-  std::unique_ptr<Executor> ex(new Executor());
-  ex->provider_ = provider;
-  ex->graph_ = model.graph;
-  Graph& g = ex->graph_;
-  ONT_ASSIGN_OR_RETURN(std::vector<size_t> order, TopologicalOrder(g));
+  ExecutorOptions options;
+  options.providers = {provider};
+  return Create(model, options);
+}
 
-  // 1. Number every value: graph inputs, initializers, node outputs.
-  auto index_of = [&](const std::string& name) {
-    auto it = ex->value_index_.find(name);
-    if (it != ex->value_index_.end()) return it->second;
-    int id = static_cast<int>(ex->value_index_.size());
-    ex->value_index_[name] = id;
-    return id;
-  };
-  for (const ValueInfo& v : g.inputs) index_of(v.name);
-  for (const auto& kv : g.initializers) index_of(kv.first);
-  // 2. Resolve each node's kernel row by (domain, op, opset); the dtype is settled at the first run.
+StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const ExecutorOptions& options) {
+  std::unique_ptr<Executor> ex(new Executor());
+  ex->providers_ = options.providers;
+  ONT_ASSIGN_OR_RETURN(GraphPartition partition, PartitionGraph(model, options.providers));
+  ONT_ASSIGN_OR_RETURN(ex->plan_, PlanExecution(model, std::move(partition), options.providers, options.input_devices));
+  ex->graph_ = model.graph;
+  ex->graph_.initializers.clear();
+  const ExecutionPlan& plan = ex->plan_;
+  // 1. Steps and their arena slots.
   size_t slots = 0;
-  for (size_t pos = 0; pos < order.size(); ++pos) {
-    const Node& n = g.nodes[order[pos]];
-    auto st = std::make_unique<NodeState>();
-    st->node = &n;
-    st->opset = model.OpsetFor(n.domain);
-    if (st->opset == 0) {
-      return InvalidArgument(n.Describe(), ": the model imports no opset for domain \"",
-                             n.domain.empty() ? "ai.onnx" : n.domain, "\"");
-    }
-    if (!provider->kernel_registry().HasOp(n.domain, n.op_type, st->opset)) {
-      return NotFound(n.Describe(), ": no kernel for op ", n.op_type, " (domain ",
-                      n.domain.empty() ? "ai.onnx" : n.domain, ", opset ", st->opset, ") on provider ",
-                      provider->name());
-    }
-    for (const std::string& i : n.inputs) st->in.push_back(i.empty() ? -1 : index_of(i));
-    for (const std::string& o : n.outputs) st->out.push_back(o.empty() ? -1 : index_of(o));
+  for (const PlanStep& ps : plan.steps) {
+    auto st = std::make_unique<Step>();
+    st->plan = ps;
     st->slot_base = slots;
-    slots += n.outputs.size() + 1;
-    ex->nodes_.push_back(std::move(st));
+    if (ps.kind == PlanStep::Kind::kKernel) {
+      st->node = &ex->graph_.nodes[ps.node];
+      st->opset = model.OpsetFor(st->node->domain);
+      for (int v : ps.outputs) {
+        ex->slot_provider_.push_back(ps.provider);
+        ex->slot_value_.push_back(v);
+      }
+      ex->slot_provider_.push_back(ps.provider);  // scratch
+      ex->slot_value_.push_back(-1);
+      slots += ps.outputs.size() + 1;
+    } else {
+      ex->slot_provider_.push_back(ProviderIndexFor(options.providers, plan.values[ps.outputs[0]].device));
+      ex->slot_value_.push_back(ps.outputs[0]);
+      slots += 1;
+    }
+    ex->steps_.push_back(std::move(st));
   }
-  // 3. Lifetimes: last reader of each value; graph outputs live to the end of the run.
-  size_t nv = ex->value_index_.size();
+  // 2. Lifetimes: the last step reading each value; graph outputs live to the end of the run.
+  size_t nv = plan.values.size();
   ex->last_use_.assign(nv, -1);
   ex->keep_.assign(nv, false);
-  for (size_t pos = 0; pos < ex->nodes_.size(); ++pos) {
-    for (int v : ex->nodes_[pos]->in) if (v >= 0) ex->last_use_[v] = static_cast<int>(pos);
+  for (size_t pos = 0; pos < ex->steps_.size(); ++pos) {
+    for (int v : ex->steps_[pos]->plan.inputs) if (v >= 0) ex->last_use_[v] = static_cast<int>(pos);
   }
-  for (const ValueInfo& o : g.outputs) {
-    auto it = ex->value_index_.find(o.name);
-    if (it == ex->value_index_.end()) {
+  for (const ValueInfo& v : model.graph.inputs) ex->keep_[plan.ids.at(v.name)] = true;  // the caller's tensors
+  for (const ValueInfo& o : model.graph.outputs) {
+    auto it = plan.ids.find(o.name);
+    if (it == plan.ids.end()) {
       return InvalidArgument("graph output \"", o.name, "\" is not produced by any node, input or initializer");
     }
     ex->keep_[it->second] = true;
     ex->output_names_.push_back(o.name);
   }
-  // 4. Initializers move to the provider's device once.
-  ex->initial_values_.assign(nv, Tensor());
-  for (auto& kv : g.initializers) {
-    ONT_ASSIGN_OR_RETURN(Tensor dev, Tensor::Allocate(kv.second.dtype(), kv.second.shape(), provider->allocator()));
-    ONT_RETURN_IF_ERROR(provider->CopyTensor(kv.second, &dev));
-    ex->initial_values_[ex->value_index_[kv.first]] = dev;
-  }
-  g.initializers.clear();
-  for (const ValueInfo& v : g.inputs) {
-    if (!ex->initial_values_[ex->value_index_[v.name]].defined()) ex->required_inputs_.push_back(v.name);
+  // 3. Initializers and their copies on the devices that read them, once.
+  ONT_RETURN_IF_ERROR(ex->MakeConstants(model.graph));
+  for (const ValueInfo& v : model.graph.inputs) {
+    if (!ex->initial_values_[plan.ids.at(v.name)].defined()) ex->required_inputs_.push_back(v.name);
   }
   return ex;
 }
 
-Status Executor::Bind(const NamedTensors& feeds, std::string* key) {
+Status Executor::MakeConstants(const Graph& g) {
+  initial_values_.assign(plan_.values.size(), Value());
+  auto allocate_copy = [&](const Tensor& src, Device device, Tensor* out) -> Status {
+    int p = ProviderIndexFor(providers_, device);
+    ONT_ASSIGN_OR_RETURN(*out, Tensor::Allocate(src.dtype(), src.shape(), providers_[p]->allocator()));
+    return providers_[p]->CopyTensor(src, out);
+  };
+  // 1. Every initializer on its home device (the host, or where an input with a default is fed).
+  for (const auto& [name, t] : g.initializers) {
+    int v = plan_.ids.at(name);
+    Tensor home;
+    ONT_RETURN_IF_ERROR(allocate_copy(t, plan_.values[v].device, &home));
+    initial_values_[v] = home;
+  }
+  // 2. Copies of initializers on the devices that read them.
+  for (int v : plan_.constant_copies) {
+    const PlannedValue& pv = plan_.values[v];
+    Tensor dev;
+    ONT_RETURN_IF_ERROR(allocate_copy(initial_values_[pv.source].tensor(), pv.device, &dev));
+    initial_values_[v] = dev;
+  }
+  for (IExecutionProvider* p : providers_) ONT_RETURN_IF_ERROR(p->Synchronize());
+  return Status::OK();
+}
+
+Status Executor::Bind(const NamedValues& feeds) {
   values_ = initial_values_;
+  key_.clear();
   std::map<std::string, int64_t> symbols;  // symbolic dim -> size bound by an earlier feed
-  std::string& k = *key;
-  for (const auto& [name, t] : feeds) {
+  for (const auto& [name, value] : feeds) {
     const ValueInfo* info = graph_.FindInput(name);
     if (info == nullptr) {
       std::string expected;
       for (const std::string& r : required_inputs_) expected += (expected.empty() ? "" : ", ") + r;
       return InvalidArgument("feed \"", name, "\" is not an input of the graph; expected: ", expected);
     }
-    if (!t.defined()) return InvalidArgument("feed \"", name, "\" is an empty tensor");
+    if (!value.defined()) return InvalidArgument("feed \"", name, "\" is an empty value");
+    int v = plan_.ids.at(name);
+    Device home = plan_.values[v].device;
+    if (value.is_sequence()) {
+      if (info->is_tensor) return InvalidArgument("input \"", name, "\" is a tensor, but a sequence was fed");
+      DType elem = ElementDType(*info);
+      key_ += name + ":seq";
+      for (const Tensor& item : *value.sequence()) {
+        if (elem != DType::kUndefined && item.dtype() != elem) {
+          return InvalidArgument("input \"", name, "\": expected a sequence of ", DTypeName(elem), ", got an item of ",
+                                 DTypeName(item.dtype()));
+        }
+        if (item.device() != home) {
+          return InvalidArgument("input \"", name, "\" has an item on ", item.device().ToString(),
+                                 " but the plan expects it on ", home.ToString());
+        }
+        key_ += StrCat(static_cast<int>(item.dtype()), ShapeToString(item.shape()));
+      }
+      key_ += ";";
+      values_[v] = value;
+      continue;
+    }
+    if (!info->is_tensor) return InvalidArgument("input \"", name, "\" is a sequence, but a tensor was fed");
+    const Tensor& t = value.tensor();
     if (info->dtype != DType::kUndefined && t.dtype() != info->dtype) {
       return InvalidArgument("input \"", name, "\": expected dtype ", DTypeName(info->dtype), ", got ",
                              DTypeName(t.dtype()));
@@ -147,16 +189,15 @@ Status Executor::Bind(const NamedTensors& feeds, std::string* key) {
                                DTypeName(t.dtype()), ShapeToString(t.shape()));
       }
     }
-    if (t.device() != provider_->device()) {
-      return InvalidArgument("input \"", name, "\" is on ", t.device().ToString(), " but the graph runs on ",
-                             provider_->device().ToString());
+    if (t.device() != home) {
+      return InvalidArgument("input \"", name, "\" is on ", t.device().ToString(), " but the plan expects it on ",
+                             home.ToString());
     }
-    int v = value_index_.at(name);
-    values_[v] = t;
-    k += StrCat(name, ":", static_cast<int>(t.dtype()), ShapeToString(t.shape()), ";");
+    values_[v] = value;
+    key_ += StrCat(name, ":", static_cast<int>(t.dtype()), ShapeToString(t.shape()), ";");
   }
   for (const std::string& r : required_inputs_) {
-    if (!values_[value_index_.at(r)].defined()) {
+    if (!values_[plan_.ids.at(r)].defined()) {
       const ValueInfo* info = graph_.FindInput(r);
       return InvalidArgument("missing feed for input \"", r, "\" (", info->TypeString(), ")");
     }
@@ -164,165 +205,235 @@ Status Executor::Bind(const NamedTensors& feeds, std::string* key) {
   return Status::OK();
 }
 
-Status Executor::RunNode(size_t pos, Plan* plan, std::vector<size_t>* sizes) {
-  NodeState& st = *nodes_[pos];
+StatusOr<Tensor> Executor::Place(size_t slot, int provider, size_t bytes, DType dtype, Shape shape,
+                                 MemoryArenas* arenas, std::vector<size_t>* sizes) {
+  (*sizes)[slot] = bytes;
+  if (arenas && arenas->valid && bytes <= arenas->size[slot]) {
+    return arenas->arenas[provider].SubView(arenas->offset[slot], dtype, std::move(shape));
+  }
+  if (arenas) arenas->valid = false;
+  return Tensor::Allocate(dtype, std::move(shape), providers_[provider]->allocator());
+}
+
+Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes) {
+  Step& st = *steps_[pos];
   const Node& n = *st.node;
+  IExecutionProvider* provider = providers_[st.plan.provider];
   // 1. Inputs and which outputs anyone wants (all named outputs: unread ones are freed right away).
   st.in_ptrs.clear();
-  for (int v : st.in) st.in_ptrs.push_back(v >= 0 && values_[v].defined() ? &values_[v] : nullptr);
-  for (size_t i = 0; i < st.in.size(); ++i) {
-    if (st.in[i] >= 0 && st.in_ptrs[i] == nullptr) {
-      return Internal(n.Describe(), ": input \"", n.inputs[i], "\" has no value");
-    }
+  for (size_t i = 0; i < st.plan.inputs.size(); ++i) {
+    int v = st.plan.inputs[i];
+    if (v >= 0 && !values_[v].defined()) return Internal(n.Describe(), ": input \"", n.inputs[i], "\" has no value");
+    st.in_ptrs.push_back(v >= 0 ? &values_[v] : nullptr);
   }
-  st.requested.assign(st.out.size(), false);
-  for (size_t i = 0; i < st.out.size(); ++i) st.requested[i] = st.out[i] >= 0;
-  st.ctx.Reset(st.in_ptrs, st.requested, provider_->thread_pool());
+  st.requested.assign(st.plan.outputs.size(), false);
+  for (size_t i = 0; i < st.plan.outputs.size(); ++i) st.requested[i] = st.plan.outputs[i] >= 0;
+  st.ctx.Reset(st.in_ptrs, st.requested, provider->thread_pool());
   // 2. The kernel is created at the first run, once input dtypes are known.
   if (!st.kernel) {
     std::vector<DType> dtypes;
-    for (const Tensor* t : st.in_ptrs) dtypes.push_back(t ? t->dtype() : DType::kUndefined);
-    auto def = provider_->kernel_registry().Find(n.domain, n.op_type, st.opset, dtypes);
-    if (!def.ok()) return def.status().WithContext(n.Describe());
+    for (const Value* v : st.in_ptrs) dtypes.push_back(v ? v->dtype() : DType::kUndefined);
+    auto def = provider->kernel_registry().Find(n.domain, n.op_type, st.opset, dtypes);
+    if (!def.ok()) return def.status().WithContext(StrCat(n.Describe(), " on ", provider->name()));
     NodeInfo info{&n, st.opset, {}};
     for (const std::string& o : n.outputs) info.output_infos.push_back(FindValueInfo(graph_, o));
     auto kernel = def.value()->create(info);
     if (!kernel.ok()) return kernel.status().WithContext(n.Describe());
-    st.def = def.value();
     st.kernel = std::move(kernel).value();
   }
   ONT_RETURN_IF_ERROR(st.kernel->Prepare(st.ctx).WithContext(n.Describe()));
   // 3. Outputs and scratch: planned arena offsets when the plan fits, else fresh allocations.
-  IAllocator* alloc = provider_->allocator();
-  auto place = [&](size_t slot, size_t bytes, DType dt, const Shape& shape, Tensor* out) -> Status {
-    (*sizes)[slot] = bytes;
-    if (plan && plan->valid && bytes <= plan->size[slot]) {
-      *out = Tensor::View(dt, shape, static_cast<uint8_t*>(plan->arena.raw_data()) + plan->offset[slot],
-                          provider_->device());
-      return Status::OK();
-    }
-    if (plan) plan->valid = false;
-    ONT_ASSIGN_OR_RETURN(*out, Tensor::Allocate(dt, shape, alloc));
-    return Status::OK();
-  };
-  for (size_t i = 0; i < st.out.size(); ++i) {
+  st.aliases.clear();
+  for (size_t i = 0; i < st.plan.outputs.size(); ++i) {
     if (!st.requested[i]) continue;
-    DType dt = st.ctx.declared_dtypes()[i];
-    if (dt == DType::kUndefined) return Internal(n.Describe(), ": kernel did not declare output ", i);
-    const Shape& shape = st.ctx.declared_shapes()[i];
-    size_t bytes = static_cast<size_t>(ShapeNumElements(shape)) * DTypeSize(dt);
-    ONT_RETURN_IF_ERROR(place(st.slot_base + i, bytes, dt, shape, &st.ctx.outputs()[i]));
+    int k = static_cast<int>(i);
+    DType dt = st.ctx.declared_dtype(k);
+    size_t slot = st.slot_base + i;
+    switch (st.ctx.output_kind(k)) {
+      case KernelContext::OutputKind::kNone:
+        return Internal(n.Describe(), ": kernel did not declare output ", i);
+      case KernelContext::OutputKind::kTensor: {
+        const Shape& shape = st.ctx.declared_shape(k);
+        size_t bytes = static_cast<size_t>(ShapeNumElements(shape)) * DTypeSize(dt);
+        ONT_ASSIGN_OR_RETURN(Tensor t, Place(slot, st.plan.provider, bytes, dt, shape, arenas, sizes));
+        st.ctx.outputs()[i] = Value(std::move(t));
+        break;
+      }
+      case KernelContext::OutputKind::kSequence: {
+        const std::vector<Shape>& shapes = st.ctx.declared_sequence_shapes(k);
+        size_t total = SequenceBytes(dt, shapes);
+        ONT_ASSIGN_OR_RETURN(Tensor buf, Place(slot, st.plan.provider, total, DType::kUInt8,
+                                               {static_cast<int64_t>(total)}, arenas, sizes));
+        TensorSequence items;
+        size_t offset = 0;
+        for (const Shape& s : shapes) {
+          items.push_back(buf.SubView(offset, dt, s));
+          offset += AlignUp(static_cast<size_t>(ShapeNumElements(s)) * DTypeSize(dt));
+        }
+        st.ctx.outputs()[i] = Value::Sequence(std::move(items));
+        break;
+      }
+      case KernelContext::OutputKind::kAlias: {
+        int in = st.ctx.alias_input(k);
+        st.ctx.outputs()[i] = *st.in_ptrs[in];
+        st.aliases.push_back({st.plan.outputs[i], st.plan.inputs[in]});
+        break;
+      }
+    }
   }
-  Tensor scratch;
-  if (st.ctx.scratch_bytes() > 0) {
-    ONT_RETURN_IF_ERROR(place(st.slot_base + st.out.size(), st.ctx.scratch_bytes(), DType::kUInt8,
-                              {static_cast<int64_t>(st.ctx.scratch_bytes())}, &scratch));
+  Tensor scratch;  // alive until Compute returns
+  if (size_t bytes = st.ctx.scratch_bytes(); bytes > 0) {
+    ONT_ASSIGN_OR_RETURN(scratch, Place(st.slot_base + st.plan.outputs.size(), st.plan.provider, bytes,
+                                        DType::kUInt8, {static_cast<int64_t>(bytes)}, arenas, sizes));
     st.ctx.set_scratch(scratch.raw_data());
   }
-  // 4. Compute, publish outputs, release inputs after their last reader.
-  ONT_RETURN_IF_ERROR(provider_->Run(*st.kernel, st.ctx).WithContext(n.Describe()));
-  for (size_t i = 0; i < st.out.size(); ++i) {
-    if (st.out[i] >= 0) values_[st.out[i]] = std::move(st.ctx.outputs()[i]);
+  // 4. Compute through the provider, publish the outputs.
+  ONT_RETURN_IF_ERROR(provider->Run(*st.kernel, st.ctx).WithContext(n.Describe()));
+  for (size_t i = 0; i < st.plan.outputs.size(); ++i) {
+    if (st.plan.outputs[i] >= 0) values_[st.plan.outputs[i]] = std::move(st.ctx.outputs()[i]);
   }
-  auto release = [&](int v) {
-    if (v >= 0 && !keep_[v] && last_use_[v] <= static_cast<int>(pos) && !initial_values_[v].defined()) {
-      values_[v] = Tensor();
-    }
-  };
-  for (int v : st.in) release(v);
-  for (int v : st.out) release(v);
   return Status::OK();
 }
 
-void Executor::BuildPlan(const std::string& key, const std::vector<size_t>& sizes) {
-  // 1. Each slot is alive over [first, last] node positions.
-  struct Block { size_t slot, bytes; int first, last; size_t offset; };
-  std::vector<Block> blocks;
-  int end = static_cast<int>(nodes_.size());
-  for (size_t pos = 0; pos < nodes_.size(); ++pos) {
-    const NodeState& st = *nodes_[pos];
-    for (size_t i = 0; i <= st.out.size(); ++i) {
-      size_t slot = st.slot_base + i;
-      if (sizes[slot] == 0) continue;
-      int last = static_cast<int>(pos);
-      if (i < st.out.size()) {
-        int v = st.out[i];
-        last = keep_[v] ? end : std::max(last, last_use_[v]);
-      }
-      blocks.push_back({slot, AlignUp(sizes[slot]), static_cast<int>(pos), last, 0});
-    }
+Status Executor::RunCopy(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes) {
+  Step& st = *steps_[pos];
+  int src_id = st.plan.inputs[0], dst_id = st.plan.outputs[0];
+  const Value& src = values_[src_id];
+  const std::string& name = plan_.values[src_id].name;
+  if (!src.defined()) return Internal("copy of \"", name, "\": the value is missing");
+  IExecutionProvider* provider = providers_[st.plan.provider];
+  int dst_provider = slot_provider_[st.slot_base];
+  auto context = [&] {
+    return StrCat("copying \"", name, "\" from ", plan_.values[src_id].device.ToString(), " to ",
+                  plan_.values[dst_id].device.ToString());
+  };
+  if (!src.is_sequence()) {
+    const Tensor& t = src.tensor();
+    ONT_ASSIGN_OR_RETURN(Tensor dst, Place(st.slot_base, dst_provider, t.SizeInBytes(), t.dtype(), t.shape(), arenas, sizes));
+    ONT_RETURN_IF_ERROR(provider->CopyTensor(t, &dst).WithContext(context()));
+    values_[dst_id] = Value(std::move(dst));
+    return Status::OK();
   }
-  // 2. Greedy by size: the largest block first, each at the lowest offset that no block alive at the same
-  //    time occupies.
-  std::vector<size_t> idx(blocks.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return blocks[a].bytes > blocks[b].bytes; });
-  std::vector<size_t> placed;
+  // A sequence: one buffer, its items side by side.
+  const TensorSequence& items = *src.sequence();
   size_t total = 0;
-  for (size_t i : idx) {
-    Block& b = blocks[i];
-    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping live blocks
-    for (size_t j : placed) {
-      const Block& o = blocks[j];
-      if (o.first <= b.last && b.first <= o.last) busy.push_back({o.offset, o.offset + o.bytes});
-    }
-    std::sort(busy.begin(), busy.end());
-    size_t offset = 0;
-    for (const auto& [s, e] : busy) {
-      if (offset + b.bytes <= s) break;
-      offset = std::max(offset, e);
-    }
-    b.offset = offset;
-    total = std::max(total, offset + b.bytes);
-    placed.push_back(i);
+  for (const Tensor& t : items) total += AlignUp(t.SizeInBytes());
+  ONT_ASSIGN_OR_RETURN(Tensor buf, Place(st.slot_base, dst_provider, total, DType::kUInt8,
+                                         {static_cast<int64_t>(total)}, arenas, sizes));
+  TensorSequence out;
+  size_t offset = 0;
+  for (const Tensor& t : items) {
+    out.push_back(buf.SubView(offset, t.dtype(), t.shape()));
+    ONT_RETURN_IF_ERROR(provider->CopyTensor(t, &out.back()).WithContext(context()));
+    offset += AlignUp(t.SizeInBytes());
   }
-  // 3. One allocation holds them all.
-  auto old = plans_.find(key);
-  if (old != plans_.end()) retired_arenas_.push_back(old->second->arena);  // this run's fetches may view it
-  auto plan = std::make_unique<Plan>();
-  plan->offset.assign(sizes.size(), 0);
-  plan->size.assign(sizes.size(), 0);
-  for (const Block& b : blocks) {
-    plan->offset[b.slot] = b.offset;
-    plan->size[b.slot] = b.bytes;
-  }
-  auto arena = Tensor::Allocate(DType::kUInt8, {static_cast<int64_t>(total)}, provider_->allocator());
-  if (!arena.ok()) return;  // no plan: later runs keep allocating per value
-  plan->arena = std::move(arena).value();
-  plans_[key] = std::move(plan);
+  values_[dst_id] = Value::Sequence(std::move(out));
+  return Status::OK();
 }
 
-Status Executor::Run(const NamedTensors& feeds, const std::vector<std::string>& fetch_names,
+void Executor::Release(size_t pos, const Step& st) {
+  auto release = [&](int v) {
+    if (v >= 0 && !keep_[v] && last_use_[v] <= static_cast<int>(pos) && !initial_values_[v].defined()) {
+      values_[v] = Value();
+    }
+  };
+  for (int v : st.plan.inputs) release(v);
+  for (int v : st.plan.outputs) release(v);
+}
+
+void Executor::BuildArenas(const std::vector<size_t>& sizes) {
+  // 1. Each slot is alive from its step to the last reader of its value (graph outputs: to the end); a
+  //    value that a later output aliases lives as long as that output.
+  int end = static_cast<int>(steps_.size());
+  std::vector<int> last = last_use_;
+  for (size_t v = 0; v < last.size(); ++v) if (keep_[v]) last[v] = end;
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+    for (const auto& [out, in] : (*it)->aliases) last[in] = std::max(last[in], last[out]);
+  }
+  std::vector<BufferUse> buffers(sizes.size());
+  for (size_t pos = 0; pos < steps_.size(); ++pos) {
+    const Step& st = *steps_[pos];
+    size_t n = st.plan.kind == PlanStep::Kind::kKernel ? st.plan.outputs.size() + 1 : 1;
+    for (size_t i = 0; i < n; ++i) {
+      size_t slot = st.slot_base + i;
+      int v = slot_value_[slot];
+      int first = static_cast<int>(pos);
+      buffers[slot] = {slot_provider_[slot], sizes[slot], first, v >= 0 ? std::max(first, last[v]) : first};
+    }
+  }
+  MemoryPlan mp = PlanMemory(buffers, static_cast<int>(providers_.size()));
+  // 2. One allocation per device holds them all.
+  auto arenas = std::make_unique<MemoryArenas>();
+  arenas->offset = mp.offset;
+  arenas->size.assign(sizes.size(), 0);
+  for (size_t s = 0; s < sizes.size(); ++s) arenas->size[s] = sizes[s] > 0 ? AlignUp(sizes[s]) : 0;
+  for (size_t p = 0; p < providers_.size(); ++p) {
+    auto arena = Tensor::Allocate(DType::kUInt8, {static_cast<int64_t>(mp.arena_bytes[p])}, providers_[p]->allocator());
+    if (!arena.ok()) return;  // no plan: later runs keep allocating per value
+    arenas->arenas.push_back(std::move(arena).value());
+  }
+  plans_[key_] = std::move(arenas);
+}
+
+Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& fetch_names,
                      std::vector<Tensor>* fetches) {
-  retired_arenas_.clear();
-  std::string key;
-  ONT_RETURN_IF_ERROR(Bind(feeds, &key));
+  ONT_RETURN_IF_ERROR(Bind(feeds));
   for (const std::string& f : fetch_names) {
-    auto it = value_index_.find(f);
-    bool ok = it != value_index_.end() &&
+    auto it = plan_.ids.find(f);
+    bool ok = it != plan_.ids.end() &&
               (keep_[it->second] || graph_.FindInput(f) || initial_values_[it->second].defined());
     if (!ok) return InvalidArgument("fetch \"", f, "\" is not a graph output, input or initializer");
   }
-  auto pit = plans_.find(key);
-  Plan* plan = pit == plans_.end() ? nullptr : pit->second.get();
-  size_t num_slots = nodes_.empty() ? 0 : nodes_.back()->slot_base + nodes_.back()->out.size() + 1;
-  std::vector<size_t> sizes(num_slots, 0);
-  for (size_t pos = 0; pos < nodes_.size(); ++pos) {
-    Status s = RunNode(pos, plan, &sizes);
+  auto pit = plans_.find(key_);
+  MemoryArenas* arenas = pit == plans_.end() ? nullptr : pit->second.get();
+  std::vector<size_t> sizes(slot_provider_.size(), 0);
+  for (size_t pos = 0; pos < steps_.size(); ++pos) {
+    const Step& st = *steps_[pos];
+    Status s;
+    for (int p : st.plan.sync_before) {
+      s = providers_[p]->Synchronize();
+      if (!s.ok()) break;
+    }
+    if (s.ok()) s = st.plan.kind == PlanStep::Kind::kKernel ? RunKernel(pos, arenas, &sizes) : RunCopy(pos, arenas, &sizes);
     if (!s.ok()) {
-      values_.assign(values_.size(), Tensor());
+      values_.assign(values_.size(), Value());
       return s;
     }
+    Release(pos, st);
   }
-  ONT_RETURN_IF_ERROR(provider_->Synchronize());
   fetches->clear();
-  for (const std::string& f : fetch_names) fetches->push_back(values_[value_index_.at(f)]);
-  for (size_t v = 0; v < values_.size(); ++v) {
-    if (!keep_[v]) values_[v] = Tensor();
+  for (const std::string& f : fetch_names) {
+    const Value& v = values_[plan_.ids.at(f)];
+    if (v.is_sequence()) return InvalidArgument("fetch \"", f, "\" is a sequence; only tensors can be fetched");
+    fetches->push_back(v.tensor());
   }
-  if (plan == nullptr || !plan->valid) BuildPlan(key, sizes);
-  last_arena_bytes_ = plans_.count(key) ? plans_[key]->arena.SizeInBytes() : 0;
+  for (size_t v = 0; v < values_.size(); ++v) {
+    if (!keep_[v]) values_[v] = Value();
+  }
+  last_value_bytes_.assign(plan_.values.size(), 0);
+  for (size_t slot = 0; slot < sizes.size(); ++slot) {
+    if (slot_value_[slot] >= 0) last_value_bytes_[slot_value_[slot]] = sizes[slot];
+  }
+  if (arenas == nullptr || !arenas->valid) BuildArenas(sizes);
+  auto now = plans_.find(key_);
+  last_ = now == plans_.end() ? nullptr : now->second.get();
   return Status::OK();
+}
+
+StatusOr<Tensor> Executor::ToHost(const Tensor& t) const {
+  std::vector<IDataTransfer*> transfers(providers_.begin(), providers_.end());
+  return CopyToHost(t, transfers);
+}
+
+size_t Executor::last_arena_bytes() const {
+  size_t total = 0;
+  for (size_t p = 0; p < providers_.size(); ++p) total += last_arena_bytes(static_cast<int>(p));
+  return total;
+}
+
+size_t Executor::last_arena_bytes(int p) const {
+  if (last_ == nullptr || p < 0 || p >= static_cast<int>(last_->arenas.size())) return 0;
+  return last_->arenas[p].SizeInBytes();
 }
 
 }  // namespace ontrain

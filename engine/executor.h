@@ -1,10 +1,12 @@
-// Executor: runs one graph on one execution provider, feeds and fetches by name.
+// Executor: runs one graph over an ordered list of execution providers; feeds and fetches by name.
 //
-// Memory: the first run at a given set of feed shapes allocates each value as it is produced and records
-// its size and lifetime; from those it plans one arena (values that are never alive at the same time share
-// bytes) and allocates it once. Later runs at the same shapes place every intermediate value, output and
-// scratch buffer in that arena: no allocation at all through the provider's allocator.
-// Fetched tensors are therefore views into executor memory, valid until the next Run; Clone() to keep them.
+// A run follows one line: the graph is partitioned across the providers (engine/partition.h), its steps
+// and copies are planned once (engine/execution_plan.h), and memory is planned per set of input shapes
+// (engine/memory_plan.h): the first run at a shape allocates each buffer as it is produced and records its
+// size and lifetime; from those it plans one arena per device. Later runs at the same shapes place every
+// intermediate value, copy, output and scratch buffer in the arenas: no allocation through any provider's
+// allocator. Fetched tensors are views into executor memory that may live on a device, valid until the
+// next Run: ToHost() gives a host copy.
 #pragma once
 
 #include <map>
@@ -13,57 +15,83 @@
 #include <utility>
 #include <vector>
 
-#include "engine/status.h"
-#include "engine/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/value.h"
+#include "engine/execution_plan.h"
 #include "graph/graph.h"
 #include "providers/execution_provider.h"
 
 namespace ontrain {
 
+using NamedValues = std::vector<std::pair<std::string, Value>>;
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+inline NamedValues ToNamedValues(const NamedTensors& t) { return NamedValues(t.begin(), t.end()); }
+
+struct ExecutorOptions {
+  std::vector<IExecutionProvider*> providers;   // priority order; the last one runs on the host
+  std::map<std::string, Device> input_devices;  // where each graph input will be fed (the host if absent)
+};
 
 class Executor {
  public:
-  // Resolves every node's op against the provider's kernel list (an unknown op is an error naming the op,
-  // domain, opset and node) and copies the initializers to the provider's device. `model` may be destroyed
-  // afterwards.
+  // Partitions and plans the graph (an op no provider runs is an error naming the op, domain, opset and
+  // node) and copies the initializers to the devices that read them. `model` may be destroyed afterwards.
+  static StatusOr<std::unique_ptr<Executor>> Create(const Model& model, const ExecutorOptions& options);
   static StatusOr<std::unique_ptr<Executor>> Create(const Model& model, IExecutionProvider* provider);
   ~Executor();
 
-  // Feeds: every graph input without an initializer must be fed; inputs with an initializer may be.
-  // Fetches: graph outputs, inputs or initializers by name, in the order asked.
-  Status Run(const NamedTensors& feeds, const std::vector<std::string>& fetch_names, std::vector<Tensor>* fetches);
+  // Feeds: every graph input without an initializer must be fed, on the device the options named for it;
+  // inputs with an initializer may be. Fetches: graph outputs, inputs or initializers by name, in order.
+  Status Run(const NamedValues& feeds, const std::vector<std::string>& fetch_names, std::vector<Tensor>* fetches);
+
+  // A host tensor holding `t`'s values (`t` itself when it is on the host).
+  StatusOr<Tensor> ToHost(const Tensor& t) const;
 
   // Graph inputs that must be fed (those without a default initializer), in graph order.
   const std::vector<std::string>& required_inputs() const { return required_inputs_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
+  const ExecutionPlan& plan() const { return plan_; }
+  const std::vector<IExecutionProvider*>& providers() const { return providers_; }
   // How many memory plans exist (one per distinct set of feed shapes seen).
   size_t num_plans() const { return plans_.size(); }
-  // Arena bytes of the plan used by the last run (0 before the first planned run).
-  size_t last_arena_bytes() const { return last_arena_bytes_; }
+  // Arena bytes of the plan used by the last run, over all devices (0 before the first planned run).
+  size_t last_arena_bytes() const;
+  // Arena bytes of the last run's plan on provider `p`.
+  size_t last_arena_bytes(int p) const;
+  // Bytes of each value (and copy) the last run made, by value id of plan().values.
+  const std::vector<size_t>& last_value_bytes() const { return last_value_bytes_; }
 
-  struct NodeState;
-  struct Plan;
+  struct Step;
+  struct MemoryArenas;
 
  private:
   Executor() = default;
-  Status Bind(const NamedTensors& feeds, std::string* key);
-  Status RunNode(size_t pos, Plan* plan, std::vector<size_t>* sizes);
-  void BuildPlan(const std::string& key, const std::vector<size_t>& sizes);
+  Status Bind(const NamedValues& feeds);
+  Status MakeConstants(const Graph& g);
+  Status RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes);
+  Status RunCopy(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes);
+  StatusOr<Tensor> Place(size_t slot, int provider, size_t bytes, DType dtype, Shape shape, MemoryArenas* arenas,
+                         std::vector<size_t>* sizes);
+  void Release(size_t pos, const Step& step);
+  void BuildArenas(const std::vector<size_t>& sizes);
 
-  IExecutionProvider* provider_ = nullptr;
-  Graph graph_;  // nodes and value infos; initializers moved to the device in values_
-  std::vector<std::unique_ptr<NodeState>> nodes_;  // topological order
-  std::map<std::string, int> value_index_;
-  std::vector<Tensor> initial_values_;   // initializers on the device, by value index
-  std::vector<Tensor> values_;           // current run
-  std::vector<int> last_use_;            // by value index: last node position reading it
-  std::vector<bool> keep_;               // by value index: graph outputs, never reused within a run
+  std::vector<IExecutionProvider*> providers_;
+  Graph graph_;  // nodes and value infos; initializers moved into initial_values_
+  ExecutionPlan plan_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<Value> initial_values_;  // constants and input defaults, by value id
+  std::vector<Value> values_;          // current run, by value id
+  std::vector<int> last_use_;          // by value id: last step position reading it
+  std::vector<bool> keep_;             // by value id: graph outputs, alive to the end of a run
+  std::vector<int> slot_provider_;     // by slot: the provider whose arena holds it
+  std::vector<int> slot_value_;        // by slot: the value it holds (-1 for scratch)
   std::vector<std::string> required_inputs_;
   std::vector<std::string> output_names_;
-  std::map<std::string, std::unique_ptr<Plan>> plans_;
-  std::vector<Tensor> retired_arenas_;  // replaced plans' arenas, kept until the next Run
-  size_t last_arena_bytes_ = 0;
+  std::vector<size_t> last_value_bytes_;  // by value id
+  std::string key_;                    // the current run's input shapes
+  std::map<std::string, std::unique_ptr<MemoryArenas>> plans_;
+  MemoryArenas* last_ = nullptr;
 };
 
 }  // namespace ontrain

@@ -71,11 +71,7 @@ Status TrainingSession::ExportModelForInferencing(const std::string& path, const
     const Parameter* p = state_->FindParameter(v.name);
     if (p != nullptr) {
       if (!read.count(v.name)) continue;
-      Tensor host = p->data;
-      if (!host.device().is_host()) {
-        ONT_ASSIGN_OR_RETURN(host, Tensor::Allocate(p->data.dtype(), p->data.shape(), HostAllocator()));
-        ONT_RETURN_IF_ERROR(provider_->CopyTensor(p->data, &host));
-      }
+      ONT_ASSIGN_OR_RETURN(Tensor host, CopyToHost(p->data, state_->devices));
       m.graph.AddInitializer(v.name, host.Clone());
     } else if (read.count(v.name)) {
       inputs.push_back(v);

@@ -1,21 +1,19 @@
-// TrainingSession: input classification, parameter binding, steps, schedules, flat parameter copies.
-// ExportModelForInferencing lives in training_export.cc.
+// TrainingSession: input classification, state placement and binding, steps, schedules, flat parameter
+// copies. ExportModelForInferencing lives in training_export.cc.
 #include "engine/training_session.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "engine/session_plan.h"
 #include "graph/model_io.h"
+#include "optimizer/optimizer_state.h"
 
 namespace ontrain {
 
 namespace {
 constexpr const char* kResetInput = "lazy_reset_grad";
-const char* const kGradSuffixes[] = {"_grad.accumulation.buffer", "_grad", "_grad.accumulation.out"};
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 StatusOr<Model> LoadSource(const ModelSource& src, const char* what) {
   StatusOr<Model> m = src.path.empty() ? LoadModelFromBuffer(src.bytes.data(), src.bytes.size(), "")
@@ -34,39 +32,11 @@ StatusOr<Shape> StaticShape(const ValueInfo& v) {
   }
   return s;
 }
+
 }  // namespace
 
-bool IsGradientName(const std::string& name) {
-  for (const char* s : kGradSuffixes) if (EndsWith(name, s)) return true;
-  return false;
-}
-
-Status TrainingSession::ClassifyTrainingInputs() {
-  const Graph& g = train_model_.graph;
-  bool has_reset = false;
-  std::map<std::string, bool> is_buffer;
-  for (const ValueInfo& v : g.inputs) {
-    if (state_->FindParameter(v.name)) train_params_.push_back(v.name);
-    else if (v.name == kResetInput) has_reset = true;
-    else if (IsGradientName(v.name)) is_buffer[v.name] = true;
-    else train_user_inputs_.push_back(v.name);
-  }
-  if (!has_reset) return InvalidArgument("the training model has no \"lazy_reset_grad\" input");
-  for (const std::string& p : train_params_) {
-    if (!state_->parameters.at(p).requires_grad) continue;
-    std::string buffer = p + "_grad.accumulation.buffer";
-    if (!is_buffer.count(buffer)) return InvalidArgument("gradient buffer input not provided for param: ", p);
-    trainable_.push_back(p);
-    grad_buffer_input_[p] = buffer;
-  }
-  for (const ValueInfo& v : g.outputs) {
-    if (!IsGradientName(v.name)) train_user_outputs_.push_back(v.name);
-  }
-  return Status::OK();
-}
-
 Status TrainingSession::BindParameters() {
-  // Parameters move to the session's device; each trainable one gets a zeroed gradient buffer there.
+  // Parameters move to their devices; each trainable one gets a zeroed gradient buffer on its device.
   for (const std::string& name : train_params_) {
     Parameter& p = *state_->FindParameter(name);
     const ValueInfo* info = train_model_.graph.FindInput(name);
@@ -79,18 +49,16 @@ Status TrainingSession::BindParameters() {
       return InvalidArgument("parameter \"", name, "\" has shape ", ShapeToString(p.data.shape()),
                              " in the checkpoint but ", info->TypeString(), " in the training model");
     }
-    if (p.data.device() != provider_->device()) {
-      ONT_ASSIGN_OR_RETURN(Tensor dev, Tensor::Allocate(p.data.dtype(), p.data.shape(), provider_->allocator()));
-      ONT_RETURN_IF_ERROR(provider_->CopyTensor(p.data, &dev));
-      p.data = dev;
-    }
+    Device d = devices_.at(name);
+    if (p.data.device() == d) continue;
+    ONT_ASSIGN_OR_RETURN(Tensor host, CopyToHost(p.data, state_->devices));
+    IExecutionProvider* provider = providers_[ProviderIndexFor(providers_, d)];
+    ONT_ASSIGN_OR_RETURN(p.data, PlaceTensor(host, host, {provider->allocator(), provider}));
   }
   for (const std::string& name : trainable_) {
     const Tensor& w = state_->parameters.at(name).data;
-    ONT_ASSIGN_OR_RETURN(Tensor g, Tensor::Allocate(w.dtype(), w.shape(), provider_->allocator()));
-    if (!g.device().is_host()) return Unimplemented("gradient buffers on ", g.device().ToString());
-    std::memset(g.raw_data(), 0, g.SizeInBytes());
-    grads_[name] = g;
+    IExecutionProvider* provider = providers_[ProviderIndexFor(providers_, devices_.at(grad_buffer_input_.at(name)))];
+    ONT_ASSIGN_OR_RETURN(grads_[name], PlaceTensor(w, Tensor(), {provider->allocator(), provider}));
   }
   return Status::OK();
 }
@@ -106,26 +74,53 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
   if (train.empty()) return InvalidArgument("training session creation failed: train model data cannot be empty");
   std::unique_ptr<TrainingSession> s(new TrainingSession());
   s->state_ = state;
-  s->provider_ = options.providers[0];
+  s->providers_ = options.providers;
+  // 1. Models; where the state goes; the state named devices so that it can be read and saved.
   ONT_ASSIGN_OR_RETURN(s->train_model_, LoadSource(train, "training model"));
-  ONT_RETURN_IF_ERROR(s->ClassifyTrainingInputs());
-  if (!state->is_nominal) ONT_RETURN_IF_ERROR(s->BindParameters());
-  ONT_ASSIGN_OR_RETURN(s->train_, Executor::Create(s->train_model_, s->provider_));
+  std::optional<Model> em, om;
   if (!eval.empty()) {
-    ONT_ASSIGN_OR_RETURN(Model em, LoadSource(eval, "eval model"));
-    for (const ValueInfo& v : em.graph.inputs) {
-      (state->FindParameter(v.name) ? s->eval_params_ : s->eval_user_inputs_).push_back(v.name);
-    }
-    for (const ValueInfo& v : em.graph.outputs) s->eval_outputs_.push_back(v.name);
-    ONT_ASSIGN_OR_RETURN(s->eval_, Executor::Create(em, s->provider_));
-    s->eval_model_ = std::move(em);
+    ONT_ASSIGN_OR_RETURN(em, LoadSource(eval, "eval model"));
   }
   if (!optimizer.empty()) {
-    ONT_ASSIGN_OR_RETURN(Model om, LoadSource(optimizer, "optimizer model"));
+    ONT_ASSIGN_OR_RETURN(om, LoadSource(optimizer, "optimizer model"));
     if (state->is_nominal) {
       return Unimplemented("an optimizer over a nominal checkpoint: load the parameters first, then create the session");
     }
-    ONT_ASSIGN_OR_RETURN(s->optimizer_, Optimizer::Create(om, state, s->trainable_, s->provider_));
+  }
+  ONT_ASSIGN_OR_RETURN(SessionPlan plan, PlanSession(s->train_model_, em ? &*em : nullptr, om ? &*om : nullptr,
+                                                     *state, s->providers_));
+  s->train_user_inputs_ = plan.user_inputs;
+  s->train_user_outputs_ = plan.user_outputs;
+  s->train_params_ = plan.params;
+  s->trainable_ = plan.trainable;
+  s->grad_buffer_input_ = plan.grad_buffer;
+  s->devices_ = plan.devices;
+  s->gradients_device_ = plan.gradients_device;
+  s->moments_device_ = plan.moments_device;
+  for (IExecutionProvider* p : s->providers_) {
+    if (!p->device().is_host() && !FindTransfer(state->devices, p->device())) state->devices.push_back(p);
+  }
+  if (!state->is_nominal) ONT_RETURN_IF_ERROR(s->BindParameters());
+  // 2. One executor per graph, planned for where the state is fed from.
+  ExecutorOptions to;
+  to.providers = s->providers_;
+  to.input_devices = s->devices_;
+  ONT_ASSIGN_OR_RETURN(s->train_, Executor::Create(s->train_model_, to).WithContext("training model"));
+  if (em) {
+    for (const ValueInfo& v : em->graph.inputs) {
+      (state->FindParameter(v.name) ? s->eval_params_ : s->eval_user_inputs_).push_back(v.name);
+    }
+    for (const ValueInfo& v : em->graph.outputs) s->eval_outputs_.push_back(v.name);
+    ONT_ASSIGN_OR_RETURN(s->eval_, Executor::Create(*em, to).WithContext("eval model"));
+    s->eval_model_ = std::move(em);
+  }
+  if (om) {
+    OptimizerOptions oo;
+    oo.providers = s->providers_;
+    if (!s->trainable_.empty()) oo.params_device = s->devices_.at(s->trainable_[0]);
+    oo.gradients_device = s->gradients_device_;
+    oo.moments_device = s->moments_device_;
+    ONT_ASSIGN_OR_RETURN(s->optimizer_, Optimizer::Create(*om, state, s->trainable_, oo));
     // A schedule stored in the checkpoint continues where it stopped.
     ONT_ASSIGN_OR_RETURN(std::optional<LrSchedule> sched, LoadSchedule(state->properties));
     if (sched) {
@@ -133,7 +128,32 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
       ONT_RETURN_IF_ERROR(s->SchedulerStep());
     }
   }
+  s->reset_flag_ = Tensor::FromVector<bool>({true}, {1});
   return s;
+}
+
+TrainingSession::~TrainingSession() {
+  if (state_ == nullptr) return;
+  // The state outlives the session: its tensors come back to the host while the devices still exist. A
+  // failed copy leaves the tensor where it is (its memory stays valid: allocators live as long as it).
+  auto to_host = [&](Tensor* t) {
+    if (!t->defined() || t->device().is_host()) return;
+    auto host = CopyToHost(*t, state_->devices);
+    if (host.ok()) *t = std::move(host).value();
+  };
+  for (auto& [name, p] : state_->parameters) to_host(&p.data);
+  for (auto& [gname, group] : state_->optimizer_groups) {
+    for (auto& [pname, ps] : group.param_states) {
+      for (auto& [mname, m] : ps.momentums) to_host(&m);
+    }
+  }
+  auto& devs = state_->devices;
+  for (IExecutionProvider* p : providers_) devs.erase(std::remove(devs.begin(), devs.end(), p), devs.end());
+}
+
+IDataTransfer* TrainingSession::TransferFor(Device d) const {
+  int p = ProviderIndexFor(providers_, d);
+  return p < 0 ? nullptr : providers_[p];
 }
 
 Status TrainingSession::CheckNotNominal(const char* what) const {
@@ -145,7 +165,7 @@ Status TrainingSession::CheckNotNominal(const char* what) const {
 }
 
 Status TrainingSession::FeedUserInputs(const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
-                                       NamedTensors* feeds) const {
+                                       NamedValues* feeds) const {
   if (inputs.size() != names.size()) {
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
@@ -155,17 +175,31 @@ Status TrainingSession::FeedUserInputs(const std::vector<std::string>& names, co
   return Status::OK();
 }
 
+Status TrainingSession::OutputsToHost(const Executor& ex, const std::vector<Tensor>& out,
+                                      std::vector<Tensor>* outputs) const {
+  outputs->clear();
+  for (const Tensor& t : out) {
+    if (t.device().is_host()) {
+      outputs->push_back(t.Clone());  // the executor's tensor is a view into its arena
+      continue;
+    }
+    ONT_ASSIGN_OR_RETURN(Tensor host, ex.ToHost(t));
+    outputs->push_back(std::move(host));
+  }
+  return Status::OK();
+}
+
 Status TrainingSession::TrainStep(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
   ONT_RETURN_IF_ERROR(CheckNotNominal("run TrainStep"));
-  NamedTensors feeds;
+  NamedValues feeds;
   ONT_RETURN_IF_ERROR(FeedUserInputs(train_user_inputs_, inputs, &feeds));
   for (const std::string& p : train_params_) feeds.push_back({p, state_->parameters.at(p).data});
   for (const auto& [p, buffer] : grad_buffer_input_) feeds.push_back({buffer, grads_.at(p)});
-  feeds.push_back({kResetInput, Tensor::FromVector<bool>({!accumulate_}, {1})});
+  reset_flag_.data<bool>()[0] = !accumulate_;
+  feeds.push_back({kResetInput, reset_flag_});
   std::vector<Tensor> out;
   ONT_RETURN_IF_ERROR(train_->Run(feeds, train_user_outputs_, &out).WithContext("TrainStep"));
-  outputs->clear();
-  for (const Tensor& t : out) outputs->push_back(t.Clone());
+  ONT_RETURN_IF_ERROR(OutputsToHost(*train_, out, outputs).WithContext("TrainStep"));
   accumulate_ = true;
   return Status::OK();
 }
@@ -173,14 +207,12 @@ Status TrainingSession::TrainStep(const std::vector<Tensor>& inputs, std::vector
 Status TrainingSession::EvalStep(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
   if (!eval_) return FailedPrecondition("EvalStep needs an eval model, and this session was created without one");
   ONT_RETURN_IF_ERROR(CheckNotNominal("run EvalStep"));
-  NamedTensors feeds;
+  NamedValues feeds;
   ONT_RETURN_IF_ERROR(FeedUserInputs(eval_user_inputs_, inputs, &feeds));
   for (const std::string& p : eval_params_) feeds.push_back({p, state_->parameters.at(p).data});
   std::vector<Tensor> out;
   ONT_RETURN_IF_ERROR(eval_->Run(feeds, eval_outputs_, &out).WithContext("EvalStep"));
-  outputs->clear();
-  for (const Tensor& t : out) outputs->push_back(t.Clone());
-  return Status::OK();
+  return OutputsToHost(*eval_, out, outputs).WithContext("EvalStep");
 }
 
 Status TrainingSession::OptimizerStep() {
@@ -236,19 +268,25 @@ Status TrainingSession::CopyParametersToBuffer(Tensor* buffer, bool trainable_on
   ONT_ASSIGN_OR_RETURN(size_t size, GetParametersSize(trainable_only));
   if (buffer == nullptr || !buffer->defined()) return InvalidArgument("the parameters buffer must be pre-allocated");
   if (buffer->dtype() != DType::kFloat32) return InvalidArgument("only float32 parameter buffers are supported");
+  if (!buffer->device().is_host()) return InvalidArgument("the parameters buffer must be on the host");
   if (static_cast<size_t>(buffer->NumElements()) != size) {
     return InvalidArgument("parameters buffer size incorrect: expected ", size, ", actual ", buffer->NumElements());
   }
   int64_t offset = 0;
+  std::vector<IDataTransfer*> used;
   for (const std::string& name : train_params_) {
     const Parameter& p = state_->parameters.at(name);
     if (trainable_only && !p.requires_grad) continue;
     if (p.data.dtype() != DType::kFloat32) return InvalidArgument("parameter \"", name, "\" is not float32");
-    Tensor dst = Tensor::View(DType::kFloat32, p.data.shape(), buffer->data<float>() + offset, buffer->device());
-    ONT_RETURN_IF_ERROR(provider_->CopyTensor(p.data, &dst));
+    Tensor dst = Tensor::View(DType::kFloat32, p.data.shape(), buffer->data<float>() + offset);
+    IDataTransfer* t = TransferFor(p.data.device());
+    if (t == nullptr) return Internal("parameter \"", name, "\" is on ", p.data.device().ToString(), ", which no provider serves");
+    ONT_RETURN_IF_ERROR(t->CopyTensor(p.data, &dst));
+    if (std::find(used.begin(), used.end(), t) == used.end()) used.push_back(t);
     offset += p.data.NumElements();
   }
-  return provider_->Synchronize();
+  for (IDataTransfer* t : used) ONT_RETURN_IF_ERROR(t->Synchronize());
+  return Status::OK();
 }
 
 Status TrainingSession::CopyBufferToParameters(const Tensor& buffer, bool trainable_only) {
@@ -257,27 +295,32 @@ Status TrainingSession::CopyBufferToParameters(const Tensor& buffer, bool traina
   }
   ONT_ASSIGN_OR_RETURN(size_t size, GetParametersSize(trainable_only));
   if (!buffer.defined() || buffer.dtype() != DType::kFloat32) return InvalidArgument("the buffer must be float32");
+  if (!buffer.device().is_host()) return InvalidArgument("the buffer must be on the host");
   if (static_cast<size_t>(buffer.NumElements()) != size) {
     return InvalidArgument("parameters buffer size incorrect: expected ", size, ", actual ", buffer.NumElements());
   }
   int64_t offset = 0;
+  std::vector<IDataTransfer*> used;
   for (const std::string& name : train_params_) {
     Parameter& p = state_->parameters.at(name);
     if (trainable_only && !p.requires_grad) continue;
-    if (state_->is_nominal) {  // the graph's declared shape gives the parameter its storage
+    if (state_->is_nominal) {  // the graph's declared shape gives the parameter its storage, on the host
       ONT_ASSIGN_OR_RETURN(Shape s, StaticShape(*train_model_.graph.FindInput(name)));
-      ONT_ASSIGN_OR_RETURN(p.data, Tensor::Allocate(DType::kFloat32, s, provider_->allocator()));
+      ONT_ASSIGN_OR_RETURN(p.data, Tensor::Allocate(DType::kFloat32, s, HostAllocator()));
     }
-    Tensor src = Tensor::View(DType::kFloat32, p.data.shape(), const_cast<float*>(buffer.data<float>()) + offset,
-                              buffer.device());
-    ONT_RETURN_IF_ERROR(provider_->CopyTensor(src, &p.data));
+    Tensor src = Tensor::View(DType::kFloat32, p.data.shape(), const_cast<float*>(buffer.data<float>()) + offset);
+    IDataTransfer* t = p.data.device().is_host() ? providers_.back() : TransferFor(p.data.device());
+    if (t == nullptr) return Internal("parameter \"", name, "\" is on ", p.data.device().ToString(), ", which no provider serves");
+    ONT_RETURN_IF_ERROR(t->CopyTensor(src, &p.data));
+    if (std::find(used.begin(), used.end(), t) == used.end()) used.push_back(t);
     offset += p.data.NumElements();
   }
+  for (IDataTransfer* t : used) ONT_RETURN_IF_ERROR(t->Synchronize());
   if (state_->is_nominal) {
     state_->is_nominal = false;
     ONT_RETURN_IF_ERROR(BindParameters());
   }
-  return provider_->Synchronize();
+  return Status::OK();
 }
 
 const Tensor* TrainingSession::gradient(const std::string& param) const {

@@ -6,18 +6,28 @@
 // `lazy_reset_grad` is the reset flag, names ending in _grad.accumulation.buffer / _grad /
 // _grad.accumulation.out are gradients, anything else is a user input. Gradient buffers start at zero;
 // the first TrainStep after creation or LazyResetGrad overwrites them, later ones accumulate.
+//
+// Placement: the graphs are partitioned across the session's providers (engine/partition.h), and the
+// training state lives where it is used, once, from creation: each parameter on the device of the node
+// that updates it in place (the optimizer node) or else of its first reader, each gradient buffer on the
+// device of its accumulator, the moments on the optimizer node's device. A step then moves only the user
+// inputs in and the fetched outputs out. The state's tensors stay readable and savable while they are on
+// a device (the session names its devices in CheckpointState::devices), and move back to the host when
+// the session ends.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint_state.h"
+#include "core/status.h"
 #include "engine/executor.h"
-#include "engine/status.h"
+#include "engine/optimizer.h"
+#include "engine/session_plan.h"
 #include "graph/graph.h"
-#include "optimizer/optimizer.h"
 #include "providers/execution_provider.h"
 #include "scheduler/lr_scheduler.h"
 
@@ -33,18 +43,20 @@ struct ModelSource {
 };
 
 struct TrainingSessionOptions {
-  // Providers in priority order; the session runs on the first (the planner that splits graphs across
-  // several providers comes with the CUDA provider).
+  // Providers in priority order; each node runs on the first that has a kernel for it. The last must be
+  // the CPU provider (the fallback); a list without one is an error.
   std::vector<IExecutionProvider*> providers;
 };
 
 class TrainingSession {
  public:
-  // `state` must outlive the session; its parameters move to the session's device.
+  // `state` must outlive the session; its parameters move to the devices that use them.
   static StatusOr<std::unique_ptr<TrainingSession>> Create(const TrainingSessionOptions& options,
                                                            CheckpointState* state, const ModelSource& train,
                                                            const ModelSource& eval = {},
                                                            const ModelSource& optimizer = {});
+  // Moves the state's tensors back to the host.
+  ~TrainingSession();
 
   // User inputs in training_input_names() order; outputs are host copies, in training_output_names() order.
   Status TrainStep(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs);
@@ -59,7 +71,7 @@ class TrainingSession {
   Status RegisterScheduler(const LrSchedule& schedule, float initial_lr);
   Status SchedulerStep();
 
-  // Parameter counts and flat copies, in training-graph input order (ONNX Runtime's order).
+  // Parameter counts and flat host copies, in training-graph input order (ONNX Runtime's order).
   StatusOr<size_t> GetParametersSize(bool trainable_only) const;
   Status CopyParametersToBuffer(Tensor* buffer, bool trainable_only);
   Status CopyBufferToParameters(const Tensor& buffer, bool trainable_only);
@@ -76,20 +88,26 @@ class TrainingSession {
   bool has_optimizer() const { return optimizer_ != nullptr; }
   const Optimizer* optimizer() const { return optimizer_.get(); }
   CheckpointState* state() { return state_; }
-  IExecutionProvider* provider() { return provider_; }
-  // Gradient accumulation buffer of a trainable parameter (for inspection and tests).
+  const std::vector<IExecutionProvider*>& providers() const { return providers_; }
+  // The executors (for inspection: partition, copies, arenas); eval may be null.
+  const Executor& train_executor() const { return *train_; }
+  const Executor* eval_executor() const { return eval_.get(); }
+  // Gradient accumulation buffer of a trainable parameter, where it lives (for inspection and tests).
   const Tensor* gradient(const std::string& param) const;
+  // Where each state tensor (parameters by name, gradient buffers by input name) was placed.
+  const std::map<std::string, Device>& placement() const { return devices_; }
 
  private:
   TrainingSession() = default;
-  Status ClassifyTrainingInputs();
   Status BindParameters();
   Status CheckNotNominal(const char* what) const;
   Status FeedUserInputs(const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
-                        NamedTensors* feeds) const;
+                        NamedValues* feeds) const;
+  Status OutputsToHost(const Executor& ex, const std::vector<Tensor>& out, std::vector<Tensor>* outputs) const;
+  IDataTransfer* TransferFor(Device d) const;
 
   CheckpointState* state_ = nullptr;
-  IExecutionProvider* provider_ = nullptr;
+  std::vector<IExecutionProvider*> providers_;
   Model train_model_;
   std::optional<Model> eval_model_;
   std::unique_ptr<Executor> train_;
@@ -102,10 +120,10 @@ class TrainingSession {
   std::vector<std::string> trainable_;                  // training-graph order
   std::map<std::string, std::string> grad_buffer_input_;  // param -> its buffer input name
   std::map<std::string, Tensor> grads_;                   // param -> accumulation buffer
+  std::map<std::string, Device> devices_;                 // state tensor -> its device
+  Device gradients_device_, moments_device_;
+  Tensor reset_flag_;                                     // host bool [1], fed as lazy_reset_grad
   bool accumulate_ = false;
 };
-
-// True when `name` has one of ONNX Runtime's gradient suffixes.
-bool IsGradientName(const std::string& name);
 
 }  // namespace ontrain

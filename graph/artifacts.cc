@@ -37,14 +37,6 @@ namespace {
 
 const char* kLoss = "onnx::loss::1";
 
-ValueInfo SequenceInfo(const std::string& name) {
-  ValueInfo v;
-  v.name = name;
-  v.is_tensor = false;
-  v.type.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
-  return v;
-}
-
 // 1. The loss block (ONNX Runtime's onnxblock losses); the graph outputs become [loss, extra outputs].
 Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, ValueInfo>& types) {
   Graph& g = m->graph;
@@ -319,38 +311,6 @@ void AddAccumulation(Model* m) {
   g.inputs.push_back(TensorInfo("lazy_reset_grad", DType::kBool, {1}));
 }
 
-Model MakeOptimizerModel(const ArtifactOptions& o, int64_t opset) {
-  Model m;
-  m.producer_name = "orttraining";
-  m.opset_imports[""] = opset;
-  m.opset_imports["com.microsoft"] = 1;
-  Graph& g = m.graph;
-  g.name = "graph";
-  g.inputs = {TensorInfo("learning_rate", DType::kFloat32, {1}), TensorInfo("step", DType::kInt64, {1}),
-              SequenceInfo("params"), SequenceInfo("gradients"), SequenceInfo("first_order_moments")};
-  if (o.optimizer == OptimizerKind::kAdamW) {
-    g.inputs.push_back(SequenceInfo("second_order_moments"));
-    const AdamWConfig& c = o.adamw;
-    g.nodes.push_back(MakeNode("AdamWOptimizer",
-                               {"learning_rate", "step", "params", "gradients", "first_order_moments",
-                                "second_order_moments"},
-                               {"onnx::adamw.updated_flag::1"},
-                               {AttrFloat("alpha", c.alpha), AttrFloat("beta", c.beta), AttrFloat("epsilon", c.epsilon),
-                                AttrFloat("weight_decay", c.weight_decay), AttrInt("adam_mode", c.adam_mode),
-                                AttrInt("correct_bias", c.correct_bias ? 1 : 0)},
-                               "onnx::AdamWOptimizer::1", "com.microsoft"));
-    g.outputs = {TensorInfo("onnx::adamw.updated_flag::1", DType::kBool, {1})};
-  } else {
-    g.nodes.push_back(MakeNode("SGDOptimizerV2", {"learning_rate", "params", "gradients"},
-                               {"onnx::update_completed::1"}, {}, "onnx::SGDOptimizerV2::1", "com.microsoft"));
-    ValueInfo flag;  // no shape: ONNX Runtime 1.19.2 rejects the [1] that onnxblock declares
-    flag.name = "onnx::update_completed::1";
-    flag.dtype = DType::kBool;
-    g.outputs = {flag};
-  }
-  return m;
-}
-
 }  // namespace
 
 StatusOr<Artifacts> GenerateArtifacts(const Model& forward, const ArtifactOptions& options) {
@@ -379,7 +339,7 @@ StatusOr<Artifacts> GenerateArtifacts(const Model& forward, const ArtifactOption
   ONT_RETURN_IF_ERROR(BuildGradientGraph(&a.training, m.graph.outputs[0].name, trainable));
   ONT_RETURN_IF_ERROR(AddRunningStatUpdates(&a.training, options.bn_running_stats, running));
   AddAccumulation(&a.training);
-  a.optimizer = MakeOptimizerModel(options, forward.OpsetFor(""));
+  a.optimizer = MakeOptimizerModel(options.optimizer, options.adamw, forward.OpsetFor(""));
   return a;
 }
 

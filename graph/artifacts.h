@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_state.h"
-#include "engine/status.h"
+#include "core/status.h"
 #include "graph/graph.h"
-#include "optimizer/optimizer.h"
+#include "graph/optimizer_model.h"
 
 namespace ontrain {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/status.h"
+#include "core/status.h"
 #include "graph/graph.h"
 
 namespace ontrain {

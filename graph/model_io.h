@@ -5,7 +5,8 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "engine/status.h"
+#include "core/status.h"
+#include "core/file_io.h"
 #include "graph/graph.h"
 
 namespace ontrain {
@@ -23,14 +24,5 @@ Status SaveModel(const Model& model, const std::string& path);
 
 StatusOr<ValueInfo> ValueInfoFromProto(const onnx::ValueInfoProto& proto);
 onnx::ValueInfoProto ValueInfoToProto(const ValueInfo& info);
-
-// Reads a whole file; an error names the path.
-StatusOr<std::string> ReadFileToString(const std::string& path);
-// Creates `dir` and any missing parents (like mkdir -p).
-Status MakeDirectories(const std::string& dir);
-
-// Writes `bytes` to `path` through a temporary file in the same folder, fsync and rename, so that a crash
-// leaves either the old or the new file, never a torn one.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 }  // namespace ontrain

@@ -1,7 +1,7 @@
 // Type and shape inference for whole models, delegated to ONNX's own inference for standard ops.
 #pragma once
 
-#include "engine/status.h"
+#include "core/status.h"
 #include "graph/graph.h"
 
 namespace ontrain {

@@ -5,8 +5,8 @@
 
 #include <onnx/onnx_pb.h>
 
-#include "engine/status.h"
-#include "engine/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 
 namespace ontrain {
 

@@ -1,13 +1,18 @@
 // The kernel contract: a kernel is created once per node (reading its attributes), then each run calls
 // Prepare (validate inputs, declare output dtypes and shapes, request scratch) and Compute (fill the outputs
 // the executor allocated). Splitting the two lets the executor plan memory between them.
+//
+// Prepare runs on the host before the kernel's provider runs it: it may read the shapes and dtypes of every
+// input, but the data only of the inputs its kernel row declares host inputs (KernelDef::roles), which the
+// planner keeps on the host. Compute runs through the provider (IExecutionProvider::Run).
 #pragma once
 
 #include <memory>
 #include <vector>
 
-#include "engine/status.h"
-#include "engine/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/value.h"
 #include "graph/graph.h"
 
 namespace ontrain {
@@ -25,38 +30,56 @@ struct NodeInfo {
 
 class KernelContext {
  public:
+  enum class OutputKind { kNone, kTensor, kSequence, kAlias };
+
   virtual ~KernelContext() = default;
 
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
-  // nullptr for an omitted optional input (and for indices past the end).
-  const Tensor* input(int i) const { return i < num_inputs() ? inputs_[i] : nullptr; }
+  // Tensor input i; nullptr for an omitted optional input, an index past the end, or a sequence input.
+  const Tensor* input(int i) const;
+  // Sequence input i; nullptr unless input i is a sequence.
+  const TensorSequence* input_sequence(int i) const;
   int num_outputs() const { return static_cast<int>(requested_.size()); }
   bool output_requested(int i) const { return i < num_outputs() && requested_[i]; }
 
-  // Prepare: declares output i. Outputs that are not requested may be declared or skipped.
+  // Prepare: declares tensor output i. Outputs that are not requested may be declared or skipped.
   Status DeclareOutput(int i, DType dtype, Shape shape);
+  // Prepare: output i is a sequence of new tensors of these shapes, allocated by the executor.
+  Status DeclareSequenceOutput(int i, DType dtype, std::vector<Shape> shapes);
+  // Prepare: output i is input `input` itself (a kernel that updates a sequence in place and returns it).
+  Status AliasOutput(int i, int input);
   // Prepare: asks for `bytes` of scratch memory, valid during Compute only.
   void RequestScratch(size_t bytes) { scratch_bytes_ = bytes; }
 
-  // Compute: the allocated output (nullptr if not requested).
-  Tensor* output(int i) { return i < static_cast<int>(outputs_.size()) && requested_[i] ? &outputs_[i] : nullptr; }
+  // Compute: the allocated output (nullptr if not requested or not a tensor).
+  Tensor* output(int i);
+  // Compute: the allocated sequence output (nullptr if not requested or not a sequence).
+  TensorSequence* output_sequence(int i);
   void* scratch() { return scratch_; }
   ThreadPool* thread_pool() const { return thread_pool_; }
 
   // Executor side.
-  void Reset(std::vector<const Tensor*> inputs, std::vector<bool> requested, ThreadPool* pool);
-  const std::vector<DType>& declared_dtypes() const { return declared_dtypes_; }
-  const std::vector<Shape>& declared_shapes() const { return declared_shapes_; }
-  std::vector<Tensor>& outputs() { return outputs_; }
+  void Reset(const std::vector<const Value*>& inputs, const std::vector<bool>& requested, ThreadPool* pool);
+  OutputKind output_kind(int i) const { return kinds_[i]; }
+  DType declared_dtype(int i) const { return declared_dtypes_[i]; }
+  const Shape& declared_shape(int i) const { return declared_shapes_[i]; }
+  const std::vector<Shape>& declared_sequence_shapes(int i) const { return sequence_shapes_[i]; }
+  int alias_input(int i) const { return alias_input_[i]; }
+  std::vector<Value>& outputs() { return outputs_; }
   size_t scratch_bytes() const { return scratch_bytes_; }
   void set_scratch(void* p) { scratch_ = p; }
 
  private:
-  std::vector<const Tensor*> inputs_;
+  Status CheckOutputIndex(int i) const;
+
+  std::vector<const Value*> inputs_;
   std::vector<bool> requested_;
+  std::vector<OutputKind> kinds_;
   std::vector<DType> declared_dtypes_;
   std::vector<Shape> declared_shapes_;
-  std::vector<Tensor> outputs_;
+  std::vector<std::vector<Shape>> sequence_shapes_;
+  std::vector<int> alias_input_;
+  std::vector<Value> outputs_;
   size_t scratch_bytes_ = 0;
   void* scratch_ = nullptr;
   ThreadPool* thread_pool_ = nullptr;

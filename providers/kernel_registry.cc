@@ -5,6 +5,21 @@
 
 namespace ontrain {
 
+namespace {
+uint32_t Mask(std::initializer_list<int> inputs) {
+  uint32_t m = 0;
+  for (int i : inputs) m |= 1u << i;
+  return m;
+}
+}  // namespace
+
+InputRoles Host(std::initializer_list<int> inputs) { return {Mask(inputs), 0, 0}; }
+InputRoles ShapeOnly(std::initializer_list<int> inputs) { return {0, Mask(inputs), 0}; }
+InputRoles InPlace(std::initializer_list<int> inputs) { return {0, 0, Mask(inputs)}; }
+InputRoles operator|(InputRoles a, InputRoles b) {
+  return {a.host | b.host, a.shape_only | b.shape_only, a.in_place | b.in_place};
+}
+
 StatusOr<KernelRegistry> KernelRegistry::Create(std::vector<KernelDef> defs) {
   for (size_t i = 0; i < defs.size(); ++i) {
     const KernelDef& a = defs[i];
@@ -27,10 +42,14 @@ StatusOr<KernelRegistry> KernelRegistry::Create(std::vector<KernelDef> defs) {
 }
 
 bool KernelRegistry::HasOp(const std::string& domain, const std::string& op, int64_t opset) const {
+  return FindAnyType(domain, op, opset) != nullptr;
+}
+
+const KernelDef* KernelRegistry::FindAnyType(const std::string& domain, const std::string& op, int64_t opset) const {
   for (const KernelDef& d : defs_) {
-    if (d.domain == domain && d.op == op && d.since <= opset && opset <= d.until) return true;
+    if (d.domain == domain && d.op == op && d.since <= opset && opset <= d.until) return &d;
   }
-  return false;
+  return nullptr;
 }
 
 StatusOr<const KernelDef*> KernelRegistry::Find(const std::string& domain, const std::string& op, int64_t opset,

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint_state.h"
-#include "engine/status.h"
+#include "core/status.h"
 
 namespace ontrain {
 

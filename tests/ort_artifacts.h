@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "core/tensor.h"
 
 namespace ontrain {
 namespace testing {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "core/tensor.h"
 #include "graph/graph.h"
 
 namespace ontrain {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/allocator.h"
+#include "core/allocator.h"
 #include "providers/cpu/thread_pool.h"
 #include "providers/execution_provider.h"
 

@@ -179,7 +179,7 @@ TEST_P(OnnxNodeTest, MatchesReference) {
       feeds.push_back({inputs[i], t.value()});
     }
     std::vector<Tensor> fetches;
-    Status s = executor.value()->Run(feeds, executor.value()->output_names(), &fetches);
+    Status s = executor.value()->Run(ToNamedValues(feeds), executor.value()->output_names(), &fetches);
     if (!s.ok()) {
       ok = false;
       ADD_FAILURE() << set << ": " << s.ToString();

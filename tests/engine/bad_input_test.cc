@@ -28,7 +28,7 @@ class BadInputTest : public ::testing::Test {
   }
   Status RunWith(const NamedTensors& feeds) {
     std::vector<Tensor> out;
-    return ex_->Run(feeds, {"y"}, &out);
+    return ex_->Run(ToNamedValues(feeds), {"y"}, &out);
   }
   std::unique_ptr<CpuExecutionProvider> cpu_;
   std::unique_ptr<Executor> ex_;

@@ -65,7 +65,7 @@ double EvalLoss(const Artifacts& a, const NamedTensors& user) {
   NamedTensors feeds = user;
   for (const auto& [n, p] : a.checkpoint.parameters) feeds.push_back({n, p.data});
   std::vector<Tensor> out;
-  Status s = ex->Run(feeds, {a.eval.graph.outputs[0].name}, &out);
+  Status s = ex->Run(ToNamedValues(feeds), {a.eval.graph.outputs[0].name}, &out);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return out.empty() ? NAN : out[0].data<float>()[0];
 }

@@ -407,7 +407,7 @@ TEST(AutodiffTest, ModWithBroadcastDivisor) {
   auto ex = Executor::Create(grad, cpu.get());
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
   std::vector<Tensor> out;
-  ASSERT_TRUE(ex.value()->Run(c.feeds, {"b_grad"}, &out).ok());
+  ASSERT_TRUE(ex.value()->Run(ToNamedValues(c.feeds), {"b_grad"}, &out).ok());
   const Tensor w = Random({4, 3}, 60);
   const double* a = c.feeds[0].second.data<double>();
   const double* b = c.feeds[1].second.data<double>();

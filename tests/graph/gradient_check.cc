@@ -34,7 +34,7 @@ double RunLoss(const Model& m, const NamedTensors& feeds, CpuExecutionProvider* 
   auto ex = Executor::Create(m, cpu);
   EXPECT_TRUE(ex.ok()) << ex.status().ToString();
   std::vector<Tensor> out;
-  Status s = ex.value()->Run(feeds, {"loss"}, &out);
+  Status s = ex.value()->Run(ToNamedValues(feeds), {"loss"}, &out);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return out.empty() ? NAN : (out[0].dtype() == DType::kFloat64 ? out[0].data<double>()[0] : out[0].data<float>()[0]);
 }
@@ -55,7 +55,7 @@ void CheckGradients(Case c, double tol) {
   std::vector<std::string> fetch;
   for (const auto& x : c.xs) fetch.push_back(x + "_grad");
   std::vector<Tensor> grads;
-  Status run = ex.value()->Run(all, fetch, &grads);
+  Status run = ex.value()->Run(ToNamedValues(all), fetch, &grads);
   ASSERT_TRUE(run.ok()) << run.ToString();
   for (size_t k = 0; k < c.xs.size(); ++k) {
     SCOPED_TRACE(c.xs[k]);

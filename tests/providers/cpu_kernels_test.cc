@@ -20,7 +20,7 @@ std::vector<Tensor> RunModel(const Model& m, const NamedTensors& feeds, std::vec
   EXPECT_TRUE(ex.ok()) << ex.status().ToString();
   if (fetch.empty()) fetch = ex.value()->output_names();
   std::vector<Tensor> out;
-  Status s = ex.value()->Run(feeds, fetch, &out);
+  Status s = ex.value()->Run(ToNamedValues(feeds), fetch, &out);
   EXPECT_TRUE(s.ok()) << s.ToString();
   for (Tensor& t : out) t = t.Clone();  // outlive the executor
   return out;

@@ -52,7 +52,7 @@ std::vector<Tensor> RunNode(const std::string& op, const std::string& domain, co
   EXPECT_TRUE(ex.ok()) << ex.status().ToString();
   if (!ex.ok()) return {};
   std::vector<Tensor> out;
-  Status s = ex.value()->Run(feeds, outs, &out);
+  Status s = ex.value()->Run(ToNamedValues(feeds), outs, &out);
   EXPECT_TRUE(s.ok()) << op << ": " << s.ToString();
   for (Tensor& t : out) t = t.Clone();
   return out;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/status.h"
+#include "core/status.h"
 
 namespace ontrain {
 namespace cli {
@@ -15,8 +15,6 @@ Status Eval(const std::vector<std::string>& args);
 Status Export(const std::vector<std::string>& args);
 Status Info(const std::vector<std::string>& args);
 Status Run(const std::vector<std::string>& args);
-// --provider: "cpu" (CUDA is refused with a clear error until its provider lands).
-Status CheckProvider(const std::string& spec);
 // True when the last Train stopped early on SIGINT/SIGTERM (after saving a checkpoint).
 bool InterruptedBySignal();
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/status.h"
+#include "core/status.h"
 
 namespace ontrain {
 namespace cli {

@@ -1,8 +1,5 @@
-// `ontrain eval`, `ontrain export` and `ontrain info`: evaluate, export an inference model from, and
-// describe an artifacts folder.
+// `ontrain eval` and `ontrain export`: evaluate an artifacts folder, and export an inference model from it.
 #include <cstdio>
-#include <map>
-#include <numeric>
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
@@ -14,9 +11,12 @@ namespace ontrain {
 namespace cli {
 
 Status Eval(const std::vector<std::string>& args) {
-  ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "data", "batch-size", "threads", "data-root"}, {}));
+  ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "data", "batch-size", "threads", "data-root", "provider"}, {}));
   ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
-  ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(f.Get("artifacts"), static_cast<int>(threads)));
+  OpenOptions open;
+  open.threads = static_cast<int>(threads);
+  open.providers = f.Get("provider", "cpu");
+  ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(f.Get("artifacts"), open));
   if (!job.has_eval) return NotFound("artifacts directory \"", f.Get("artifacts"), "\" has no eval_model.onnx");
   ONT_ASSIGN_OR_RETURN(Table table, LoadTable(f.Get("data", "fashion-mnist:test"), f.Get("data-root", kFashionMnistDir),
                                               job.training_model, job.session->eval_input_names()));
@@ -37,45 +37,11 @@ Status Export(const std::vector<std::string>& args) {
   if (!f.Has("to")) return InvalidArgument("export needs --to FILE");
   std::vector<std::string> outputs = f.GetList("outputs");
   if (outputs.empty()) return InvalidArgument("export needs --outputs a,b (values of the eval model)");
-  ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(f.Get("artifacts"), 1));
+  OpenOptions open;
+  open.threads = 1;
+  ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(f.Get("artifacts"), open));
   ONT_RETURN_IF_ERROR(job.session->ExportModelForInferencing(f.Get("to"), outputs));
   std::printf("exported %s\n", f.Get("to").c_str());
-  return Status::OK();
-}
-
-Status Info(const std::vector<std::string>& args) {
-  ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts"}, {}));
-  ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(f.Get("artifacts"), 1));
-  const TrainingSession& s = *job.session;
-  size_t bytes = 0, trainable = 0, frozen = 0;
-  for (const auto& [name, p] : job.state->parameters) {
-    bytes += p.data.SizeInBytes();
-    (p.requires_grad ? trainable : frozen) += static_cast<size_t>(p.data.NumElements());
-  }
-  std::printf("parameters: %zu trainable, %zu frozen, %zu bytes\n", trainable, frozen, bytes);
-  auto list = [&](const char* what, const std::vector<std::string>& names) {
-    std::printf("%s:", what);
-    for (const std::string& n : names) {
-      const ValueInfo* v = job.training_model.graph.FindInput(n);
-      if (!v) v = job.training_model.graph.FindOutput(n);
-      std::printf(" %s%s", n.c_str(), v ? (" " + v->TypeString()).c_str() : "");
-    }
-    std::printf("\n");
-  };
-  list("training inputs", s.training_input_names());
-  list("training outputs", s.training_output_names());
-  if (job.has_eval) {
-    list("eval inputs", s.eval_input_names());
-    list("eval outputs", s.eval_output_names());
-  }
-  std::map<std::string, int> ops;
-  for (const Node& n : job.training_model.graph.nodes) ops[(n.domain.empty() ? "" : n.domain + "::") + n.op_type]++;
-  std::printf("training graph: %zu nodes:", job.training_model.graph.nodes.size());
-  for (const auto& [op, count] : ops) std::printf(" %s x%d", op.c_str(), count);
-  std::printf("\nprovider: every node on %s\n", job.cpu->name().c_str());
-  const Optimizer* opt = s.optimizer();
-  std::printf("optimizer: %s, step %lld, learning rate %g\n", opt->kind() == OptimizerKind::kAdamW ? "AdamW" : "SGD",
-              static_cast<long long>(opt->step()), opt->learning_rate());
   return Status::OK();
 }
 

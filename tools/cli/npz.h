@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/status.h"
-#include "engine/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 
 namespace ontrain {
 namespace cli {

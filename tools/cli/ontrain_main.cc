@@ -19,12 +19,14 @@ const char* kUsage =
     "           [--epochs N | --steps N] [--lr X] [--scheduler constant|linear|cosine|step|exponential]\n"
     "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--out DIR] [--resume]\n"
     "           [--checkpoint-every N] [--stop-after N] [--metrics FILE]\n"
-    "           [--export FILE --export-outputs a,b] [--provider cpu]\n"
+    "           [--export FILE --export-outputs a,b] [--provider LIST]\n"
     "           SPEC: fashion-mnist | fashion-mnist:test | idx:IMAGES,LABELS | FILE.npz | FILE.npy | FILE.csv\n"
-    "  eval     --artifacts DIR [--data fashion-mnist:test] [--batch-size N]\n"
+    "  eval     --artifacts DIR [--data fashion-mnist:test] [--batch-size N] [--provider LIST]\n"
     "  export   --artifacts DIR --outputs a,b --to FILE\n"
-    "  info     --artifacts DIR\n"
-    "  run      --model FILE.onnx --inputs FILE.npz [--outputs FILE.npz] [--provider cpu]\n";
+    "  info     --artifacts DIR [--provider LIST] [--json]   what runs where, copies, state per device\n"
+    "  run      --model FILE.onnx --inputs FILE.npz [--outputs FILE.npz] [--provider LIST]\n"
+    "  LIST: providers in priority order, comma-separated, ending with cpu (appended when missing):\n"
+    "        cpu | sim (a device simulated on the host, to check placement) | cuda\n";
 
 }  // namespace
 

@@ -3,7 +3,7 @@
 
 #include "engine/executor.h"
 #include "graph/model_io.h"
-#include "providers/cpu/cpu_provider.h"
+#include "engine/provider_list.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/npz.h"
@@ -11,28 +11,21 @@
 namespace ontrain {
 namespace cli {
 
-Status CheckProvider(const std::string& spec) {
-  if (spec.empty() || spec == "cpu") return Status::OK();
-  if (spec == "cuda" || spec == "cuda,cpu") {
-    return Unimplemented("the CUDA provider is not part of this build yet; use --provider cpu");
-  }
-  return InvalidArgument("unknown provider list \"", spec, "\"; expected cpu, cuda or cuda,cpu");
-}
-
 Status Run(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"model", "inputs", "outputs", "provider", "threads"}, {}));
   if (!f.Has("model") || !f.Has("inputs")) return InvalidArgument("run needs --model FILE and --inputs FILE.npz");
-  ONT_RETURN_IF_ERROR(CheckProvider(f.Get("provider", "cpu")));
+  ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
+  ONT_ASSIGN_OR_RETURN(ProviderList providers,
+                       CreateProviders(f.Get("provider", "cpu"), static_cast<int>(threads)).WithContext("--provider"));
   ONT_ASSIGN_OR_RETURN(Model model, LoadModel(f.Get("model")));
   ONT_ASSIGN_OR_RETURN(auto inputs, LoadNpz(f.Get("inputs")));
-  ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
-  ONT_ASSIGN_OR_RETURN(auto cpu, CpuExecutionProvider::Create({static_cast<int>(threads)}));
-  ONT_ASSIGN_OR_RETURN(auto ex, Executor::Create(model, cpu.get()));
+  ONT_ASSIGN_OR_RETURN(auto ex, Executor::Create(model, {providers.ordered, {}}));
+  NamedValues feeds(inputs.begin(), inputs.end());
   std::vector<Tensor> outs;
-  ONT_RETURN_IF_ERROR(ex->Run(inputs, ex->output_names(), &outs));
+  ONT_RETURN_IF_ERROR(ex->Run(feeds, ex->output_names(), &outs));
   std::vector<std::pair<std::string, Tensor>> named;
   for (size_t i = 0; i < outs.size(); ++i) {
-    const Tensor& t = outs[i];
+    ONT_ASSIGN_OR_RETURN(Tensor t, ex->ToHost(outs[i]));
     std::printf("%s: %s%s", ex->output_names()[i].c_str(), DTypeName(t.dtype()), ShapeToString(t.shape()).c_str());
     if (t.dtype() == DType::kFloat32 && t.NumElements() > 0) {
       std::printf("  [");

@@ -11,19 +11,20 @@ namespace cli {
 
 bool FileExists(const std::string& path) { return !std::ifstream(path).fail(); }
 
-StatusOr<OpenSession> OpenArtifacts(const std::string& dir, int threads, const std::string& checkpoint) {
+StatusOr<OpenSession> OpenArtifacts(const std::string& dir, const OpenOptions& options) {
   if (dir.empty()) return InvalidArgument("name the artifacts folder with --artifacts DIR");
   for (const char* name : {"training_model.onnx", "optimizer_model.onnx", "checkpoint"}) {
     if (!FileExists(dir + "/" + name)) return NotFound("artifacts directory \"", dir, "\" has no ", name);
   }
   OpenSession o;
   o.has_eval = FileExists(dir + "/eval_model.onnx");
-  ONT_ASSIGN_OR_RETURN(o.cpu, CpuExecutionProvider::Create({threads}));
-  ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(checkpoint.empty() ? dir + "/checkpoint" : checkpoint));
+  ONT_ASSIGN_OR_RETURN(o.providers, CreateProviders(options.providers, options.threads).WithContext("--provider"));
+  const std::string ckpt = options.checkpoint.empty() ? dir + "/checkpoint" : options.checkpoint;
+  ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(ckpt));
   o.state = std::make_unique<CheckpointState>(std::move(state));
   ONT_ASSIGN_OR_RETURN(o.training_model, LoadModel(dir + "/training_model.onnx"));
   ONT_ASSIGN_OR_RETURN(o.session,
-                       TrainingSession::Create({{o.cpu.get()}}, o.state.get(),
+                       TrainingSession::Create({o.providers.ordered}, o.state.get(),
                                                ModelSource::FromPath(dir + "/training_model.onnx"),
                                                o.has_eval ? ModelSource::FromPath(dir + "/eval_model.onnx") : ModelSource(),
                                                ModelSource::FromPath(dir + "/optimizer_model.onnx")));

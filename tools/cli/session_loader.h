@@ -1,29 +1,34 @@
 // Opening an artifacts folder (training_model.onnx, eval_model.onnx, optimizer_model.onnx, checkpoint) as
-// a TrainingSession on the CPU provider, for the CLI's train, eval, export and info commands.
+// a TrainingSession on a list of providers, for the CLI's train, eval, export and info commands.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "checkpoint/checkpoint_state.h"
+#include "engine/provider_list.h"
 #include "engine/training_session.h"
 #include "graph/graph.h"
-#include "providers/cpu/cpu_provider.h"
 
 namespace ontrain {
 namespace cli {
 
 struct OpenSession {
-  std::unique_ptr<CpuExecutionProvider> cpu;
+  ProviderList providers;
   std::unique_ptr<CheckpointState> state;  // stable address: the session points into it
   Model training_model;
   bool has_eval = false;
-  std::unique_ptr<TrainingSession> session;
+  std::unique_ptr<TrainingSession> session;  // declared last: destroyed first, while the providers live
 };
 
-// `checkpoint` overrides the folder's own checkpoint (e.g. a resumed run's). A missing file is an error
-// naming it.
-StatusOr<OpenSession> OpenArtifacts(const std::string& dir, int threads, const std::string& checkpoint = "");
+struct OpenOptions {
+  int threads = 0;
+  std::string checkpoint;         // overrides the folder's own checkpoint (e.g. a resumed run's)
+  std::string providers = "cpu";  // "sim,cpu", ...
+};
+
+// A missing file is an error naming it.
+StatusOr<OpenSession> OpenArtifacts(const std::string& dir, const OpenOptions& options);
 
 bool FileExists(const std::string& path);
 

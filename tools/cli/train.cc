@@ -16,7 +16,6 @@
 #include "checkpoint/checkpoint_io.h"
 #include "engine/training_session.h"
 #include "graph/model_io.h"
-#include "providers/cpu/cpu_provider.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/dataset.h"
 #include "tools/cli/flags.h"
@@ -86,11 +85,14 @@ Status Train(const std::vector<std::string>& args) {
     return NotFound("--resume: there is no checkpoint in \"", out_dir, "\" to resume from");
   }
   ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
-  ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(dir, static_cast<int>(threads), resume ? ckpt_path : ""));
+  OpenOptions open;
+  open.threads = static_cast<int>(threads);
+  open.checkpoint = resume ? ckpt_path : "";
+  open.providers = f.Get("provider", "cpu");
+  ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(dir, open));
   TrainingSession* session = job.session.get();
   bool has_eval = job.has_eval;
   // 2. Data shaped to the model's inputs.
-  ONT_RETURN_IF_ERROR(CheckProvider(f.Get("provider", "cpu")));
   std::string root = f.Get("data-root", kFashionMnistDir);
   std::string data_spec = f.Get("data", "fashion-mnist");
   const std::vector<std::string>& inputs = session->training_input_names();

@@ -49,7 +49,9 @@ OtStatus* OtCreateEnv(OtEnv** out);
 void OtReleaseEnv(OtEnv* env);
 OtStatus* OtCreateSessionOptions(OtSessionOptions** out);
 OtStatus* OtSessionOptionsSetIntraOpThreads(OtSessionOptions* options, int threads); /* 0: one per core */
-/* Providers in priority order: "cpu" (the default) or "cuda". */
+/* Providers in priority order: "cpu" (the default, always last: appended when missing), "sim" (a device
+ * simulated on the host, for checking placement) or "cuda" (creating the session says whether this build
+ * has it). */
 OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* provider);
 void OtReleaseSessionOptions(OtSessionOptions* options);
 /* A host tensor; `data` (may be NULL for zeros) is copied. */

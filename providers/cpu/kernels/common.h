@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/dtype.h"
-#include "engine/status.h"
-#include "engine/tensor.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "providers/cpu/thread_pool.h"
 #include "providers/kernel.h"
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/status.h"
-#include "engine/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "graph/graph.h"
 
 namespace ontrain {

@@ -192,5 +192,20 @@ extern KernelFactory kIsInf;
 extern KernelFactory kMsGelu;
 extern KernelFactory kMsFastGelu;
 
+// sequence_ops.cc
+extern KernelFactory kSequenceConstruct;
+extern KernelFactory kSequenceEmpty;
+extern KernelFactory kSequenceAt;
+extern KernelFactory kSequenceLength;
+extern KernelFactory kSequenceInsert;
+extern KernelFactory kSequenceErase;
+extern KernelFactory kConcatFromSequence;
+extern KernelFactory kSplitToSequence;
+
+// training_optimizers.cc
+extern KernelFactory kAdamWOptimizer;
+extern KernelFactory kSGDOptimizerV2;
+extern KernelFactory kInplaceClipGradNorm;
+
 }  // namespace cpu
 }  // namespace ontrain

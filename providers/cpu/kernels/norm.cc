@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/random.h"
+#include "core/random.h"
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"

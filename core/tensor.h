@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/allocator.h"
-#include "engine/dtype.h"
-#include "engine/status.h"
+#include "core/allocator.h"
+#include "core/dtype.h"
+#include "core/status.h"
 
 namespace ontrain {
 
@@ -49,6 +49,9 @@ class Tensor {
   template <typename T> T* data() { return static_cast<T*>(data_); }
   template <typename T> const T* data() const { return static_cast<const T*>(data_); }
 
+  // A tensor of `dtype` and `shape` inside this one's buffer, `byte_offset` bytes in (the caller checks
+  // that it fits). It keeps this tensor's buffer alive when this tensor owns it.
+  Tensor SubView(size_t byte_offset, DType dtype, Shape shape) const;
   // Same storage, new shape with the same element count.
   StatusOr<Tensor> Reshaped(Shape shape) const;
   // Deep copy into new host memory (host tensors only).

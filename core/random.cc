@@ -1,5 +1,5 @@
 // Global seed bookkeeping.
-#include "engine/random.h"
+#include "core/random.h"
 
 #include <atomic>
 #include <mutex>

@@ -10,7 +10,8 @@
 
 namespace ontrain {
 
-enum class DeviceType { kCPU = 0, kCUDA = 1 };
+// kSimulated: a device simulated in protected host memory (providers/sim), for testing placement and copies.
+enum class DeviceType { kCPU = 0, kCUDA = 1, kSimulated = 2 };
 
 struct Device {
   DeviceType type = DeviceType::kCPU;

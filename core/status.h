@@ -83,6 +83,11 @@ class [[nodiscard]] StatusOr {
   T* operator->() { return &*value_; }
   const T* operator->() const { return &*value_; }
   T& operator*() { return *value_; }
+  // The same error with `context` in front of its message; a value passes through.
+  StatusOr<T> WithContext(const std::string& context) && {
+    if (!ok()) return status_.WithContext(context);
+    return std::move(*this);
+  }
 
  private:
   Status status_;

@@ -1,5 +1,5 @@
 // Status formatting.
-#include "engine/status.h"
+#include "core/status.h"
 
 namespace ontrain {
 

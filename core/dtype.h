@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/status.h"
+#include "core/status.h"
 
 namespace ontrain {
 

@@ -1,5 +1,5 @@
 // Host allocator with statistics.
-#include "engine/allocator.h"
+#include "core/allocator.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -7,7 +7,12 @@
 namespace ontrain {
 
 std::string Device::ToString() const {
-  return type == DeviceType::kCPU ? std::string("CPU") : "CUDA:" + std::to_string(index);
+  switch (type) {
+    case DeviceType::kCPU: return "CPU";
+    case DeviceType::kCUDA: return "CUDA:" + std::to_string(index);
+    case DeviceType::kSimulated: return "SIM:" + std::to_string(index);
+  }
+  return "device?";
 }
 
 namespace {

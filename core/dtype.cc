@@ -1,5 +1,5 @@
 // DType names, sizes and the half-precision conversions.
-#include "engine/dtype.h"
+#include "core/dtype.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // Tensor construction, reshaping and copying.
-#include "engine/tensor.h"
+#include "core/tensor.h"
 
 #include <cstring>
 
@@ -49,6 +49,14 @@ Tensor Tensor::View(DType dtype, Shape shape, void* data, Device device) {
   t.shape_ = std::move(shape);
   t.device_ = device;
   t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::SubView(size_t byte_offset, DType dtype, Shape shape) const {
+  Tensor t = *this;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = static_cast<uint8_t*>(data_) + byte_offset;
   return t;
 }
 

@@ -1,0 +1,34 @@
+// Copy checks and host copies through a device's transfer.
+#include "core/data_transfer.h"
+
+namespace ontrain {
+
+Status CheckCopyCompatible(const Tensor& src, const Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.NumElements() != dst.NumElements()) {
+    return InvalidArgument("cannot copy ", DTypeName(src.dtype()), ShapeToString(src.shape()), " into ",
+                           DTypeName(dst.dtype()), ShapeToString(dst.shape()));
+  }
+  return Status::OK();
+}
+
+IDataTransfer* FindTransfer(const std::vector<IDataTransfer*>& transfers, Device device) {
+  for (IDataTransfer* t : transfers) {
+    if (t != nullptr && t->device() == device) return t;
+  }
+  return nullptr;
+}
+
+StatusOr<Tensor> CopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers) {
+  if (!t.defined() || t.device().is_host()) return t;
+  IDataTransfer* transfer = FindTransfer(transfers, t.device());
+  if (transfer == nullptr) {
+    return FailedPrecondition("a tensor lives on ", t.device().ToString(),
+                              " and nothing that can copy from that device was given");
+  }
+  ONT_ASSIGN_OR_RETURN(Tensor host, Tensor::Allocate(t.dtype(), t.shape(), HostAllocator()));
+  ONT_RETURN_IF_ERROR(transfer->CopyTensor(t, &host));
+  ONT_RETURN_IF_ERROR(transfer->Synchronize());
+  return host;
+}
+
+}  // namespace ontrain

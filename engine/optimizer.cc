@@ -1,0 +1,95 @@
+// Optimizer: checks, state placement, and one graph run per step.
+#include "engine/optimizer.h"
+
+#include "optimizer/optimizer_state.h"
+
+namespace ontrain {
+
+std::map<std::string, Device> OptimizerInputDevices(const OptimizerOptions& o) {
+  return {{"params", o.params_device},
+          {"gradients", o.gradients_device},
+          {"first_order_moments", o.moments_device},
+          {"second_order_moments", o.moments_device}};
+}
+
+StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const Model& model, CheckpointState* state,
+                                                       const std::vector<std::string>& trainable,
+                                                       IExecutionProvider* provider) {
+  OptimizerOptions o;
+  o.providers = {provider};
+  o.params_device = o.gradients_device = o.moments_device = provider->device();
+  return Create(model, state, trainable, o);
+}
+
+StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const Model& model, CheckpointState* state,
+                                                       const std::vector<std::string>& trainable,
+                                                       const OptimizerOptions& options) {
+  if (trainable.empty()) return InvalidArgument("the optimizer needs at least one trainable parameter");
+  std::unique_ptr<Optimizer> opt(new Optimizer());
+  opt->state_ = state;
+  opt->trainable_ = trainable;
+  // 1. ONNX Runtime's checks: one optimizer node of one kind, the exact input signature, an output to read.
+  ONT_ASSIGN_OR_RETURN(opt->info_, ReadOptimizerModel(model));
+  if (model.graph.outputs.empty()) return InvalidArgument("the optimizer model has no output (the updated flag)");
+  opt->output_names_ = {model.graph.outputs[0].name};
+  // 2. Moments restored or created in group0, on their device.
+  int p = ProviderIndexFor(options.providers, options.moments_device);
+  if (p < 0) return InvalidArgument("no provider serves ", options.moments_device.ToString(), " for the moments");
+  MomentPlacement placement{options.providers[p]->allocator(), options.providers[p]};
+  ONT_RETURN_IF_ERROR(PrepareOptimizerState(state, trainable, opt->info_.kind, placement));
+  // 3. The graph, planned for where each input will be fed.
+  ExecutorOptions eo;
+  eo.providers = options.providers;
+  eo.input_devices = OptimizerInputDevices(options);
+  ONT_ASSIGN_OR_RETURN(opt->executor_, Executor::Create(model, eo).WithContext("optimizer model"));
+  opt->lr_ = Tensor::FromVector<float>({0.0f}, {1});
+  opt->step_ = Tensor::FromVector<int64_t>({0}, {1});
+  return opt;
+}
+
+void Optimizer::set_initial_learning_rate(float lr) {
+  group().initial_learning_rate = lr;
+  group().learning_rate = lr;
+}
+
+Status Optimizer::Step(const std::map<std::string, Tensor>& gradients) {
+  OptimizerGroup& g = group();
+  // 1. The sequences alias the state's tensors: the kernels update them in place.
+  TensorSequence params, grads, first, second;
+  for (const std::string& name : trainable_) {
+    auto it = gradients.find(name);
+    if (it == gradients.end()) return NotFound("no gradient for parameter \"", name, "\"");
+    const Tensor& w = state_->parameters.at(name).data;
+    if (it->second.shape() != w.shape() || it->second.dtype() != w.dtype()) {
+      return InvalidArgument("gradient of \"", name, "\" is ", ShapeToString(it->second.shape()), ", parameter is ",
+                             ShapeToString(w.shape()));
+    }
+    params.push_back(w);
+    grads.push_back(it->second);
+    const ParameterOptimizerState& ps = g.param_states.at(name);
+    first.push_back(ps.momentums.at("momentum0"));
+    if (info_.kind == OptimizerKind::kAdamW) second.push_back(ps.momentums.at("momentum1"));
+  }
+  lr_.data<float>()[0] = g.learning_rate;
+  step_.data<int64_t>()[0] = g.step + 1;
+  NamedValues feeds = {{"learning_rate", lr_},
+                       {"step", step_},
+                       {"params", Value::Sequence(std::move(params))},
+                       {"gradients", Value::Sequence(std::move(grads))},
+                       {"first_order_moments", Value::Sequence(std::move(first))}};
+  if (info_.kind == OptimizerKind::kAdamW) feeds.push_back({"second_order_moments", Value::Sequence(std::move(second))});
+  // 2. Run; the step counts when the updated flag (bool, or int64 1 in older artifacts) is set.
+  std::vector<Tensor> out;
+  ONT_RETURN_IF_ERROR(executor_->Run(feeds, output_names_, &out));
+  ONT_ASSIGN_OR_RETURN(Tensor flag, executor_->ToHost(out[0]));
+  bool updated = false;
+  if (flag.NumElements() > 0) {
+    if (flag.dtype() == DType::kBool) updated = flag.data<bool>()[0];
+    else if (flag.dtype() == DType::kInt64) updated = flag.data<int64_t>()[0] == 1;
+    else return InvalidArgument("the optimizer model's first output is ", DTypeName(flag.dtype()), ", expected bool");
+  }
+  if (updated) g.step += 1;
+  return Status::OK();
+}
+
+}  // namespace ontrain

@@ -1,0 +1,216 @@
+// ONNX Runtime's optimizer kernels (AdamWOptimizer, SGDOptimizerV2, InplaceClipGradNorm) on the CPU
+// provider, against their formulas written out in double precision: in-place updates of sequences, the
+// update signal, ONNX Runtime's errors, and results that do not depend on the thread count.
+#include <cmath>
+#include <random>
+
+#include "engine/executor.h"
+#include "gmock/gmock.h"
+#include "graph/builder.h"
+#include "gtest/gtest.h"
+#include "providers/cpu/cpu_provider.h"
+#include "tests/test_util.h"
+
+namespace ontrain {
+namespace {
+
+using ::testing::HasSubstr;
+constexpr const char* kMs = "com.microsoft";
+
+ValueInfo Seq(const std::string& name) {
+  ValueInfo v;
+  v.name = name;
+  v.is_tensor = false;
+  v.type.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
+  return v;
+}
+
+Tensor Floats(std::vector<float> v, Shape s) { return Tensor::FromVector(v, std::move(s)); }
+
+// Runs one node whose inputs are the graph inputs `inputs`, fed `feeds`; `flag` (when given) receives its
+// first output.
+Status RunOne(const Node& node, const std::vector<ValueInfo>& inputs, const NamedValues& feeds, int threads,
+              Tensor* flag) {
+  Model m;
+  m.opset_imports[""] = 17;
+  m.opset_imports[kMs] = 1;
+  m.graph.inputs = inputs;
+  ValueInfo out;
+  out.name = node.outputs[0];
+  m.graph.outputs.push_back(out);
+  m.graph.nodes.push_back(node);
+  auto cpu = CpuExecutionProvider::Create({threads}).value();
+  auto ex = Executor::Create(m, cpu.get());
+  if (!ex.ok()) return ex.status();
+  std::vector<Tensor> fetched;
+  std::vector<std::string> fetch;
+  if (flag) fetch.push_back(node.outputs[0]);
+  ONT_RETURN_IF_ERROR(ex.value()->Run(feeds, fetch, &fetched));
+  if (flag) *flag = fetched[0].Clone();
+  return Status::OK();
+}
+
+std::vector<ValueInfo> AdamWInputs() {
+  return {TensorInfo("lr", DType::kFloat32, {1}), TensorInfo("step", DType::kInt64, {1}), Seq("w"), Seq("g"),
+          Seq("m"), Seq("v")};
+}
+
+Node AdamWNode(float alpha, float beta, float eps, float wd, int mode) {
+  return MakeNode("AdamWOptimizer", {"lr", "step", "w", "g", "m", "v"}, {"flag"},
+                  {AttrFloat("alpha", alpha), AttrFloat("beta", beta), AttrFloat("epsilon", eps),
+                   AttrFloat("weight_decay", wd), AttrInt("adam_mode", mode)},
+                  "adamw", kMs);
+}
+
+TEST(TrainingOptimizersTest, AdamWBothModesMatchFormulasOverSeveralTensors) {
+  for (int mode : {0, 1}) {
+    SCOPED_TRACE(mode);
+    std::vector<float> w0 = {0.5f, -1.0f, 2.0f}, w1 = {0.25f, 3.0f};
+    std::vector<float> m0 = {0.1f, 0.0f, -0.2f}, m1 = {0.05f, 0.5f};
+    std::vector<float> v0 = {0.01f, 0.0f, 0.04f}, v1 = {0.02f, 0.3f};
+    const std::vector<float> g0 = {0.3f, -0.6f, 0.0f}, g1 = {-1.5f, 0.125f};
+    Tensor tw0 = Floats(w0, {3}), tw1 = Floats(w1, {2}), tm0 = Floats(m0, {3}), tm1 = Floats(m1, {2});
+    Tensor tv0 = Floats(v0, {3}), tv1 = Floats(v1, {2});
+    const float lr = 0.05f;
+    const int64_t t = 3;
+    Tensor flag;
+    Status s = RunOne(AdamWNode(0.8f, 0.95f, 1e-4f, 0.1f, mode), AdamWInputs(),
+                      {{"lr", Floats({lr}, {1})}, {"step", Tensor::FromVector<int64_t>({t}, {1})},
+                       {"w", Value::Sequence({tw0, tw1})}, {"g", Value::Sequence({Floats(g0, {3}), Floats(g1, {2})})},
+                       {"m", Value::Sequence({tm0, tm1})}, {"v", Value::Sequence({tv0, tv1})}},
+                      1, &flag);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(flag.data<bool>()[0]);
+    double ac = 1 - std::pow(0.8, t), bc = 1 - std::pow(0.95, t);
+    auto check = [&](const std::vector<float>& w, const std::vector<float>& m, const std::vector<float>& v,
+                     const std::vector<float>& g, const Tensor& tw, const Tensor& tm, const Tensor& tv) {
+      for (size_t i = 0; i < w.size(); ++i) {
+        double wd = w[i], md = m[i], vd = v[i];
+        if (mode == 0) wd -= wd * lr * 0.1;
+        md = 0.8 * md + 0.2 * g[i];
+        vd = 0.95 * vd + 0.05 * g[i] * g[i];
+        if (mode == 0) {
+          wd -= lr * md / (ac * (std::sqrt(vd / bc) + 1e-4));
+        } else {
+          wd -= lr * std::sqrt(bc) / ac * md / (std::sqrt(vd) + 1e-4);
+          wd -= lr * 0.1 * wd;
+        }
+        EXPECT_NEAR(tw.data<float>()[i], wd, 1e-6) << i;
+        EXPECT_NEAR(tm.data<float>()[i], md, 1e-7) << i;
+        EXPECT_NEAR(tv.data<float>()[i], vd, 1e-7) << i;
+      }
+    };
+    check(w0, m0, v0, g0, tw0, tm0, tv0);  // the fed tensors themselves were updated
+    check(w1, m1, v1, g1, tw1, tm1, tv1);
+  }
+}
+
+TEST(TrainingOptimizersTest, AdamWUpdateSignalFalseChangesNothing) {
+  std::vector<ValueInfo> in = AdamWInputs();
+  in.push_back(TensorInfo("signal", DType::kBool, {1}));
+  Node n = AdamWNode(0.9f, 0.999f, 1e-8f, 0.0f, 0);
+  n.inputs.push_back("signal");
+  Tensor w = Floats({1, 2}, {2});
+  Tensor flag;
+  Status s = RunOne(n, in,
+                    {{"lr", Floats({0.1f}, {1})}, {"step", Tensor::FromVector<int64_t>({1}, {1})},
+                     {"w", Value::Sequence({w})}, {"g", Value::Sequence({Floats({1, 1}, {2})})},
+                     {"m", Value::Sequence({Floats({0, 0}, {2})})}, {"v", Value::Sequence({Floats({0, 0}, {2})})},
+                     {"signal", Tensor::FromVector<bool>({false}, {1})}},
+                    1, &flag);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(flag.data<bool>()[0]);
+  EXPECT_EQ(testing::ToVector(w), (std::vector<float>{1, 2}));
+}
+
+TEST(TrainingOptimizersTest, AdamWErrorsLeaveTheStateUntouched) {
+  Tensor w = Floats({1, 2}, {2});
+  auto feeds = [&](TensorSequence g, TensorSequence m) -> NamedValues {
+    return {{"lr", Floats({0.1f}, {1})}, {"step", Tensor::FromVector<int64_t>({1}, {1})}, {"w", Value::Sequence({w})},
+            {"g", Value::Sequence(std::move(g))}, {"m", Value::Sequence(std::move(m))},
+            {"v", Value::Sequence({Floats({0, 0}, {2})})}};
+  };
+  Node n = AdamWNode(0.9f, 0.999f, 1e-8f, 0.0f, 0);
+  Status shape = RunOne(n, AdamWInputs(), feeds({Floats({1, 1, 1}, {3})}, {Floats({0, 0}, {2})}), 1, nullptr);
+  ASSERT_FALSE(shape.ok());
+  EXPECT_THAT(shape.message(), HasSubstr("gradients[0] has shape [3]"));
+  Status count = RunOne(n, AdamWInputs(), feeds({Floats({1, 1}, {2})}, {Floats({0, 0}, {2}), Floats({0}, {1})}), 1, nullptr);
+  ASSERT_FALSE(count.ok());
+  EXPECT_THAT(count.message(), HasSubstr("mismatch"));
+  Status empty = RunOne(n, AdamWInputs(), feeds({}, {}), 1, nullptr);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.message(), HasSubstr("empty"));
+  Node bad = AdamWNode(0.9f, 0.999f, 1e-8f, 0.0f, 0);
+  bad.attributes["correct_bias"] = AttrInt("correct_bias", 0);
+  Status cb = RunOne(bad, AdamWInputs(), feeds({Floats({1, 1}, {2})}, {Floats({0, 0}, {2})}), 1, nullptr);
+  ASSERT_FALSE(cb.ok());
+  EXPECT_THAT(cb.message(), HasSubstr("adam_mode 0 requires correct_bias 1"));
+  EXPECT_EQ(testing::ToVector(w), (std::vector<float>{1, 2}));
+}
+
+TEST(TrainingOptimizersTest, AdamWIsIndependentOfTheThreadCount) {
+  // Many tensors of odd sizes, so that thread blocks straddle tensor boundaries.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d;
+  std::vector<std::vector<float>> w, g;
+  for (int k = 0; k < 9; ++k) {
+    int n = 1000 + 777 * k;
+    w.emplace_back(n);
+    g.emplace_back(n);
+    for (int i = 0; i < n; ++i) w.back()[i] = d(rng), g.back()[i] = d(rng);
+  }
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 4}) {
+    TensorSequence tw, tg, tm, tv;
+    for (size_t k = 0; k < w.size(); ++k) {
+      Shape s = {static_cast<int64_t>(w[k].size())};
+      tw.push_back(Floats(w[k], s));
+      tg.push_back(Floats(g[k], s));
+      tm.push_back(Floats(std::vector<float>(w[k].size(), 0.1f), s));
+      tv.push_back(Floats(std::vector<float>(w[k].size(), 0.2f), s));
+    }
+    Status st = RunOne(AdamWNode(0.9f, 0.999f, 1e-6f, 0.01f, 1), AdamWInputs(),
+                       {{"lr", Floats({1e-3f}, {1})}, {"step", Tensor::FromVector<int64_t>({5}, {1})},
+                        {"w", Value::Sequence(tw)}, {"g", Value::Sequence(tg)}, {"m", Value::Sequence(tm)},
+                        {"v", Value::Sequence(tv)}},
+                       threads, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::vector<float> all;
+    for (const Tensor& t : tw) for (float x : testing::ToVector(t)) all.push_back(x);
+    results.push_back(all);
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+TEST(TrainingOptimizersTest, SgdUpdatesInPlace) {
+  Tensor w0 = Floats({1, 2}, {2}), w1 = Floats({-3}, {1});
+  Tensor flag;
+  Status s = RunOne(MakeNode("SGDOptimizerV2", {"lr", "w", "g"}, {"flag"}, {}, "sgd", kMs),
+                    {TensorInfo("lr", DType::kFloat32, {1}), Seq("w"), Seq("g")},
+                    {{"lr", Floats({0.1f}, {1})}, {"w", Value::Sequence({w0, w1})},
+                     {"g", Value::Sequence({Floats({0.5f, -1}, {2}), Floats({2}, {1})})}},
+                    1, &flag);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(flag.data<bool>()[0]);
+  EXPECT_FLOAT_EQ(w0.data<float>()[0], 0.95f);
+  EXPECT_FLOAT_EQ(w0.data<float>()[1], 2.1f);
+  EXPECT_FLOAT_EQ(w1.data<float>()[0], -3.2f);
+}
+
+TEST(TrainingOptimizersTest, ClipGradNormScalesByTheGlobalNorm) {
+  // Global norm of {3, 4} and {12}: 13. max_norm 6.5 halves every gradient (up to the 1e-6 in the
+  // denominator); max_norm 100 leaves them alone.
+  for (float max_norm : {6.5f, 100.0f}) {
+    Tensor a = Floats({3, 4}, {2}), b = Floats({12}, {1});
+    Node n = MakeNode("InplaceClipGradNorm", {"g"}, {"clipped"}, {AttrFloat("max_norm", max_norm)}, "clip", kMs);
+    Status s = RunOne(n, {Seq("g")}, {{"g", Value::Sequence({a, b})}}, 1, nullptr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    double scale = std::min(1.0, max_norm / (13.0 + 1e-6));
+    EXPECT_NEAR(a.data<float>()[0], 3 * scale, 1e-6);
+    EXPECT_NEAR(a.data<float>()[1], 4 * scale, 1e-6);
+    EXPECT_NEAR(b.data<float>()[0], 12 * scale, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace ontrain
