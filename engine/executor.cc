@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/memory_plan.h"
+#include "graph/tensor_proto.h"
 #include "graph/value_types.h"
 #include "providers/kernel_registry.h"
 
@@ -54,9 +55,11 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, IExecut
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const ExecutorOptions& options) {
   std::unique_ptr<Executor> ex(new Executor());
   ex->providers_ = options.providers;
-  ONT_ASSIGN_OR_RETURN(GraphPartition partition, PartitionGraph(model, options.providers));
-  ONT_ASSIGN_OR_RETURN(ex->plan_, PlanExecution(model, std::move(partition), options.providers, options.input_devices));
-  ex->graph_ = model.graph;
+  Model folded = model;
+  FoldConstantNodes(&folded.graph);
+  ONT_ASSIGN_OR_RETURN(GraphPartition partition, PartitionGraph(folded, options.providers));
+  ONT_ASSIGN_OR_RETURN(ex->plan_, PlanExecution(folded, std::move(partition), options.providers, options.input_devices));
+  ex->graph_ = folded.graph;
   ex->graph_.initializers.clear();
   const ExecutionPlan& plan = ex->plan_;
   // 1. Steps and their arena slots.
@@ -67,7 +70,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     st->slot_base = slots;
     if (ps.kind == PlanStep::Kind::kKernel) {
       st->node = &ex->graph_.nodes[ps.node];
-      st->opset = model.OpsetFor(st->node->domain);
+      st->opset = folded.OpsetFor(st->node->domain);
       for (int v : ps.outputs) {
         ex->slot_provider_.push_back(ps.provider);
         ex->slot_value_.push_back(v);
@@ -89,8 +92,8 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   for (size_t pos = 0; pos < ex->steps_.size(); ++pos) {
     for (int v : ex->steps_[pos]->plan.inputs) if (v >= 0) ex->last_use_[v] = static_cast<int>(pos);
   }
-  for (const ValueInfo& v : model.graph.inputs) ex->keep_[plan.ids.at(v.name)] = true;  // the caller's tensors
-  for (const ValueInfo& o : model.graph.outputs) {
+  for (const ValueInfo& v : folded.graph.inputs) ex->keep_[plan.ids.at(v.name)] = true;  // the caller's tensors
+  for (const ValueInfo& o : folded.graph.outputs) {
     auto it = plan.ids.find(o.name);
     if (it == plan.ids.end()) {
       return InvalidArgument("graph output \"", o.name, "\" is not produced by any node, input or initializer");
@@ -99,8 +102,8 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     ex->output_names_.push_back(o.name);
   }
   // 3. Initializers and their copies on the devices that read them, once.
-  ONT_RETURN_IF_ERROR(ex->MakeConstants(model.graph));
-  for (const ValueInfo& v : model.graph.inputs) {
+  ONT_RETURN_IF_ERROR(ex->MakeConstants(folded.graph));
+  for (const ValueInfo& v : folded.graph.inputs) {
     if (!ex->initial_values_[plan.ids.at(v.name)].defined()) ex->required_inputs_.push_back(v.name);
   }
   return ex;
@@ -409,6 +412,10 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   }
   for (size_t v = 0; v < values_.size(); ++v) {
     if (!keep_[v]) values_[v] = Value();
+  }
+  last_value_bytes_.assign(plan_.values.size(), 0);
+  for (size_t slot = 0; slot < sizes.size(); ++slot) {
+    if (slot_value_[slot] >= 0) last_value_bytes_[slot_value_[slot]] = sizes[slot];
   }
   last_value_bytes_.assign(plan_.values.size(), 0);
   for (size_t slot = 0; slot < sizes.size(); ++slot) {

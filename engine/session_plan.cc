@@ -5,6 +5,7 @@
 
 #include "engine/execution_plan.h"
 #include "engine/partition.h"
+#include "graph/tensor_proto.h"
 
 namespace ontrain {
 
@@ -18,7 +19,10 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 
 using Placements = std::map<std::string, InputPlacement>;
 
-StatusOr<Placements> InputPlacements(const Model& m, const std::vector<IExecutionProvider*>& providers, const char* what) {
+StatusOr<Placements> InputPlacements(const Model& model, const std::vector<IExecutionProvider*>& providers,
+                                     const char* what) {
+  Model m = model;
+  FoldConstantNodes(&m.graph);  // as the executor does
   auto p = PartitionGraph(m, providers);
   if (!p.ok()) return p.status().WithContext(what);
   return PlaceInputs(m, p.value(), providers);

@@ -123,4 +123,39 @@ onnx::TensorProto TensorToProto(const Tensor& tensor, const std::string& name) {
   return p;
 }
 
+StatusOr<Tensor> ConstantNodeValue(const Node& n) {
+  if (n.HasAttribute("value")) return TensorFromProto(n.attributes.at("value").t(), "");
+  if (n.HasAttribute("value_float")) return Tensor::FromVector<float>({n.GetFloat("value_float", 0)}, {});
+  if (n.HasAttribute("value_floats")) {
+    std::vector<float> v = n.GetFloats("value_floats");
+    return Tensor::FromVector<float>(v, {static_cast<int64_t>(v.size())});
+  }
+  if (n.HasAttribute("value_int")) return Tensor::FromVector<int64_t>({n.GetInt("value_int", 0)}, {});
+  if (n.HasAttribute("value_ints")) {
+    std::vector<int64_t> v = n.GetInts("value_ints");
+    return Tensor::FromVector<int64_t>(v, {static_cast<int64_t>(v.size())});
+  }
+  if (n.HasAttribute("sparse_value") || n.HasAttribute("value_string") || n.HasAttribute("value_strings")) {
+    return Unimplemented("sparse and string constants are not supported");
+  }
+  return InvalidArgument("Constant has no value attribute");
+}
+
+void FoldConstantNodes(Graph* g) {
+  std::vector<Node> kept;
+  for (Node& n : g->nodes) {
+    bool constant = n.op_type == "Constant" && NormalizeDomain(n.domain).empty() && n.outputs.size() == 1 &&
+                    !n.outputs[0].empty() && !g->initializers.count(n.outputs[0]);
+    if (constant) {
+      auto value = ConstantNodeValue(n);
+      if (value.ok()) {
+        g->AddInitializer(n.outputs[0], std::move(value).value());
+        continue;
+      }
+    }
+    kept.push_back(std::move(n));
+  }
+  g->nodes = std::move(kept);
+}
+
 }  // namespace ontrain

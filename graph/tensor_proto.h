@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "graph/graph.h"
 
 namespace ontrain {
 
@@ -17,5 +18,13 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
 
 // Writes a host tensor as a TensorProto with raw_data.
 onnx::TensorProto TensorToProto(const Tensor& tensor, const std::string& name);
+
+// The tensor a Constant node produces, from whichever value attribute it has.
+StatusOr<Tensor> ConstantNodeValue(const Node& n);
+
+// Replaces every ONNX Constant node by an initializer holding its value, so that executors make constants
+// once (and copy them to a device once) instead of at every run. Nodes whose value cannot be read here
+// (sparse, strings) stay.
+void FoldConstantNodes(Graph* g);
 
 }  // namespace ontrain

@@ -16,6 +16,7 @@
 #include "engine/provider_list.h"
 #include "engine/session_plan.h"
 #include "graph/model_io.h"
+#include "graph/tensor_proto.h"
 #include "providers/cpu/cpu_provider.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
@@ -208,6 +209,10 @@ Status Info(const std::vector<std::string>& args) {
     ONT_ASSIGN_OR_RETURN(optim, LoadModel(dir + "/optimizer_model.onnx"));
   }
   ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(dir + "/checkpoint"));
+  // Constant nodes become initializers, as the executor makes them.
+  FoldConstantNodes(&train.graph);
+  if (eval) FoldConstantNodes(&eval->graph);
+  if (optim) FoldConstantNodes(&optim->graph);
   // 2. Where the state goes, and each graph's plan for it.
   ONT_ASSIGN_OR_RETURN(SessionPlan plan, PlanSession(train, eval ? &*eval : nullptr, optim ? &*optim : nullptr, state, list));
   std::vector<std::pair<const Model*, GraphReport>> reports;

@@ -11,25 +11,6 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
-// The tensor a Constant node produces, from whichever value attribute it has.
-StatusOr<Tensor> ConstantValue(const Node& n) {
-  if (n.HasAttribute("value")) return TensorFromProto(n.attributes.at("value").t(), "");
-  if (n.HasAttribute("value_float")) return Tensor::FromVector<float>({n.GetFloat("value_float", 0)}, {});
-  if (n.HasAttribute("value_floats")) {
-    std::vector<float> v = n.GetFloats("value_floats");
-    return Tensor::FromVector<float>(v, {static_cast<int64_t>(v.size())});
-  }
-  if (n.HasAttribute("value_int")) return Tensor::FromVector<int64_t>({n.GetInt("value_int", 0)}, {});
-  if (n.HasAttribute("value_ints")) {
-    std::vector<int64_t> v = n.GetInts("value_ints");
-    return Tensor::FromVector<int64_t>(v, {static_cast<int64_t>(v.size())});
-  }
-  if (n.HasAttribute("sparse_value") || n.HasAttribute("value_string") || n.HasAttribute("value_strings")) {
-    return Unimplemented("sparse and string constants are not supported");
-  }
-  return InvalidArgument("Constant has no value attribute");
-}
-
 class ConstantKernel : public OpKernel {
  public:
   explicit ConstantKernel(Tensor value) : value_(std::move(value)) {}
@@ -44,7 +25,7 @@ class ConstantKernel : public OpKernel {
 };
 
 StatusOr<std::unique_ptr<OpKernel>> MakeConstant(const NodeInfo& info) {
-  ONT_ASSIGN_OR_RETURN(Tensor value, ConstantValue(*info.node));
+  ONT_ASSIGN_OR_RETURN(Tensor value, ConstantNodeValue(*info.node));
   return std::unique_ptr<OpKernel>(new ConstantKernel(std::move(value)));
 }
 

@@ -1,0 +1,177 @@
+// Training on the simulated device (providers/sim). The planner partitions the training, eval and optimizer
+// graphs between SIM (a subset of the CPU kernels, in page-protected memory, with queued copies back to the
+// host) and the CPU; the session keeps the parameters, gradient buffers and moments on SIM. The results must
+// be bit for bit those of the CPU provider alone: every loss, the eval outputs after training, the final
+// parameters and the checkpoint saved while the state is on the device. Also asserted per set: where the
+// state lives (and that it comes back to the host when the session ends), one copy per value and
+// destination device, shape values that never leave the host, and no allocation on either device in
+// steady-state steps.
+#include <cstring>
+#include <set>
+
+#include "checkpoint/checkpoint_io.h"
+#include "engine/training_session.h"
+#include "gtest/gtest.h"
+#include "providers/cpu/cpu_provider.h"
+#include "providers/sim/sim_provider.h"
+#include "tests/ort_artifacts.h"
+
+namespace ontrain {
+namespace {
+
+constexpr int kSteps = 6;
+constexpr int kWarmup = 2;  // steps after which nothing may be allocated
+
+struct Result {
+  std::vector<uint32_t> losses;  // float bits
+  std::vector<uint32_t> eval;
+  std::vector<uint32_t> params;
+  std::string checkpoint;        // serialized while the session (and its state placement) is alive
+  std::string checkpoint_after;  // serialized after the session ended
+};
+
+std::vector<uint32_t> Bits(const Tensor& t) {
+  std::vector<uint32_t> b(static_cast<size_t>(t.NumElements()));
+  std::memcpy(b.data(), t.raw_data(), b.size() * 4);
+  return b;
+}
+
+// Every read of a value is of a copy on the reader's device; one copy per (value, device); the host inputs
+// of device kernels are host values that no device computed (no copy back just to learn a shape).
+void CheckPlan(const Executor& ex, const char* graph) {
+  SCOPED_TRACE(graph);
+  const ExecutionPlan& p = ex.plan();
+  const auto& providers = ex.providers();
+  std::set<std::pair<int, std::string>> copies;
+  for (const PlanStep& s : p.steps) {
+    if (s.kind == PlanStep::Kind::kCopy) {
+      EXPECT_TRUE(copies.insert({s.inputs[0], p.values[s.outputs[0]].device.ToString()}).second)
+          << "two copies of " << p.values[s.inputs[0]].name;
+      continue;
+    }
+    const NodePlacement& place = p.partition.nodes[s.node];
+    Device dev = providers[s.provider]->device();
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      int v = s.inputs[i];
+      if (v < 0 || place.def == nullptr) continue;
+      const PlannedValue& pv = p.values[v];
+      if (place.def->is_shape_only_input(static_cast<int>(i))) continue;
+      if (place.def->is_host_input(static_cast<int>(i))) {
+        EXPECT_TRUE(pv.device.is_host()) << pv.name;
+        if (!dev.is_host()) {
+          EXPECT_TRUE(pv.source < 0 || p.values[pv.source].device.is_host())
+              << "a device kernel learns \"" << pv.name << "\" through a copy back from the device";
+        }
+      } else {
+        EXPECT_EQ(pv.device, dev) << pv.name;
+      }
+    }
+  }
+}
+
+struct Devices {
+  std::unique_ptr<CpuExecutionProvider> cpu;
+  std::unique_ptr<SimExecutionProvider> sim;
+  std::vector<IExecutionProvider*> list;
+};
+
+Devices MakeDevices(bool sim) {
+  Devices d;
+  d.cpu = CpuExecutionProvider::Create({2}).value();
+  if (sim) {
+    SimProviderOptions o;
+    o.threads = 2;
+    d.sim = SimExecutionProvider::Create(o).value();
+    d.list.push_back(d.sim.get());
+  }
+  d.list.push_back(d.cpu.get());
+  return d;
+}
+
+void Train(const testing::ArtifactSet& set, bool on_sim, Result* r) {
+  std::string why;
+  auto loaded = testing::LoadSet(set, &why);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  testing::LoadedSet& l = loaded.value();
+  Devices d = MakeDevices(on_sim);
+  {
+    auto created = TrainingSession::Create({d.list}, &l.state, l.train, l.eval, l.optimizer);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    TrainingSession& s = *created.value();
+    if (on_sim) {
+      // The state lives on the device, every trainable parameter, gradient buffer and moment.
+      for (const auto& [name, p] : l.state.parameters) {
+        if (p.requires_grad) EXPECT_EQ(p.data.device(), d.sim->device()) << name;
+      }
+      for (const auto& [name, ps] : l.state.optimizer_groups.at("group0").param_states) {
+        for (const auto& [m, t] : ps.momentums) EXPECT_EQ(t.device(), d.sim->device()) << name << " " << m;
+      }
+      CheckPlan(s.train_executor(), "training");
+      CheckPlan(*s.eval_executor(), "eval");
+      CheckPlan(s.optimizer()->executor(), "optimizer");
+    }
+    int64_t cpu_allocs = 0, sim_allocs = 0;
+    for (int step = 0; step < kSteps; ++step) {
+      if (step == kWarmup) {
+        cpu_allocs = d.cpu->cpu_allocator().stats().num_allocs;
+        sim_allocs = on_sim ? d.sim->allocator_stats().num_allocs.load() : 0;
+      }
+      std::vector<Tensor> out;
+      ASSERT_TRUE(s.TrainStep(testing::MakeBatch(set, step), &out).ok());
+      ASSERT_TRUE(s.OptimizerStep().ok());
+      s.LazyResetGrad();
+      r->losses.push_back(Bits(out[0])[0]);
+    }
+    EXPECT_EQ(d.cpu->cpu_allocator().stats().num_allocs, cpu_allocs) << "CPU allocations in steady-state steps";
+    if (on_sim) {
+      EXPECT_EQ(d.sim->allocator_stats().num_allocs, sim_allocs) << "SIM allocations in steady-state steps";
+      EXPECT_GT(d.sim->stats().copies_to_host, 0);
+      EXPECT_GT(d.sim->stats().synchronizations, 0);
+    }
+    std::vector<Tensor> eval_out;
+    ASSERT_TRUE(s.EvalStep(testing::MakeBatch(set, kSteps), &eval_out).ok());
+    r->eval = Bits(eval_out[0]);
+    auto size = s.GetParametersSize(false);
+    ASSERT_TRUE(size.ok());
+    Tensor flat = Tensor::Allocate(DType::kFloat32, {static_cast<int64_t>(size.value())}, HostAllocator()).value();
+    ASSERT_TRUE(s.CopyParametersToBuffer(&flat, false).ok());
+    r->params = Bits(flat);
+    auto bytes = SerializeCheckpoint(l.state);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    r->checkpoint = bytes.value();
+  }
+  // The session is gone: the state is back on the host, whole.
+  for (const auto& [name, p] : l.state.parameters) EXPECT_TRUE(p.data.device().is_host()) << name;
+  EXPECT_TRUE(l.state.devices.empty());
+  auto after = SerializeCheckpoint(l.state);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  r->checkpoint_after = after.value();
+}
+
+class DeviceTrainingTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceTrainingTest, SimulatedDeviceMatchesCpuBitForBit) {
+  const testing::ArtifactSet& set = testing::FindSet(GetParam());
+  std::string why;
+  if (!testing::LoadSet(set, &why).ok() && !why.empty()) GTEST_SKIP() << why;
+  Result cpu, sim;
+  ASSERT_NO_FATAL_FAILURE(Train(set, false, &cpu));
+  ASSERT_NO_FATAL_FAILURE(Train(set, true, &sim));
+  EXPECT_EQ(sim.losses, cpu.losses);
+  EXPECT_EQ(sim.eval, cpu.eval);
+  EXPECT_EQ(sim.params, cpu.params);
+  EXPECT_TRUE(sim.checkpoint == cpu.checkpoint) << "checkpoint saved from the device differs";
+  EXPECT_TRUE(sim.checkpoint_after == cpu.checkpoint);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sets, DeviceTrainingTest,
+                         ::testing::Values("gen-mlp", "gen-cnn", "gen-bn", "gen-encoder", "ort-testdata-mlp",
+                                           "srij-transformer-lora"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           for (char& c : n) if (c == '-') c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace ontrain
