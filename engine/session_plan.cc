@@ -111,9 +111,11 @@ StatusOr<SessionPlan> PlanSession(const Model& train, const Model* eval, const M
     return InvalidArgument(og->in_place_node, " on ", og->device.ToString(), " updates the gradients in place, but "
                            "they live on ", plan.gradients_device.ToString(), " where the training model accumulates them");
   }
-  // 4. Moments.
+  // 4. Moments: where the optimizer node updates them, else (unread, as SGD's) beside the parameters, as
+  //    ONNX Runtime creates them.
   const InputPlacement* om = Find(opt, "first_order_moments");
-  plan.moments_device = om && om->read ? om->device : Device();
+  if (om && om->read) plan.moments_device = om->device;
+  else if (!plan.trainable.empty()) plan.moments_device = plan.devices.at(plan.trainable[0]);
   return plan;
 }
 

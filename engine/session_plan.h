@@ -8,7 +8,7 @@
 //   first reader), a frozen one on the device of a training-graph node that updates it in place
 //   (BatchNormalization's running statistics) or else of its first reader, in training then eval;
 // - each gradient buffer on its accumulator's device, all on one (the optimizer takes them as a sequence);
-// - the moments on the optimizer node's device.
+// - the moments on the optimizer node's device (beside the parameters when no node reads them).
 #pragma once
 
 #include <map>

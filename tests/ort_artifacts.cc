@@ -54,7 +54,7 @@ Tensor SyntheticLabels(const Shape& shape, int step, int classes, DType dtype) {
 }
 
 const std::vector<ArtifactSet>& ReferenceSets() {
-  static const auto* sets = new std::vector<ArtifactSet>{
+  static auto* sets = new std::vector<ArtifactSet>{
       {"ort-testdata-mlp", {{"input-0", "float", {4, 784}}, {"labels", "int32", {4}, 10}}, {}},
       {"carzh-web-mnist", {{"input", "float", {4, 784}}, {"labels", "int64", {4}, 10}}, {}},
       {"srij-lora", {{"input", "float", {4, 10}}, {"target", "target", {4, 2}}}, {}},
@@ -73,6 +73,13 @@ const std::vector<ArtifactSet>& ReferenceSets() {
       {"gen-unet", {{"input", "float", {2, 1, 8, 8}}, {"labels", "int64", {2, 8, 8}, 5}}, {}, "", "",
        "tests/data/torch/unet/forward.onnx"},
   };
+  // The built-in MLP with optimizer models that surround the optimizer node with other nodes.
+  for (const char* name : {"lr-scaled", "warmup", "clip", "sequence-ops", "sgd-clip-lr"}) {
+    std::string file = std::string(name) == "sgd-clip-lr" ? "sgd_clip_lr" : "adamw_" + std::string(name);
+    for (char& c : file) if (c == '-') c = '_';
+    sets->push_back({std::string("opt-") + name, {{"input", "float", {4, 784}}, {"labels", "int64", {4}, 10}}, {}, "",
+                     "mlp", "", "tests/data/optimizer_models/" + file + ".onnx"});
+  }
   return *sets;
 }
 
@@ -138,7 +145,7 @@ StatusOr<LoadedSet> LoadSet(const ArtifactSet& set, std::string* why) {
   ONT_ASSIGN_OR_RETURN(out.train, PatchedModel(dir + "/training_model.onnx", set.zero_dropout, true));
   // The eval model runs Dropout in inference mode and may not have the initializer.
   ONT_ASSIGN_OR_RETURN(out.eval, PatchedModel(dir + "/eval_model.onnx", set.zero_dropout, false));
-  out.optimizer = ModelSource::FromPath(dir + "/optimizer_model.onnx");
+  out.optimizer = ModelSource::FromPath(set.optimizer_model.empty() ? dir + "/optimizer_model.onnx" : set.optimizer_model);
   return out;
 }
 

@@ -38,6 +38,7 @@ struct ArtifactSet {
   std::string local_dir;                  // in the repository (runfiles), not in ../shared
   std::string generate;                   // made by ontrain's generator from this built-in model
   std::string model;                      // made by ontrain's generator from this forward model (repository)
+  std::string optimizer_model;            // replaces the optimizer model (repository)
 };
 const std::vector<ArtifactSet>& ReferenceSets();
 const ArtifactSet& FindSet(const std::string& name);

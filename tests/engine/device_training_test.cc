@@ -166,7 +166,7 @@ TEST_P(DeviceTrainingTest, SimulatedDeviceMatchesCpuBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Sets, DeviceTrainingTest,
                          ::testing::Values("gen-mlp", "gen-cnn", "gen-bn", "gen-encoder", "ort-testdata-mlp",
-                                           "srij-transformer-lora"),
+                                           "srij-transformer-lora", "opt-clip", "opt-sequence-ops", "opt-sgd-clip-lr"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param;
                            for (char& c : n) if (c == '-') c = '_';

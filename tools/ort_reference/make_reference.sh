@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates tests/data/ort_reference_losses.txt: ONNX Runtime 1.19.2's training engine on the artifact
 # sets of ../shared/ort-artifacts, tests/data/ort_mlp and the artifacts `ontrain generate` makes for its
-# built-in MLP and CNN and for a BatchNormalization model (listed in sets.json), 20 AdamW steps each, then
-# the eval loss on the next batch. Needs node/npm and
+# built-in MLP and CNN and for the PyTorch fixture models, and on the built-in MLP with each optimizer model
+# of tests/data/optimizer_models (tools/make_optimizer_models.py), all listed in sets.json: 20 optimizer
+# steps each, then the eval loss on the next batch. Needs node/npm and
 # /usr/bin/python3 with python3-onnx; the tests only read the output file.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,8 +24,10 @@ for name in $(/usr/bin/python3 -c "import json;print(' '.join(s['name'] for s in
     (cd "$repo" && bazel run //tools:ontrain -- generate --model "$repo/$model" --out "$work/$name") >/dev/null 2>&1
     continue
   fi
+  optim=$(/usr/bin/python3 -c "import json;print(next(s for s in json.load(open('sets.json'))['sets'] if s['name']=='$name').get('optimizer_model',''))")
   if [ -n "$gen" ]; then
     (cd "$repo" && bazel run //tools:ontrain -- generate --builtin "$gen" --out "$work/$name") >/dev/null 2>&1
+    [ -z "$optim" ] || cp "$repo/$optim" "$work/$name/optimizer_model.onnx"
     continue
   fi
   /usr/bin/python3 patch_dropout.py "${src:-$artifacts/$name}" "$work/$name" "$zero"
