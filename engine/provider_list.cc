@@ -28,16 +28,17 @@ StatusOr<ProviderList> CreateProviders(const std::string& list, int threads) {
 StatusOr<ProviderList> CreateProviders(const std::vector<std::string>& given, int threads) {
   if (threads < 0) return InvalidArgument("threads must be >= 0, got ", threads);
   std::vector<std::string> names = given;
-  if (names.empty() || names.back() != "cpu") names.push_back("cpu");
   for (size_t i = 0; i < names.size(); ++i) {
     if (std::count(names.begin(), names.end(), names[i]) > 1) {
       return InvalidArgument("provider \"", names[i], "\" is listed twice");
     }
   }
-  if (std::find(names.begin(), names.end(), "cpu") != names.end() - 1) {
+  auto cpu = std::find(names.begin(), names.end(), "cpu");
+  if (cpu != names.end() && cpu != names.end() - 1) {
     return InvalidArgument("\"cpu\" must come last in the provider list: it runs every node it has a kernel for, "
                            "so no provider after it would get any");
   }
+  if (cpu == names.end()) names.push_back("cpu");
   int resolved = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ProviderList out;
   for (const std::string& n : names) {

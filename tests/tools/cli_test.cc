@@ -3,8 +3,10 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <csignal>
 #include <thread>
 #include <fstream>
@@ -184,6 +186,106 @@ TEST_F(CliTest, EvalExportInfo) {
   EXPECT_THAT(bad.message(), HasSubstr("nonexistent"));
   EXPECT_FALSE(cli::Export({"--artifacts", dir, "--to", to}).ok());
   EXPECT_FALSE(cli::Info({"--artifacts", "/nonexistent"}).ok());
+}
+
+// A strict JSON syntax check (objects, arrays, strings, numbers, true/false/null), enough to know that
+// `info --json` prints one well-formed value.
+bool JsonValue(const std::string& s, size_t* i);
+void SkipWs(const std::string& s, size_t* i) {
+  while (*i < s.size() && std::isspace(static_cast<unsigned char>(s[*i]))) ++*i;
+}
+bool JsonString(const std::string& s, size_t* i) {
+  if (s[*i] != '"') return false;
+  for (++*i; *i < s.size(); ++*i) {
+    if (s[*i] == '\\') ++*i;
+    else if (s[*i] == '"') return ++*i, true;
+    else if (static_cast<unsigned char>(s[*i]) < 0x20) return false;
+  }
+  return false;
+}
+bool JsonValue(const std::string& s, size_t* i) {
+  SkipWs(s, i);
+  if (*i >= s.size()) return false;
+  char c = s[*i];
+  if (c == '"') return JsonString(s, i);
+  if (c == '{' || c == '[') {
+    char close = c == '{' ? '}' : ']';
+    ++*i;
+    SkipWs(s, i);
+    if (s[*i] == close) return ++*i, true;
+    while (true) {
+      if (c == '{') {
+        SkipWs(s, i);
+        if (!JsonString(s, i)) return false;
+        SkipWs(s, i);
+        if (s[(*i)++] != ':') return false;
+      }
+      if (!JsonValue(s, i)) return false;
+      SkipWs(s, i);
+      if (s[*i] == ',') ++*i;
+      else if (s[*i] == close) return ++*i, true;
+      else return false;
+    }
+  }
+  for (const char* word : {"true", "false", "null"}) {
+    if (s.compare(*i, std::strlen(word), word) == 0) return *i += std::strlen(word), true;
+  }
+  size_t start = *i;
+  while (*i < s.size() && (std::isdigit(static_cast<unsigned char>(s[*i])) || std::strchr("+-.eE", s[*i]))) ++*i;
+  return *i > start;
+}
+
+TEST_F(CliTest, SimulatedDeviceTrainsAsTheCpuAndInfoShowsThePlacement) {
+  std::string a = Tmp("cli_cpu"), b = Tmp("cli_sim");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", a}).ok());
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", b}).ok());
+  for (const auto& [dir, providers] : {std::make_pair(a, "cpu"), std::make_pair(b, "sim,cpu")}) {
+    Status t = cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "25", "--batch-size", "32", "--metrics",
+                           dir + "/metrics.jsonl", "--provider", providers, "--threads", "2"});
+    ASSERT_TRUE(t.ok()) << providers << ": " << t.ToString();
+  }
+  EXPECT_EQ(StepLosses(a + "/metrics.jsonl"), StepLosses(b + "/metrics.jsonl"));
+  EXPECT_EQ(Slurp(a + "/run/checkpoint"), Slurp(b + "/run/checkpoint")) << "saved from the simulated device";
+  EXPECT_TRUE(cli::Eval({"--artifacts", b, "--data-root", data_, "--provider", "sim"}).ok());
+  // info --json: the training, eval and optimizer graphs, each with its nodes and copies.
+  ::testing::internal::CaptureStdout();
+  Status info = cli::Info({"--artifacts", b, "--provider", "sim,cpu", "--json", "--batch-size", "32"});
+  std::string json = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(info.ok()) << info.ToString();
+  size_t at = 0;
+  EXPECT_TRUE(JsonValue(json, &at)) << "not JSON at byte " << at << ": " << json;
+  SkipWs(json, &at);
+  EXPECT_EQ(at, json.size()) << "more than one JSON value";
+  EXPECT_THAT(json, HasSubstr("\"providers\": [\"SIM\", \"CPU\"]"));
+  for (const char* key : {"\"training\": {\"nodes\": [", "\"eval\": {\"nodes\": [", "\"optimizer\": {\"nodes\": ["}) {
+    EXPECT_THAT(json, HasSubstr(key));
+  }
+  EXPECT_THAT(json, HasSubstr("{\"name\": \"fc1\", \"op\": \"Gemm\", \"domain\": \"\", \"provider\": \"SIM\"}"));
+  EXPECT_THAT(json, HasSubstr("\"op\": \"SoftmaxCrossEntropyLoss\", \"domain\": \"\", \"provider\": \"CPU\", "
+                              "\"why\": \"SIM: no kernel\""));
+  // The images go to the device once per step: 32 x 784 float32.
+  EXPECT_THAT(json, HasSubstr("{\"value\": \"input\", \"from\": \"CPU\", \"to\": \"SIM:0\", \"bytes\": 100352}"));
+  EXPECT_THAT(json, HasSubstr("\"state_bytes\": {\"SIM:0\": "));
+  // The same as text.
+  ::testing::internal::CaptureStdout();
+  ASSERT_TRUE(cli::Info({"--artifacts", b, "--provider", "sim,cpu"}).ok());
+  std::string text = ::testing::internal::GetCapturedStdout();
+  EXPECT_THAT(text, HasSubstr("training graph: SIM "));
+  EXPECT_THAT(text, HasSubstr("on CPU: SoftmaxCrossEntropyLoss"));
+}
+
+TEST_F(CliTest, ProviderListErrorsSayWhatIsMissing) {
+  std::string dir = Tmp("cli_providers");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  Status cuda = cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "1", "--provider", "cuda,cpu"});
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_THAT(cuda.message(), HasSubstr("this build of ontrain has no CUDA provider"));
+  Status unknown = cli::Info({"--artifacts", dir, "--provider", "tpu"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.message(), HasSubstr("unknown provider \"tpu\"; expected one of: cpu, sim"));
+  Status order = cli::Info({"--artifacts", dir, "--provider", "cpu,sim"});
+  ASSERT_FALSE(order.ok());
+  EXPECT_THAT(order.message(), HasSubstr("\"cpu\" must come last"));
 }
 
 TEST_F(CliTest, NpzCsvAndIdxData) {
