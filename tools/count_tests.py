@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Counts gtest cases from a Bazel build-event JSON file and prints "N passed, N failed, N skipped".
+"""Counts gtest cases from Bazel build-event JSON files and prints "N passed, N failed, N skipped".
 
 The test.xml files are taken from the build events of this run (not by globbing bazel-testlogs, which keeps
 stale results). A test target that failed without any failing case in its XML (a crash, a timeout, a build
@@ -11,14 +11,15 @@ import xml.etree.ElementTree as ET
 from urllib.parse import unquote, urlparse
 
 
-def main(path):
-    xmls, bad_targets, build_failures = {}, set(), 0
+def read_events(path, xmls, bad_targets):
+    """Collects one build's test.xml files and failed targets; returns how many targets failed to build."""
+    build_failures = 0
     with open(path) as f:
         for line in f:
             event = json.loads(line)
             eid = event.get("id", {})
             if "testResult" in eid:
-                label = eid["testResult"]["label"]
+                label = path + ":" + eid["testResult"]["label"]  # the same label may come from two workspaces
                 result = event.get("testResult", {})
                 if result.get("status") != "PASSED":
                     bad_targets.add(label)
@@ -27,6 +28,12 @@ def main(path):
                         xmls.setdefault(label, []).append(unquote(urlparse(out["uri"]).path))
             elif "targetCompleted" in eid and not event.get("completed", {}).get("success", True):
                 build_failures += 1
+    return build_failures
+
+
+def main(paths):
+    xmls, bad_targets = {}, set()
+    build_failures = sum(read_events(p, xmls, bad_targets) for p in paths)
     passed = failed = skipped = 0
     failed_in_xml = set()
     for label, files in xmls.items():
@@ -49,4 +56,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

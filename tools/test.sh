@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# ontrain's test command: installs what is missing, runs every Bazel test, and prints one closing line
-# "N passed, N failed, N skipped" counting individual gtest cases. Extra arguments go to `bazel test`
-# (e.g. tools/test.sh --config=asan). Exits non-zero on any failure or build error.
+# ontrain's test command: installs what is missing, runs every Bazel test, then builds and tests
+# tests/external_workspace (a project that depends on ontrain exactly as the README says), and prints one
+# closing line "N passed, N failed, N skipped" counting individual gtest cases of both. Extra arguments
+# go to the main `bazel test` (e.g. tools/test.sh --config=asan). Exits non-zero on any failure or build
+# error.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,11 +17,22 @@ if [ -d ../shared/ort-artifacts ]; then
 fi
 
 bep="$(mktemp -t ontrain-bep.XXXXXX)"
-trap 'rm -f "$bep"' EXIT
+bep_external="$(mktemp -t ontrain-bep-external.XXXXXX)"
+log_external="$(mktemp -t ontrain-external.XXXXXX)"
+trap 'rm -f "$bep" "$bep_external" "$log_external"' EXIT
 bazel test //... --build_event_json_file="$bep" "${extra[@]}" "$@"
 rc=$?
 
-/usr/bin/python3 tools/count_tests.py "$bep"
+# The README's "Depending on ontrain from another Bazel workspace", as a user would: no flags.
+echo "tests/external_workspace: building ontrain from another workspace (log: only on failure)"
+(cd tests/external_workspace && bazel test //... --build_event_json_file="$bep_external") >"$log_external" 2>&1
+ext_rc=$?
+if [ $ext_rc -ne 0 ]; then
+  grep -v "linux-sandbox" "$log_external" | tail -60
+  rc=$((rc == 0 ? 1 : rc))
+fi
+
+/usr/bin/python3 tools/count_tests.py "$bep" "$bep_external"
 count_rc=$?
 if [ $rc -eq 0 ] && [ $count_rc -ne 0 ]; then rc=1; fi
 if [ $rc -eq 4 ]; then rc=1; fi  # "no tests" is a failure here
