@@ -9,8 +9,14 @@
 
 ontrain::StatusOr<float> TrainOneStep(const std::string& dir, const ontrain::Tensor& images,
                                       const ontrain::Tensor& labels) {
-  const std::string artifacts = dir;  // the README's paths are relative to a folder named "artifacts"
-  if (chdir((artifacts + "/..").c_str()) != 0) return ontrain::IoError("cannot enter ", artifacts, "/..");
+  // The README's paths are relative to the folder holding "artifacts": work from there, then come back.
+  char previous[4096];
+  if (getcwd(previous, sizeof previous) == nullptr) return ontrain::IoError("getcwd failed");
+  if (chdir((dir + "/..").c_str()) != 0) return ontrain::IoError("cannot enter ", dir, "/..");
+  struct Back {
+    const char* to;
+    ~Back() { (void)chdir(to); }
+  } back{previous};
   // README begin
   auto cpu = ontrain::CpuExecutionProvider::Create({}).value();
   ontrain::CheckpointState state = ontrain::LoadCheckpoint("artifacts/checkpoint").value();

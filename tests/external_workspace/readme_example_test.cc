@@ -1,9 +1,12 @@
 // The README's C++ example trains: a few steps on artifacts made with ontrain's generator lower the loss,
-// and each step's checkpoint is saved.
+// and each step's checkpoint is saved. And readme_example.cc holds the README's code, line for line.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "checkpoint/checkpoint_io.h"
 #include "graph/artifacts.h"
@@ -33,4 +36,26 @@ TEST(ReadmeExampleTest, TrainsFromAnotherWorkspace) {
   auto ckpt = ontrain::LoadCheckpoint(dir + "/checkpoint");
   ASSERT_TRUE(ckpt.ok());
   EXPECT_EQ(ckpt->optimizer_groups.at("group0").step, 20);
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(ReadmeExampleTest, IsTheReadmesCode) {
+  const char* runfiles = std::getenv("TEST_SRCDIR");
+  ASSERT_NE(runfiles, nullptr);
+  std::string readme = Slurp(std::string(runfiles) + "/ontrain/README.md");
+  ASSERT_FALSE(readme.empty()) << "README.md not in the runfiles";
+  std::string code = Slurp(std::string(runfiles) + "/trainer_project/readme_example.cc");
+  size_t b = code.find("// README begin\n"), e = code.find("  // README end");
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  std::istringstream lines(code.substr(b + 16, e - b - 16));
+  std::string line, body;
+  while (std::getline(lines, line)) body += line.substr(std::min<size_t>(2, line.size())) + "\n";  // one indent less
+  EXPECT_NE(readme.find(body), std::string::npos) << "the README's C++ example differs from:\n" << body;
 }
