@@ -73,6 +73,21 @@ static float TrainOneStep(OtTrainingSession* s, int step) {
   return loss;
 }
 
+/* 1 when the two files hold the same bytes. */
+static int SameFile(const char* a, const char* b) {
+  FILE* fa = fopen(a, "rb");
+  FILE* fb = fopen(b, "rb");
+  int same = fa != NULL && fb != NULL;
+  while (same) {
+    int ca = fgetc(fa), cb = fgetc(fb);
+    if (ca != cb) same = 0;
+    if (ca == EOF || cb == EOF) break;
+  }
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
+  return same;
+}
+
 int main(void) {
   OtEnv* env = NULL;
   OtSessionOptions* options = NULL;
@@ -220,6 +235,41 @@ int main(void) {
   OtStatus* null_buf = OtCreateTrainingSessionFromBuffer(env, options, state, NULL, 0, NULL, 0, NULL, 0, &nobuf);
   CHECK(null_buf != NULL && strstr(OtStatusMessage(null_buf), "train model data cannot be NULL") != NULL);
   OtReleaseStatus(null_buf);
+
+  /* The same training on the simulated device ("sim" before the implicit "cpu"): the same losses bit for
+   * bit, parameters readable and checkpoints savable while they live on the device, and again after the
+   * session has ended. */
+  OtSessionOptions* sim_opts = NULL;
+  OK(OtCreateSessionOptions(&sim_opts));
+  OK(OtSessionOptionsSetIntraOpThreads(sim_opts, 1));
+  OK(OtSessionOptionsAppendProvider(sim_opts, "sim"));
+  OtCheckpointState* states[2] = {NULL, NULL};
+  OtTrainingSession* sessions[2] = {NULL, NULL};
+  float losses[2][3];
+  for (int k = 0; k < 2; ++k) {
+    OK(OtLoadCheckpoint(DIR "checkpoint", &states[k]));
+    OK(OtCreateTrainingSession(env, k ? sim_opts : options, states[k], DIR "training_model.onnx",
+                               DIR "eval_model.onnx", DIR "optimizer_model.onnx", &sessions[k]));
+    if (sessions[k] == NULL) return 1;
+    for (int step = 0; step < 3; ++step) losses[k][step] = TrainOneStep(sessions[k], step);
+    OK(OtSaveCheckpoint(states[k], Tmp(k ? "c_api_sim_live.ckpt" : "c_api_cpu_live.ckpt"), true));
+  }
+  CHECK(memcmp(losses[0], losses[1], sizeof losses[0]) == 0);
+  OtValue* w[2] = {NULL, NULL};
+  void* wd[2] = {NULL, NULL};
+  for (int k = 0; k < 2; ++k) {
+    OK(OtGetParameter(states[k], "fc1.weight", NULL, &w[k]));
+    OK(OtTensorMutableData(w[k], &wd[k]));
+  }
+  CHECK(wd[0] && wd[1] && memcmp(wd[0], wd[1], 5 * 6 * sizeof(float)) == 0);
+  OtReleaseValue(w[0]);
+  OtReleaseValue(w[1]);
+  for (int k = 0; k < 2; ++k) OtReleaseTrainingSession(sessions[k]);
+  OK(OtSaveCheckpoint(states[1], Tmp("c_api_sim_after.ckpt"), true));
+  CHECK(SameFile(Tmp("c_api_cpu_live.ckpt"), Tmp("c_api_sim_live.ckpt")));
+  CHECK(SameFile(Tmp("c_api_cpu_live.ckpt"), Tmp("c_api_sim_after.ckpt")));
+  for (int k = 0; k < 2; ++k) OtReleaseCheckpointState(states[k]);
+  OtReleaseSessionOptions(sim_opts);
 
   OK(OtSaveCheckpoint(state, Tmp("c_api_trained.ckpt"), true));
   OtReleaseValue(eval_out[0]);
