@@ -23,6 +23,15 @@ ValueInfo TensorInfo(const std::string& name, DType dtype, const std::vector<int
   return v;
 }
 
+ValueInfo SequenceInfo(const std::string& name, DType elem) {
+  ValueInfo v;
+  v.name = name;
+  v.is_tensor = false;
+  v.dtype = elem;
+  v.type.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(static_cast<int32_t>(elem));
+  return v;
+}
+
 onnx::AttributeProto AttrInt(const std::string& name, int64_t v) {
   onnx::AttributeProto a;
   a.set_name(name);

@@ -13,6 +13,9 @@ namespace ontrain {
 ValueInfo TensorInfo(const std::string& name, DType dtype, const std::vector<int64_t>& dims,
                      const std::vector<std::string>& params = {});
 
+// A seq(tensor(elem)) value info, without a shape (as optimizer models declare theirs).
+ValueInfo SequenceInfo(const std::string& name, DType elem = DType::kFloat32);
+
 onnx::AttributeProto AttrInt(const std::string& name, int64_t v);
 onnx::AttributeProto AttrFloat(const std::string& name, float v);
 onnx::AttributeProto AttrString(const std::string& name, const std::string& v);

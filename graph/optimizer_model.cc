@@ -38,15 +38,6 @@ std::string Join(const std::vector<std::string>& v) {
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return "[" + s + "]";
 }
-
-ValueInfo SequenceInfo(const std::string& name) {
-  ValueInfo v;
-  v.name = name;
-  v.is_tensor = false;
-  v.type.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
-  return v;
-}
-
 }  // namespace
 
 StatusOr<OptimizerModelInfo> ReadOptimizerModel(const Model& model) {

@@ -18,20 +18,12 @@ namespace {
 using ::testing::HasSubstr;
 constexpr const char* kMs = "com.microsoft";
 
-ValueInfo Seq(const std::string& name) {
-  ValueInfo v;
-  v.name = name;
-  v.is_tensor = false;
-  v.type.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
-  return v;
-}
-
 Model SgdModel() {
   Model m;
   m.opset_imports[""] = 17;
   m.opset_imports[kMs] = 1;
   m.graph.inputs = {TensorInfo("learning_rate", DType::kFloat32, {1}), TensorInfo("step", DType::kInt64, {1}),
-                    Seq("params"), Seq("gradients"), Seq("first_order_moments")};
+                    SequenceInfo("params"), SequenceInfo("gradients"), SequenceInfo("first_order_moments")};
   m.graph.nodes.push_back(MakeNode("SGDOptimizerV2", {"learning_rate", "params", "gradients"}, {"flag"}, {}, "sgd", kMs));
   m.graph.outputs.push_back(TensorInfo("flag", DType::kBool, {1}));
   return m;

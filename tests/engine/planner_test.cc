@@ -171,18 +171,10 @@ TEST(PlannerTest, CopiesBetweenTwoDevicesGoThroughTheHost) {
   EXPECT_EQ(testing::ToVector(y), (std::vector<float>{1, 1, std::exp(2.0f)}));
 }
 
-ValueInfo Seq(const std::string& name) {
-  ValueInfo v;
-  v.name = name;
-  v.is_tensor = false;
-  v.type.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
-  return v;
-}
-
 TEST(PlannerTest, SequencesAreCopiedWhole) {
   Devices s = Make({"SequenceAt", "Relu"});
   Model m = Base();
-  m.graph.inputs = {Seq("items"), TensorInfo("k", DType::kInt64, {})};
+  m.graph.inputs = {SequenceInfo("items"), TensorInfo("k", DType::kInt64, {})};
   m.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {2}));
   m.graph.nodes = {MakeNode("SequenceAt", {"items", "k"}, {"t"}), MakeNode("Relu", {"t"}, {"y"})};
   auto ex = Executor::Create(m, {s.list, {}});

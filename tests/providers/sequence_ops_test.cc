@@ -13,14 +13,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-ValueInfo Seq(const std::string& name) {
-  ValueInfo v;
-  v.name = name;
-  v.is_tensor = false;
-  v.type.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
-  return v;
-}
-
 Tensor F(std::vector<float> v, Shape s) { return Tensor::FromVector(v, std::move(s)); }
 Tensor I(int64_t v) { return Tensor::FromVector<int64_t>({v}, {}); }
 
@@ -122,10 +114,10 @@ TEST(SequenceOpsTest, SplitToSequence) {
 }
 
 TEST(SequenceOpsTest, SequenceInputsAreCheckedAtBinding) {
-  auto fed_tensor = RunGraph({MakeNode("SequenceLength", {"s"}, {"n"})}, {Seq("s")}, {{"s", F({1}, {1})}}, "n");
+  auto fed_tensor = RunGraph({MakeNode("SequenceLength", {"s"}, {"n"})}, {SequenceInfo("s")}, {{"s", F({1}, {1})}}, "n");
   ASSERT_FALSE(fed_tensor.ok());
   EXPECT_THAT(fed_tensor.status().message(), HasSubstr("is a sequence, but a tensor was fed"));
-  auto wrong_type = RunGraph({MakeNode("SequenceLength", {"s"}, {"n"})}, {Seq("s")},
+  auto wrong_type = RunGraph({MakeNode("SequenceLength", {"s"}, {"n"})}, {SequenceInfo("s")},
                         {{"s", Value::Sequence({Tensor::FromVector<int64_t>({1}, {1})})}}, "n");
   ASSERT_FALSE(wrong_type.ok());
   EXPECT_THAT(wrong_type.status().message(), HasSubstr("expected a sequence of float32"));

@@ -17,14 +17,6 @@ namespace {
 using ::testing::HasSubstr;
 constexpr const char* kMs = "com.microsoft";
 
-ValueInfo Seq(const std::string& name) {
-  ValueInfo v;
-  v.name = name;
-  v.is_tensor = false;
-  v.type.mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(1);
-  return v;
-}
-
 Tensor Floats(std::vector<float> v, Shape s) { return Tensor::FromVector(v, std::move(s)); }
 
 // Runs one node whose inputs are the graph inputs `inputs`, fed `feeds`; `flag` (when given) receives its
@@ -51,8 +43,8 @@ Status RunOne(const Node& node, const std::vector<ValueInfo>& inputs, const Name
 }
 
 std::vector<ValueInfo> AdamWInputs() {
-  return {TensorInfo("lr", DType::kFloat32, {1}), TensorInfo("step", DType::kInt64, {1}), Seq("w"), Seq("g"),
-          Seq("m"), Seq("v")};
+  return {TensorInfo("lr", DType::kFloat32, {1}), TensorInfo("step", DType::kInt64, {1}), SequenceInfo("w"), SequenceInfo("g"),
+          SequenceInfo("m"), SequenceInfo("v")};
 }
 
 Node AdamWNode(float alpha, float beta, float eps, float wd, int mode) {
@@ -186,7 +178,7 @@ TEST(TrainingOptimizersTest, SgdUpdatesInPlace) {
   Tensor w0 = Floats({1, 2}, {2}), w1 = Floats({-3}, {1});
   Tensor flag;
   Status s = RunOne(MakeNode("SGDOptimizerV2", {"lr", "w", "g"}, {"flag"}, {}, "sgd", kMs),
-                    {TensorInfo("lr", DType::kFloat32, {1}), Seq("w"), Seq("g")},
+                    {TensorInfo("lr", DType::kFloat32, {1}), SequenceInfo("w"), SequenceInfo("g")},
                     {{"lr", Floats({0.1f}, {1})}, {"w", Value::Sequence({w0, w1})},
                      {"g", Value::Sequence({Floats({0.5f, -1}, {2}), Floats({2}, {1})})}},
                     1, &flag);
@@ -203,7 +195,7 @@ TEST(TrainingOptimizersTest, ClipGradNormScalesByTheGlobalNorm) {
   for (float max_norm : {6.5f, 100.0f}) {
     Tensor a = Floats({3, 4}, {2}), b = Floats({12}, {1});
     Node n = MakeNode("InplaceClipGradNorm", {"g"}, {"clipped"}, {AttrFloat("max_norm", max_norm)}, "clip", kMs);
-    Status s = RunOne(n, {Seq("g")}, {{"g", Value::Sequence({a, b})}}, 1, nullptr);
+    Status s = RunOne(n, {SequenceInfo("g")}, {{"g", Value::Sequence({a, b})}}, 1, nullptr);
     ASSERT_TRUE(s.ok()) << s.ToString();
     double scale = std::min(1.0, max_norm / (13.0 + 1e-6));
     EXPECT_NEAR(a.data<float>()[0], 3 * scale, 1e-6);
