@@ -134,6 +134,56 @@ Status Executor::MakeConstants(const Graph& g) {
   return Status::OK();
 }
 
+namespace {
+
+// Checks a fed tensor against its graph input: dtype, static dims, and symbolic dims bound consistently
+// across the feeds (`symbols`).
+Status CheckTensorFeed(const ValueInfo& info, const Tensor& t, std::map<std::string, int64_t>* symbols) {
+  const std::string& name = info.name;
+  if (info.dtype != DType::kUndefined && t.dtype() != info.dtype) {
+    return InvalidArgument("input \"", name, "\": expected dtype ", DTypeName(info.dtype), ", got ",
+                           DTypeName(t.dtype()));
+  }
+  if (!info.has_shape) return Status::OK();
+  bool ok = info.dims.size() == t.shape().size();
+  for (size_t d = 0; ok && d < info.dims.size(); ++d) {
+    const Dim& dim = info.dims[d];
+    if (dim.known()) {
+      ok = dim.value == t.dim(d);
+    } else if (!dim.param.empty()) {
+      auto [it, fresh] = symbols->emplace(dim.param, t.dim(d));
+      if (!fresh && it->second != t.dim(d)) {
+        return InvalidArgument("input \"", name, "\": dimension ", d, " (\"", dim.param, "\") is ", t.dim(d),
+                               " but another input bound \"", dim.param, "\" to ", it->second);
+      }
+    }
+  }
+  if (!ok) {
+    return InvalidArgument("input \"", name, "\": expected shape ", info.TypeString(), ", got ",
+                           DTypeName(t.dtype()), ShapeToString(t.shape()));
+  }
+  return Status::OK();
+}
+
+// Checks a fed sequence: every item of the input's element type, on the planned device.
+Status CheckSequenceFeed(const ValueInfo& info, const TensorSequence& items, Device home) {
+  if (info.is_tensor) return InvalidArgument("input \"", info.name, "\" is a tensor, but a sequence was fed");
+  DType elem = ElementDType(info);
+  for (const Tensor& item : items) {
+    if (elem != DType::kUndefined && item.dtype() != elem) {
+      return InvalidArgument("input \"", info.name, "\": expected a sequence of ", DTypeName(elem),
+                             ", got an item of ", DTypeName(item.dtype()));
+    }
+    if (item.device() != home) {
+      return InvalidArgument("input \"", info.name, "\" has an item on ", item.device().ToString(),
+                             " but the plan expects it on ", home.ToString());
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status Executor::Bind(const NamedValues& feeds) {
   values_ = initial_values_;
   key_.clear();
@@ -149,55 +199,21 @@ Status Executor::Bind(const NamedValues& feeds) {
     int v = plan_.ids.at(name);
     Device home = plan_.values[v].device;
     if (value.is_sequence()) {
-      if (info->is_tensor) return InvalidArgument("input \"", name, "\" is a tensor, but a sequence was fed");
-      DType elem = ElementDType(*info);
+      ONT_RETURN_IF_ERROR(CheckSequenceFeed(*info, *value.sequence(), home));
       key_ += name + ":seq";
-      for (const Tensor& item : *value.sequence()) {
-        if (elem != DType::kUndefined && item.dtype() != elem) {
-          return InvalidArgument("input \"", name, "\": expected a sequence of ", DTypeName(elem), ", got an item of ",
-                                 DTypeName(item.dtype()));
-        }
-        if (item.device() != home) {
-          return InvalidArgument("input \"", name, "\" has an item on ", item.device().ToString(),
-                                 " but the plan expects it on ", home.ToString());
-        }
-        key_ += StrCat(static_cast<int>(item.dtype()), ShapeToString(item.shape()));
-      }
+      for (const Tensor& item : *value.sequence()) key_ += StrCat(static_cast<int>(item.dtype()), ShapeToString(item.shape()));
       key_ += ";";
-      values_[v] = value;
-      continue;
-    }
-    if (!info->is_tensor) return InvalidArgument("input \"", name, "\" is a sequence, but a tensor was fed");
-    const Tensor& t = value.tensor();
-    if (info->dtype != DType::kUndefined && t.dtype() != info->dtype) {
-      return InvalidArgument("input \"", name, "\": expected dtype ", DTypeName(info->dtype), ", got ",
-                             DTypeName(t.dtype()));
-    }
-    if (info->has_shape) {
-      bool ok = info->dims.size() == t.shape().size();
-      for (size_t d = 0; ok && d < info->dims.size(); ++d) {
-        const Dim& dim = info->dims[d];
-        if (dim.known()) {
-          ok = dim.value == t.dim(d);
-        } else if (!dim.param.empty()) {
-          auto [it, fresh] = symbols.emplace(dim.param, t.dim(d));
-          if (!fresh && it->second != t.dim(d)) {
-            return InvalidArgument("input \"", name, "\": dimension ", d, " (\"", dim.param, "\") is ", t.dim(d),
-                                   " but another input bound \"", dim.param, "\" to ", it->second);
-          }
-        }
+    } else {
+      if (!info->is_tensor) return InvalidArgument("input \"", name, "\" is a sequence, but a tensor was fed");
+      const Tensor& t = value.tensor();
+      ONT_RETURN_IF_ERROR(CheckTensorFeed(*info, t, &symbols));
+      if (t.device() != home) {
+        return InvalidArgument("input \"", name, "\" is on ", t.device().ToString(), " but the plan expects it on ",
+                               home.ToString());
       }
-      if (!ok) {
-        return InvalidArgument("input \"", name, "\": expected shape ", info->TypeString(), ", got ",
-                               DTypeName(t.dtype()), ShapeToString(t.shape()));
-      }
-    }
-    if (t.device() != home) {
-      return InvalidArgument("input \"", name, "\" is on ", t.device().ToString(), " but the plan expects it on ",
-                             home.ToString());
+      key_ += StrCat(name, ":", static_cast<int>(t.dtype()), ShapeToString(t.shape()), ";");
     }
     values_[v] = value;
-    key_ += StrCat(name, ":", static_cast<int>(t.dtype()), ShapeToString(t.shape()), ";");
   }
   for (const std::string& r : required_inputs_) {
     if (!values_[plan_.ids.at(r)].defined()) {
@@ -218,34 +234,9 @@ StatusOr<Tensor> Executor::Place(size_t slot, int provider, size_t bytes, DType 
   return Tensor::Allocate(dtype, std::move(shape), providers_[provider]->allocator());
 }
 
-Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes) {
-  Step& st = *steps_[pos];
+Status Executor::PlaceOutputs(Step* step, MemoryArenas* arenas, std::vector<size_t>* sizes) {
+  Step& st = *step;
   const Node& n = *st.node;
-  IExecutionProvider* provider = providers_[st.plan.provider];
-  // 1. Inputs and which outputs anyone wants (all named outputs: unread ones are freed right away).
-  st.in_ptrs.clear();
-  for (size_t i = 0; i < st.plan.inputs.size(); ++i) {
-    int v = st.plan.inputs[i];
-    if (v >= 0 && !values_[v].defined()) return Internal(n.Describe(), ": input \"", n.inputs[i], "\" has no value");
-    st.in_ptrs.push_back(v >= 0 ? &values_[v] : nullptr);
-  }
-  st.requested.assign(st.plan.outputs.size(), false);
-  for (size_t i = 0; i < st.plan.outputs.size(); ++i) st.requested[i] = st.plan.outputs[i] >= 0;
-  st.ctx.Reset(st.in_ptrs, st.requested, provider->thread_pool());
-  // 2. The kernel is created at the first run, once input dtypes are known.
-  if (!st.kernel) {
-    std::vector<DType> dtypes;
-    for (const Value* v : st.in_ptrs) dtypes.push_back(v ? v->dtype() : DType::kUndefined);
-    auto def = provider->kernel_registry().Find(n.domain, n.op_type, st.opset, dtypes);
-    if (!def.ok()) return def.status().WithContext(StrCat(n.Describe(), " on ", provider->name()));
-    NodeInfo info{&n, st.opset, {}};
-    for (const std::string& o : n.outputs) info.output_infos.push_back(FindValueInfo(graph_, o));
-    auto kernel = def.value()->create(info);
-    if (!kernel.ok()) return kernel.status().WithContext(n.Describe());
-    st.kernel = std::move(kernel).value();
-  }
-  ONT_RETURN_IF_ERROR(st.kernel->Prepare(st.ctx).WithContext(n.Describe()));
-  // 3. Outputs and scratch: planned arena offsets when the plan fits, else fresh allocations.
   st.aliases.clear();
   for (size_t i = 0; i < st.plan.outputs.size(); ++i) {
     if (!st.requested[i]) continue;
@@ -284,6 +275,38 @@ Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>
       }
     }
   }
+  return Status::OK();
+}
+
+Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes) {
+  Step& st = *steps_[pos];
+  const Node& n = *st.node;
+  IExecutionProvider* provider = providers_[st.plan.provider];
+  // 1. Inputs and which outputs anyone wants (all named outputs: unread ones are freed right away).
+  st.in_ptrs.clear();
+  for (size_t i = 0; i < st.plan.inputs.size(); ++i) {
+    int v = st.plan.inputs[i];
+    if (v >= 0 && !values_[v].defined()) return Internal(n.Describe(), ": input \"", n.inputs[i], "\" has no value");
+    st.in_ptrs.push_back(v >= 0 ? &values_[v] : nullptr);
+  }
+  st.requested.assign(st.plan.outputs.size(), false);
+  for (size_t i = 0; i < st.plan.outputs.size(); ++i) st.requested[i] = st.plan.outputs[i] >= 0;
+  st.ctx.Reset(st.in_ptrs, st.requested, provider->thread_pool());
+  // 2. The kernel is created at the first run, once input dtypes are known.
+  if (!st.kernel) {
+    std::vector<DType> dtypes;
+    for (const Value* v : st.in_ptrs) dtypes.push_back(v ? v->dtype() : DType::kUndefined);
+    auto def = provider->kernel_registry().Find(n.domain, n.op_type, st.opset, dtypes);
+    if (!def.ok()) return def.status().WithContext(StrCat(n.Describe(), " on ", provider->name()));
+    NodeInfo info{&n, st.opset, {}};
+    for (const std::string& o : n.outputs) info.output_infos.push_back(FindValueInfo(graph_, o));
+    auto kernel = def.value()->create(info);
+    if (!kernel.ok()) return kernel.status().WithContext(n.Describe());
+    st.kernel = std::move(kernel).value();
+  }
+  ONT_RETURN_IF_ERROR(st.kernel->Prepare(st.ctx).WithContext(n.Describe()));
+  // 3. Outputs and scratch: planned arena offsets when the plan fits, else fresh allocations.
+  ONT_RETURN_IF_ERROR(PlaceOutputs(&st, arenas, sizes));
   Tensor scratch;  // alive until Compute returns
   if (size_t bytes = st.ctx.scratch_bytes(); bytes > 0) {
     ONT_ASSIGN_OR_RETURN(scratch, Place(st.slot_base + st.plan.outputs.size(), st.plan.provider, bytes,

@@ -70,6 +70,7 @@ class Executor {
   Status Bind(const NamedValues& feeds);
   Status MakeConstants(const Graph& g);
   Status RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes);
+  Status PlaceOutputs(Step* step, MemoryArenas* arenas, std::vector<size_t>* sizes);
   Status RunCopy(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes);
   StatusOr<Tensor> Place(size_t slot, int provider, size_t bytes, DType dtype, Shape shape, MemoryArenas* arenas,
                          std::vector<size_t>* sizes);

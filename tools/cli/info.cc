@@ -189,6 +189,114 @@ std::map<std::string, int64_t> StateBytes(const CheckpointState& state, const Se
   return bytes;
 }
 
+// Everything `info` prints: the folder's models and state, where the state goes, and each graph's plan.
+struct InfoPlan {
+  Model train;
+  std::optional<Model> eval, optim;
+  CheckpointState state;
+  SessionPlan session;
+  std::optional<OptimizerModelInfo> optimizer;
+  std::vector<std::pair<const Model*, GraphReport>> reports;  // training, eval, optimizer
+  std::string why_unknown;                                    // why some copy sizes are unknown
+  std::map<std::string, int64_t> state_bytes;                 // by device
+};
+
+Status MakeInfoPlan(const std::string& dir, const std::vector<IExecutionProvider*>& list, int64_t batch, InfoPlan* p) {
+  // 1. The folder's models (Constant nodes folded, as the executor does) and checkpoint.
+  ONT_ASSIGN_OR_RETURN(p->train, LoadModel(dir + "/training_model.onnx"));
+  if (FileExists(dir + "/eval_model.onnx")) {
+    ONT_ASSIGN_OR_RETURN(p->eval, LoadModel(dir + "/eval_model.onnx"));
+  }
+  if (FileExists(dir + "/optimizer_model.onnx")) {
+    ONT_ASSIGN_OR_RETURN(p->optim, LoadModel(dir + "/optimizer_model.onnx"));
+  }
+  ONT_ASSIGN_OR_RETURN(p->state, LoadCheckpoint(dir + "/checkpoint"));
+  for (Model* m : {&p->train, p->eval ? &*p->eval : nullptr, p->optim ? &*p->optim : nullptr}) {
+    if (m) FoldConstantNodes(&m->graph);
+  }
+  // 2. Where the state goes, and each graph's plan for it.
+  const Model* eval = p->eval ? &*p->eval : nullptr;
+  const Model* optim = p->optim ? &*p->optim : nullptr;
+  ONT_ASSIGN_OR_RETURN(p->session, PlanSession(p->train, eval, optim, p->state, list));
+  const SessionPlan& plan = p->session;
+  std::map<std::string, int64_t> bytes = MeasureValueBytes(p->train, p->state, batch, &p->why_unknown);
+  ONT_ASSIGN_OR_RETURN(GraphReport tr, PlanGraph("training", p->train, list, plan.devices, bytes));
+  p->reports.push_back({&p->train, std::move(tr)});
+  if (eval) {
+    bytes = MeasureValueBytes(*eval, p->state, batch, &p->why_unknown);
+    ONT_ASSIGN_OR_RETURN(GraphReport er, PlanGraph("eval", *eval, list, plan.devices, bytes));
+    p->reports.push_back({eval, std::move(er)});
+  }
+  if (optim) {
+    ONT_ASSIGN_OR_RETURN(p->optimizer, ReadOptimizerModel(*optim));
+    OptimizerOptions oo{list, plan.trainable.empty() ? Device() : plan.devices.at(plan.trainable[0]),
+                        plan.gradients_device, plan.moments_device};
+    int64_t seq = 0;  // every sequence input holds one tensor per trainable parameter
+    for (const std::string& t : plan.trainable) seq += static_cast<int64_t>(p->state.parameters.at(t).data.SizeInBytes());
+    bytes = {{"params", seq}, {"gradients", seq}, {"first_order_moments", seq}, {"second_order_moments", seq}};
+    ONT_ASSIGN_OR_RETURN(GraphReport orp, PlanGraph("optimizer", *optim, list, OptimizerInputDevices(oo), bytes));
+    p->reports.push_back({optim, std::move(orp)});
+  }
+  bool adamw = p->optimizer && p->optimizer->kind == OptimizerKind::kAdamW;
+  p->state_bytes = StateBytes(p->state, plan, adamw, optim != nullptr);
+  return Status::OK();
+}
+
+void PrintJson(const InfoPlan& p, const std::vector<IExecutionProvider*>& list, int64_t batch) {
+  std::string s = "{\"providers\": [";
+  for (size_t i = 0; i < list.size(); ++i) s += (i ? ", " : "") + Json(list[i]->name());
+  s += "]";
+  for (const char* key : {"training", "eval", "optimizer"}) {
+    s += StrCat(", ", Json(key), ": ");
+    auto it = std::find_if(p.reports.begin(), p.reports.end(),
+                           [&](const auto& r) { return std::string(r.second.key) == key; });
+    s += it == p.reports.end() ? "null" : JsonGraph(it->second, *it->first, list);
+  }
+  s += StrCat(", \"batch_size\": ", batch, ", \"state_bytes\": {");
+  bool first = true;
+  for (const auto& [dev, b] : p.state_bytes) s += StrCat(first ? "" : ", ", Json(dev), ": ", b), first = false;
+  std::printf("%s}}\n", s.c_str());
+}
+
+void PrintSummary(const InfoPlan& p, const std::vector<IExecutionProvider*>& list, int64_t batch) {
+  int64_t trainable = 0, frozen = 0, total = 0;
+  for (const auto& [name, param] : p.state.parameters) {
+    total += static_cast<int64_t>(param.data.SizeInBytes());
+    (param.requires_grad ? trainable : frozen) += param.data.NumElements();
+  }
+  std::printf("parameters: %lld trainable, %lld frozen, %lld bytes\n", static_cast<long long>(trainable),
+              static_cast<long long>(frozen), static_cast<long long>(total));
+  auto names = [&](const char* what, const std::vector<std::string>& v) {
+    std::printf("%s:", what);
+    for (const std::string& n : v) {
+      const ValueInfo* info = p.train.graph.FindInput(n);
+      if (!info) info = p.train.graph.FindOutput(n);
+      std::printf(" %s%s", n.c_str(), info ? (" " + info->TypeString()).c_str() : "");
+    }
+    std::printf("\n");
+  };
+  names("training inputs", p.session.user_inputs);
+  names("training outputs", p.session.user_outputs);
+  std::map<std::string, int> ops;
+  for (const Node& n : p.train.graph.nodes) ops[(n.domain.empty() ? "" : n.domain + "::") + n.op_type]++;
+  std::printf("training graph ops:");
+  for (const auto& [op, count] : ops) std::printf(" %s x%d", op.c_str(), count);
+  std::printf("\n");
+  if (p.optimizer) {
+    auto g = p.state.optimizer_groups.find("group0");
+    std::printf("optimizer: %s, step %lld\n", p.optimizer->kind == OptimizerKind::kAdamW ? "AdamW" : "SGD",
+                static_cast<long long>(g == p.state.optimizer_groups.end() ? 0 : g->second.step));
+  }
+  std::printf("providers:");
+  for (const IExecutionProvider* pr : list) std::printf(" %s", pr->name().c_str());
+  std::printf("\ncopy sizes at batch size %lld%s\n", static_cast<long long>(batch),
+              p.why_unknown.empty() ? "" : (" (some unknown: " + p.why_unknown + ")").c_str());
+  for (const auto& [m, r] : p.reports) PrintText(r, *m, list);
+  std::printf("state:");
+  for (const auto& [dev, b] : p.state_bytes) std::printf(" %s %s", dev.c_str(), Bytes(static_cast<double>(b)).c_str());
+  std::printf("\n");
+}
+
 }  // namespace
 
 Status Info(const std::vector<std::string>& args) {
@@ -197,99 +305,11 @@ Status Info(const std::vector<std::string>& args) {
   if (batch <= 0) return InvalidArgument("--batch-size must be > 0");
   std::string dir = f.Get("artifacts");
   if (dir.empty()) return InvalidArgument("name the artifacts folder with --artifacts DIR");
-  // 1. The folder's models and checkpoint, and the providers' kernel lists.
   ONT_ASSIGN_OR_RETURN(ProviderList providers, CreateProviders(f.Get("provider", "cpu"), 1).WithContext("--provider"));
-  const std::vector<IExecutionProvider*>& list = providers.ordered;
-  ONT_ASSIGN_OR_RETURN(Model train, LoadModel(dir + "/training_model.onnx"));
-  std::optional<Model> eval, optim;
-  if (FileExists(dir + "/eval_model.onnx")) {
-    ONT_ASSIGN_OR_RETURN(eval, LoadModel(dir + "/eval_model.onnx"));
-  }
-  if (FileExists(dir + "/optimizer_model.onnx")) {
-    ONT_ASSIGN_OR_RETURN(optim, LoadModel(dir + "/optimizer_model.onnx"));
-  }
-  ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(dir + "/checkpoint"));
-  // Constant nodes become initializers, as the executor makes them.
-  FoldConstantNodes(&train.graph);
-  if (eval) FoldConstantNodes(&eval->graph);
-  if (optim) FoldConstantNodes(&optim->graph);
-  // 2. Where the state goes, and each graph's plan for it.
-  ONT_ASSIGN_OR_RETURN(SessionPlan plan, PlanSession(train, eval ? &*eval : nullptr, optim ? &*optim : nullptr, state, list));
-  std::vector<std::pair<const Model*, GraphReport>> reports;
-  std::string why_unknown;  // why copy sizes could not be measured
-  std::map<std::string, int64_t> bytes = MeasureValueBytes(train, state, batch, &why_unknown);
-  ONT_ASSIGN_OR_RETURN(GraphReport tr, PlanGraph("training", train, list, plan.devices, bytes));
-  reports.push_back({&train, std::move(tr)});
-  if (eval) {
-    bytes = MeasureValueBytes(*eval, state, batch, &why_unknown);
-    ONT_ASSIGN_OR_RETURN(GraphReport er, PlanGraph("eval", *eval, list, plan.devices, bytes));
-    reports.push_back({&*eval, std::move(er)});
-  }
-  std::optional<OptimizerModelInfo> oinfo;
-  if (optim) {
-    ONT_ASSIGN_OR_RETURN(oinfo, ReadOptimizerModel(*optim));
-    OptimizerOptions oo{list, plan.trainable.empty() ? Device() : plan.devices.at(plan.trainable[0]),
-                        plan.gradients_device, plan.moments_device};
-    int64_t seq = 0;  // every sequence input holds one tensor per trainable parameter
-    for (const std::string& p : plan.trainable) seq += static_cast<int64_t>(state.parameters.at(p).data.SizeInBytes());
-    bytes = {{"params", seq}, {"gradients", seq}, {"first_order_moments", seq}, {"second_order_moments", seq}};
-    ONT_ASSIGN_OR_RETURN(GraphReport orp, PlanGraph("optimizer", *optim, list, OptimizerInputDevices(oo), bytes));
-    reports.push_back({&*optim, std::move(orp)});
-  }
-  bool adamw = oinfo && oinfo->kind == OptimizerKind::kAdamW;
-  std::map<std::string, int64_t> state_bytes = StateBytes(state, plan, adamw, optim.has_value());
-  // 3. Out, as text or JSON.
-  if (f.Has("json")) {
-    std::string s = "{\"providers\": [";
-    for (size_t i = 0; i < list.size(); ++i) s += (i ? ", " : "") + Json(list[i]->name());
-    s += "]";
-    for (const char* key : {"training", "eval", "optimizer"}) {
-      s += StrCat(", ", Json(key), ": ");
-      auto it = std::find_if(reports.begin(), reports.end(), [&](const auto& r) { return std::string(r.second.key) == key; });
-      s += it == reports.end() ? "null" : JsonGraph(it->second, *it->first, list);
-    }
-    s += StrCat(", \"batch_size\": ", batch, ", \"state_bytes\": {");
-    bool first = true;
-    for (const auto& [dev, b] : state_bytes) s += StrCat(first ? "" : ", ", Json(dev), ": ", b), first = false;
-    std::printf("%s}}\n", s.c_str());
-    return Status::OK();
-  }
-  int64_t trainable = 0, frozen = 0, total = 0;
-  for (const auto& [name, p] : state.parameters) {
-    total += static_cast<int64_t>(p.data.SizeInBytes());
-    (p.requires_grad ? trainable : frozen) += p.data.NumElements();
-  }
-  std::printf("parameters: %lld trainable, %lld frozen, %lld bytes\n", static_cast<long long>(trainable),
-              static_cast<long long>(frozen), static_cast<long long>(total));
-  auto names = [&](const char* what, const std::vector<std::string>& v, const Model& m) {
-    std::printf("%s:", what);
-    for (const std::string& n : v) {
-      const ValueInfo* info = m.graph.FindInput(n);
-      if (!info) info = m.graph.FindOutput(n);
-      std::printf(" %s%s", n.c_str(), info ? (" " + info->TypeString()).c_str() : "");
-    }
-    std::printf("\n");
-  };
-  names("training inputs", plan.user_inputs, train);
-  names("training outputs", plan.user_outputs, train);
-  std::map<std::string, int> ops;
-  for (const Node& n : train.graph.nodes) ops[(n.domain.empty() ? "" : n.domain + "::") + n.op_type]++;
-  std::printf("training graph ops:");
-  for (const auto& [op, count] : ops) std::printf(" %s x%d", op.c_str(), count);
-  std::printf("\n");
-  if (oinfo) {
-    std::printf("optimizer: %s, step %lld\n", adamw ? "AdamW" : "SGD",
-                static_cast<long long>(state.optimizer_groups.count("group0") ? state.optimizer_groups.at("group0").step : 0));
-  }
-  std::printf("providers:");
-  for (const IExecutionProvider* p : list) std::printf(" %s", p->name().c_str());
-  std::printf("\n");
-  std::printf("copy sizes at batch size %lld%s\n", static_cast<long long>(batch),
-              why_unknown.empty() ? "" : (" (some unknown: " + why_unknown + ")").c_str());
-  for (const auto& [m, r] : reports) PrintText(r, *m, list);
-  std::printf("state:");
-  for (const auto& [dev, b] : state_bytes) std::printf(" %s %s", dev.c_str(), Bytes(static_cast<double>(b)).c_str());
-  std::printf("\n");
+  InfoPlan plan;
+  ONT_RETURN_IF_ERROR(MakeInfoPlan(dir, providers.ordered, batch, &plan));
+  if (f.Has("json")) PrintJson(plan, providers.ordered, batch);
+  else PrintSummary(plan, providers.ordered, batch);
   return Status::OK();
 }
 
