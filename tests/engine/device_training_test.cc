@@ -2,14 +2,15 @@
 // graphs between SIM (a subset of the CPU kernels, in page-protected memory, with queued copies back to the
 // host) and the CPU; the session keeps the parameters, gradient buffers and moments on SIM. The results must
 // be bit for bit those of the CPU provider alone: every loss, the eval outputs after training, the final
-// parameters and the checkpoint saved while the state is on the device. Also asserted per set: where the
-// state lives (and that it comes back to the host when the session ends), one copy per value and
-// destination device, shape values that never leave the host, and no allocation on either device in
-// steady-state steps.
+// parameters (read, and written back from a host buffer), the exported inference model and the checkpoint
+// saved while the state is on the device. Also asserted per set: where the state lives (and that it comes
+// back to the host when the session ends), one copy per value and destination device, shape values that
+// never leave the host, and no allocation on either device in steady-state steps.
 #include <cstring>
 #include <set>
 
 #include "checkpoint/checkpoint_io.h"
+#include "core/file_io.h"
 #include "engine/training_session.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
@@ -26,6 +27,8 @@ struct Result {
   std::vector<uint32_t> losses;  // float bits
   std::vector<uint32_t> eval;
   std::vector<uint32_t> params;
+  std::vector<uint32_t> eval_after_load;  // eval outputs after CopyBufferToParameters of halved parameters
+  std::string exported;                   // ExportModelForInferencing's file
   std::string checkpoint;        // serialized while the session (and its state placement) is alive
   std::string checkpoint_after;  // serialized after the session ended
 };
@@ -136,6 +139,16 @@ void Train(const testing::ArtifactSet& set, bool on_sim, Result* r) {
     Tensor flat = Tensor::Allocate(DType::kFloat32, {static_cast<int64_t>(size.value())}, HostAllocator()).value();
     ASSERT_TRUE(s.CopyParametersToBuffer(&flat, false).ok());
     r->params = Bits(flat);
+    // Parameters written from a host buffer land where they live, and the next step sees them.
+    for (int64_t i = 0; i < flat.NumElements(); ++i) flat.data<float>()[i] *= 0.5f;
+    ASSERT_TRUE(s.CopyBufferToParameters(flat, false).ok());
+    ASSERT_TRUE(s.EvalStep(testing::MakeBatch(set, kSteps), &eval_out).ok());
+    r->eval_after_load = Bits(eval_out[0]);
+    std::string exported = ::testing::TempDir() + "/device_export_" + set.name + (on_sim ? "_sim" : "_cpu") + ".onnx";
+    ASSERT_TRUE(s.ExportModelForInferencing(exported, {s.eval_output_names()[0]}).ok());
+    auto bytes_of_export = ReadFileToString(exported);
+    ASSERT_TRUE(bytes_of_export.ok());
+    r->exported = bytes_of_export.value();
     auto bytes = SerializeCheckpoint(l.state);
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
     r->checkpoint = bytes.value();
@@ -160,6 +173,8 @@ TEST_P(DeviceTrainingTest, SimulatedDeviceMatchesCpuBitForBit) {
   EXPECT_EQ(sim.losses, cpu.losses);
   EXPECT_EQ(sim.eval, cpu.eval);
   EXPECT_EQ(sim.params, cpu.params);
+  EXPECT_EQ(sim.eval_after_load, cpu.eval_after_load);
+  EXPECT_TRUE(sim.exported == cpu.exported) << "inference model exported from the device differs";
   EXPECT_TRUE(sim.checkpoint == cpu.checkpoint) << "checkpoint saved from the device differs";
   EXPECT_TRUE(sim.checkpoint_after == cpu.checkpoint);
 }
