@@ -104,7 +104,9 @@ void Train(const testing::ArtifactSet& set, bool on_sim, Result* r) {
     if (on_sim) {
       // The state lives on the device, every trainable parameter, gradient buffer and moment.
       for (const auto& [name, p] : l.state.parameters) {
-        if (p.requires_grad) EXPECT_EQ(p.data.device(), d.sim->device()) << name;
+        if (p.requires_grad) {
+          EXPECT_EQ(p.data.device(), d.sim->device()) << name;
+        }
       }
       for (const auto& [name, ps] : l.state.optimizer_groups.at("group0").param_states) {
         for (const auto& [m, t] : ps.momentums) EXPECT_EQ(t.device(), d.sim->device()) << name << " " << m;
