@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -141,6 +142,14 @@ Status Train(const std::vector<std::string>& args) {
   std::printf("%s %s on %s: %lld examples, batch %lld, steps %lld..%lld\n", resume ? "resuming" : "training",
               dir.c_str(), data_spec.c_str(), static_cast<long long>(train_table.rows),
               static_cast<long long>(batch), static_cast<long long>(first + 1), static_cast<long long>(steps));
+  if (job.providers.ordered.size() > 1) {  // where the training graph runs (ontrain info --provider shows why)
+    const ExecutionPlan& plan = session->train_executor().plan();
+    std::map<int, int> nodes;
+    for (const NodePlacement& p : plan.partition.nodes) nodes[p.provider]++;
+    std::printf("training graph:");
+    for (const auto& [p, n] : nodes) std::printf(" %s %d nodes", job.providers.ordered[p]->name().c_str(), n);
+    std::printf(", %d copies per step\n", plan.num_copy_steps());
+  }
   g_stop = false;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
