@@ -32,8 +32,6 @@ class Value {
   TensorSequence* sequence() { return seq_.get(); }
   // The element dtype (a sequence's first item's; kUndefined for an empty sequence).
   DType dtype() const;
-  // Where the data lives (a sequence's first item's device; the host for an empty sequence).
-  Device device() const;
 
  private:
   Tensor tensor_;
@@ -43,11 +41,6 @@ class Value {
 inline DType Value::dtype() const {
   if (!seq_) return tensor_.dtype();
   return seq_->empty() ? DType::kUndefined : seq_->front().dtype();
-}
-
-inline Device Value::device() const {
-  if (!seq_) return tensor_.device();
-  return seq_->empty() ? Device() : seq_->front().device();
 }
 
 }  // namespace ontrain

@@ -61,8 +61,10 @@ struct GraphReport {
 // Bytes of every value of `m` in one run on the CPU provider alone, at batch size `batch`, with zero user
 // inputs and gradient buffers and the checkpoint's parameters: what the copies of a step at that batch move.
 // Empty (with `why`) when the model cannot run that way (other symbolic dims, inputs that must be data).
-std::map<std::string, int64_t> MeasureValueBytes(const Model& m, const CheckpointState& state, int64_t batch,
-                                                 std::string* why) {
+std::map<std::string, int64_t> MeasureValueBytes(const Model& m, const CheckpointState& state,
+                                                 const SessionPlan& plan, int64_t batch, std::string* why) {
+  std::map<std::string, std::string> buffer_of;  // gradient buffer input -> its parameter
+  for (const auto& [param, buffer] : plan.grad_buffer) buffer_of[buffer] = param;
   std::map<std::string, int64_t> bytes;
   auto cpu = CpuExecutionProvider::Create({1});
   if (!cpu.ok()) return bytes;
@@ -75,12 +77,12 @@ std::map<std::string, int64_t> MeasureValueBytes(const Model& m, const Checkpoin
   for (const std::string& name : ex.value()->required_inputs()) {
     const ValueInfo& v = *m.graph.FindInput(name);
     const Parameter* p = state.FindParameter(name);
-    std::string param = name.substr(0, name.find("_grad.accumulation.buffer"));
-    if (p == nullptr && name != param) p = state.FindParameter(param);
-    if (p != nullptr && name == param) {
+    if (p != nullptr) {
       feeds.push_back({name, p->data});
       continue;
     }
+    auto buffer = buffer_of.find(name);
+    if (buffer != buffer_of.end()) p = state.FindParameter(buffer->second);  // zeros shaped like it
     Shape shape;
     if (p != nullptr) shape = p->data.shape();
     for (size_t d = 0; p == nullptr && d < v.dims.size(); ++d) {
@@ -107,10 +109,10 @@ std::map<std::string, int64_t> MeasureValueBytes(const Model& m, const Checkpoin
     *why = s.message();
     return bytes;
   }
-  const ExecutionPlan& plan = ex.value()->plan();
+  const ExecutionPlan& run = ex.value()->plan();
   const std::vector<size_t>& sizes = ex.value()->last_value_bytes();
   for (size_t v = 0; v < sizes.size(); ++v) {
-    if (sizes[v] > 0) bytes[plan.values[v].name] = static_cast<int64_t>(sizes[v]);
+    if (sizes[v] > 0) bytes[run.values[v].name] = static_cast<int64_t>(sizes[v]);
   }
   for (const auto& [name, value] : feeds) {
     if (!value.is_sequence()) bytes[name] = static_cast<int64_t>(value.tensor().SizeInBytes());
@@ -219,11 +221,11 @@ Status MakeInfoPlan(const std::string& dir, const std::vector<IExecutionProvider
   const Model* optim = p->optim ? &*p->optim : nullptr;
   ONT_ASSIGN_OR_RETURN(p->session, PlanSession(p->train, eval, optim, p->state, list));
   const SessionPlan& plan = p->session;
-  std::map<std::string, int64_t> bytes = MeasureValueBytes(p->train, p->state, batch, &p->why_unknown);
+  std::map<std::string, int64_t> bytes = MeasureValueBytes(p->train, p->state, plan, batch, &p->why_unknown);
   ONT_ASSIGN_OR_RETURN(GraphReport tr, PlanGraph("training", p->train, list, plan.devices, bytes));
   p->reports.push_back({&p->train, std::move(tr)});
   if (eval) {
-    bytes = MeasureValueBytes(*eval, p->state, batch, &p->why_unknown);
+    bytes = MeasureValueBytes(*eval, p->state, plan, batch, &p->why_unknown);
     ONT_ASSIGN_OR_RETURN(GraphReport er, PlanGraph("eval", *eval, list, plan.devices, bytes));
     p->reports.push_back({eval, std::move(er)});
   }
