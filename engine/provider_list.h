@@ -1,6 +1,7 @@
 // Execution providers by name, for the CLI, the C API and the other bindings: "cpu", "sim" (the simulated
-// device of providers/sim, for checking placement without a GPU) and "cuda" (not in this build yet: asking
-// for it says so). A list is in priority order and ends with "cpu", the fallback for every node; "cpu" is
+// device of providers/sim, for checking placement without a GPU) and "cuda" or "cuda:N" (device N, from
+// libontrain_cuda.so, loaded on first use: see providers/provider_library.h; ONTRAIN_CUDA_PROVIDER names
+// its path). A list is in priority order and ends with "cpu", the fallback for every node; "cpu" is
 // appended when missing.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include "core/status.h"
 #include "providers/execution_provider.h"
+#include "providers/provider_library.h"
 
 namespace ontrain {
 
@@ -18,10 +20,24 @@ struct ProviderList {
   std::vector<IExecutionProvider*> ordered;  // priority order, the CPU provider last
 };
 
-// `names`: e.g. {"sim", "cpu"}; `threads`: intra-op threads per provider (0: one per core).
+struct ProviderListOptions {
+  int threads = 0;  // intra-op threads per provider (0: one per core)
+  // Device providers only plan (PlanOnlyProvider): placement reports on machines without the device.
+  bool plan_only = false;
+  // Device providers: fixed algorithms, no atomics (bit-identical reruns), and CUDA graph replay.
+  bool deterministic = true;
+  bool graph_capture = true;
+};
+
+// `names`: e.g. {"sim", "cpu"}.
+StatusOr<ProviderList> CreateProviders(const std::vector<std::string>& names, const ProviderListOptions& options);
 StatusOr<ProviderList> CreateProviders(const std::vector<std::string>& names, int threads);
 // A comma-separated list ("cuda,cpu").
+StatusOr<ProviderList> CreateProviders(const std::string& list, const ProviderListOptions& options);
 StatusOr<ProviderList> CreateProviders(const std::string& list, int threads);
+
+// The CUDA provider library's kernel list and build description, or why it cannot be loaded.
+StatusOr<const ProviderLibraryApi*> LoadCudaProviderLibrary();
 
 // The names CreateProviders accepts, for help texts.
 const char* ProviderNamesHelp();

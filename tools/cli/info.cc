@@ -120,6 +120,15 @@ std::map<std::string, int64_t> MeasureValueBytes(const Model& m, const Checkpoin
   return bytes;
 }
 
+// Device providers only plan here: the report needs their kernel lists, not their devices, so it works on
+// machines without them.
+ProviderListOptions InfoProviderOptions() {
+  ProviderListOptions o;
+  o.threads = 1;
+  o.plan_only = true;
+  return o;
+}
+
 StatusOr<GraphReport> PlanGraph(const char* key, const Model& m, const std::vector<IExecutionProvider*>& providers,
                                 const std::map<std::string, Device>& input_devices,
                                 const std::map<std::string, int64_t>& bytes) {
@@ -307,7 +316,7 @@ Status Info(const std::vector<std::string>& args) {
   if (batch <= 0) return InvalidArgument("--batch-size must be > 0");
   std::string dir = f.Get("artifacts");
   if (dir.empty()) return InvalidArgument("name the artifacts folder with --artifacts DIR");
-  ONT_ASSIGN_OR_RETURN(ProviderList providers, CreateProviders(f.Get("provider", "cpu"), 1).WithContext("--provider"));
+  ONT_ASSIGN_OR_RETURN(ProviderList providers, CreateProviders(f.Get("provider", "cpu"), InfoProviderOptions()).WithContext("--provider"));
   InfoPlan plan;
   ONT_RETURN_IF_ERROR(MakeInfoPlan(dir, providers.ordered, batch, &plan));
   if (f.Has("json")) PrintJson(plan, providers.ordered, batch);

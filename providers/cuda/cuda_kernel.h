@@ -1,0 +1,55 @@
+// What a CUDA kernel needs to run: the provider's stream, library handles and allocator (CudaResources),
+// and the CudaKernel base class, whose ComputeCuda the CUDA provider calls in place of OpKernel::Compute.
+// Kernels queue work on the stream and return; nothing waits for the device.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "providers/cuda/cuda_allocator.h"
+#include "providers/cuda/cuda_check.h"
+#include "providers/cuda/kernels/launch.h"
+#include "providers/kernel.h"
+
+namespace ontrain {
+namespace cuda {
+
+struct CudaResources {
+  int device_index = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  bool deterministic = true;
+  CudaAllocator* allocator = nullptr;  // device buffers a kernel keeps between runs (workspaces, tables)
+};
+
+class CudaKernel : public OpKernel {
+ public:
+  Status Compute(KernelContext&) final {
+    return Internal("a CUDA kernel runs only through the CUDA provider");
+  }
+  virtual Status ComputeCuda(const CudaResources& cuda, KernelContext& ctx) = 0;
+};
+
+// A device buffer a kernel keeps: grown (never shrunk) through the provider's caching allocator.
+class DeviceBuffer {
+ public:
+  StatusOr<void*> Get(size_t bytes, CudaAllocator* allocator);
+
+ private:
+  Tensor t_;
+};
+
+// The broadcast iteration space of `out` over up to three operand shapes (operand k reads shapes[k] with
+// numpy broadcasting; an empty shape list entry means "contiguous in `out`"). Fails past kMaxDims dims.
+StatusOr<StridedSpace> BroadcastSpace(const Shape& out, const std::vector<Shape>& operands);
+
+// Element-count checks the launchers rely on (int64 sizes, at most 2^31 blocks).
+Status CheckLaunchable(const Tensor& t, const char* what);
+
+}  // namespace cuda
+}  // namespace ontrain

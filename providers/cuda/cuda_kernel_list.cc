@@ -1,0 +1,111 @@
+// The CUDA provider's kernel list: every (domain, op, opset range, dtypes) the CUDA provider runs, one row
+// each, sorted by domain and op. Ranges and input roles follow the CPU rows of the same ops
+// (providers/cpu/cpu_kernel_list.cc); dtypes are those the device code implements. A node whose op or
+// dtype is not here runs on the CPU, with copies at the boundary.
+#include "providers/cuda/cuda_provider.h"
+#include "providers/cuda/kernels/cuda_kernels.h"
+
+namespace ontrain {
+namespace cuda {
+
+namespace {
+using D = DType;
+const std::vector<D> kF32 = {D::kFloat32};
+const std::vector<D> kF32F64 = {D::kFloat32, D::kFloat64};
+const std::vector<D> kArith = {D::kFloat32, D::kFloat64, D::kInt32, D::kInt64};
+const std::vector<D> kCompared = {D::kFloat32, D::kInt64};
+const std::vector<D> kCastable = {D::kFloat32, D::kFloat64, D::kInt32, D::kInt64, D::kBool};
+const std::vector<D> kAll = {D::kFloat32, D::kFloat64, D::kFloat16, D::kBFloat16, D::kInt8,   D::kInt16,  D::kInt32,
+                             D::kInt64,   D::kUInt8,   D::kUInt16,  D::kUInt32,    D::kUInt64, D::kBool};
+constexpr int kLatest = 21;  // as in the CPU list
+const char* kOnnx = "";
+const char* kMs = "com.microsoft";
+}  // namespace
+
+std::vector<KernelDef> CudaKernelList() {
+  return {
+      // domain, op, since, until, dtypes of input 0 (unless noted), factory[, type input, input roles]
+      {kOnnx, "Abs", 6, kLatest, kF32F64, kAbs},
+      {kOnnx, "Add", 7, kLatest, kArith, kAdd},
+      {kOnnx, "Cast", 6, kLatest, kCastable, kCast},
+      {kOnnx, "Ceil", 6, kLatest, kF32F64, kCeil},
+      {kOnnx, "Concat", 4, kLatest, kAll, kConcat},
+      {kOnnx, "Cos", 7, kLatest, kF32F64, kCos},
+      {kOnnx, "Div", 7, kLatest, kArith, kDiv},
+      {kOnnx, "Equal", 11, kLatest, kCompared, kEqual},
+      {kOnnx, "Erf", 9, kLatest, kF32F64, kErf},
+      {kOnnx, "Exp", 6, kLatest, kF32F64, kExp},
+      {kOnnx, "Expand", 8, kLatest, kAll, kExpand, 0, Host({1})},
+      {kOnnx, "Flatten", 1, kLatest, kAll, kFlatten},
+      {kOnnx, "Floor", 6, kLatest, kF32F64, kFloor},
+      {kOnnx, "Gather", 1, kLatest, kAll, kGather},
+      {kOnnx, "Gelu", 20, kLatest, kF32F64, kGelu},
+      {kOnnx, "Gemm", 7, kLatest, kF32F64, kGemm},
+      {kOnnx, "Greater", 9, kLatest, kCompared, kGreater},
+      {kOnnx, "GreaterOrEqual", 12, kLatest, kCompared, kGreaterOrEqual},
+      {kOnnx, "Identity", 1, kLatest, kAll, kIdentity},
+      {kOnnx, "LayerNormalization", 17, kLatest, kF32, kLayerNormalization},
+      {kOnnx, "LeakyRelu", 6, kLatest, kF32F64, kLeakyRelu},
+      {kOnnx, "Less", 9, kLatest, kCompared, kLess},
+      {kOnnx, "LessOrEqual", 12, kLatest, kCompared, kLessOrEqual},
+      {kOnnx, "Log", 6, kLatest, kF32F64, kLog},
+      {kOnnx, "LogSoftmax", 1, kLatest, kF32, kLogSoftmax},
+      {kOnnx, "MatMul", 1, kLatest, kF32F64, kMatMul},
+      {kOnnx, "Mul", 7, kLatest, kArith, kMul},
+      {kOnnx, "Neg", 6, kLatest, kF32F64, kNeg},
+      {kOnnx, "Reciprocal", 6, kLatest, kF32F64, kReciprocal},
+      {kOnnx, "ReduceL1", 1, kLatest, kF32, kReduceL1, 0, Host({1})},
+      {kOnnx, "ReduceL2", 1, kLatest, kF32, kReduceL2, 0, Host({1})},
+      {kOnnx, "ReduceLogSumExp", 1, kLatest, kF32, kReduceLogSumExp, 0, Host({1})},
+      {kOnnx, "ReduceMax", 1, kLatest, kF32, kReduceMax, 0, Host({1})},
+      {kOnnx, "ReduceMean", 1, kLatest, kF32, kReduceMean, 0, Host({1})},
+      {kOnnx, "ReduceMin", 1, kLatest, kF32, kReduceMin, 0, Host({1})},
+      {kOnnx, "ReduceSum", 1, kLatest, kF32, kReduceSum, 0, Host({1})},
+      {kOnnx, "ReduceSumSquare", 1, kLatest, kF32, kReduceSumSquare, 0, Host({1})},
+      {kOnnx, "Relu", 6, kLatest, kF32F64, kRelu},
+      {kOnnx, "Reshape", 5, kLatest, kAll, kReshape, 0, Host({1})},
+      {kOnnx, "Sigmoid", 6, kLatest, kF32F64, kSigmoid},
+      {kOnnx, "Sin", 7, kLatest, kF32F64, kSin},
+      {kOnnx, "Softmax", 1, kLatest, kF32, kSoftmax},
+      {kOnnx, "SoftmaxCrossEntropyLoss", 12, kLatest, kF32, kSoftmaxCrossEntropyLoss},
+      {kOnnx, "Softplus", 1, kLatest, kF32F64, kSoftplus},
+      {kOnnx, "Split", 2, 17, kAll, kSplit, 0, Host({1})},
+      {kOnnx, "Sqrt", 6, kLatest, kF32F64, kSqrt},
+      {kOnnx, "Squeeze", 1, kLatest, kAll, kSqueeze, 0, Host({1})},
+      {kOnnx, "Sub", 7, kLatest, kArith, kSub},
+      {kOnnx, "Tanh", 6, kLatest, kF32F64, kTanh},
+      {kOnnx, "Tile", 6, kLatest, kAll, kTile, 0, Host({1})},
+      {kOnnx, "Transpose", 1, kLatest, kAll, kTranspose},
+      {kOnnx, "Unsqueeze", 1, kLatest, kAll, kUnsqueeze, 0, Host({1})},
+      {kOnnx, "Where", 9, kLatest, kAll, kWhere, 1},
+      // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them
+      {kMs, "AdamWOptimizer", 1, 1, kF32, kAdamWOptimizer, 2, Host({0, 1, 6}) | InPlace({2, 4, 5})},
+      {kMs, "FastGelu", 1, 1, kF32, kMsFastGelu},
+      {kMs, "FastGeluGrad", 1, 1, kF32, kFastGeluGrad},
+      {kMs, "FusedMatMul", 1, 1, kF32F64, kFusedMatMul},
+      {kMs, "GatherGrad", 1, 1, kF32, kGatherGrad, 2, Host({0})},
+      {kMs, "Gelu", 1, 1, kF32, kMsGelu},
+      {kMs, "GeluGrad", 1, 1, kF32, kGeluGrad},
+      {kMs, "InPlaceAccumulatorV2", 1, 1, kF32, kInPlaceAccumulatorV2, 0, InPlace({0}) | Host({2})},
+      {kMs, "InplaceClipGradNorm", 1, 1, kF32, kInplaceClipGradNorm, 0, InPlace({0})},
+      {kMs, "LayerNormalization", 1, 1, kF32, kLayerNormalization},
+      {kMs, "LayerNormalizationGrad", 1, 1, kF32, kLayerNormalizationGrad},
+      {kMs, "LeakyReluGrad", 1, 1, kF32, kLeakyReluGrad},
+      {kMs, "LogSoftmaxGrad", 1, 1, kF32, kLogSoftmaxGrad},
+      {kMs, "LogSoftmaxGrad_13", 1, 1, kF32, kLogSoftmaxGrad13},
+      {kMs, "ReduceSumTraining", 1, 1, kF32, kReduceSumTraining, 0, Host({1})},
+      {kMs, "ReluGrad", 1, 1, kF32, kReluGrad},
+      {kMs, "SGDOptimizerV2", 1, 1, kF32, kSGDOptimizerV2, 1, Host({0, 3}) | InPlace({1})},
+      {kMs, "Scale", 1, 1, kF32, kScale, 0, Host({1})},
+      {kMs, "SigmoidGrad", 1, 1, kF32, kSigmoidGrad},
+      {kMs, "SoftmaxCrossEntropyLossGrad", 1, 1, kF32, kSoftmaxCrossEntropyLossGrad},
+      {kMs, "SoftmaxCrossEntropyLossInternal", 1, 1, kF32, kSoftmaxCrossEntropyLossInternal, 0, Host({3})},
+      {kMs, "SoftmaxCrossEntropyLossInternalGrad", 1, 1, kF32, kSoftmaxCrossEntropyLossInternalGrad, 0, Host({4})},
+      {kMs, "SoftmaxGrad", 1, 1, kF32, kSoftmaxGrad},
+      {kMs, "SoftmaxGrad_13", 1, 1, kF32, kSoftmaxGrad13},
+      {kMs, "TanhGrad", 1, 1, kF32, kTanhGrad},
+  };
+}
+
+}  // namespace cuda
+}  // namespace ontrain

@@ -1,0 +1,104 @@
+// The CUDA provider: device selection, stream and library handles, copies, kernel runs.
+#include "providers/cuda/cuda_provider.h"
+
+namespace ontrain {
+namespace cuda {
+
+Status CountDevices(int* count) {
+  *count = 0;
+  cudaError_t e = cudaGetDeviceCount(count);
+  if (e == cudaSuccess && *count > 0) return Status::OK();
+  cudaGetLastError();
+  if (e == cudaErrorInsufficientDriver) {
+    return FailedPrecondition("no usable NVIDIA driver on this machine (cudaGetDeviceCount: ", cudaGetErrorName(e),
+                              ": ", cudaGetErrorString(e), "); the CUDA provider needs a driver for CUDA 13 or newer");
+  }
+  if (e == cudaErrorNoDevice || (e == cudaSuccess && *count == 0)) {
+    return FailedPrecondition("the NVIDIA driver reports no CUDA device on this machine (cudaGetDeviceCount: ",
+                              cudaGetErrorName(e), ")");
+  }
+  return FailedPrecondition("CUDA is not usable on this machine (cudaGetDeviceCount: ", cudaGetErrorName(e), ": ",
+                            cudaGetErrorString(e), ")");
+}
+
+CudaExecutionProvider::CudaExecutionProvider(KernelRegistry registry, std::shared_ptr<CudaAllocator> allocator)
+    : registry_(std::move(registry)), allocator_(std::move(allocator)) {}
+
+StatusOr<std::unique_ptr<CudaExecutionProvider>> CudaExecutionProvider::Create(const DeviceProviderOptions& options) {
+  int count = 0;
+  ONT_RETURN_IF_ERROR(CountDevices(&count));
+  if (options.device_index < 0 || options.device_index >= count) {
+    return InvalidArgument("CUDA device ", options.device_index, " does not exist; this machine has ", count,
+                           " device", count == 1 ? "" : "s", " (0..", count - 1, ")");
+  }
+  ONT_ASSIGN_OR_RETURN(KernelRegistry registry, KernelRegistry::Create(CudaKernelList()));
+  std::unique_ptr<CudaExecutionProvider> p(
+      new CudaExecutionProvider(std::move(registry), std::make_shared<CudaAllocator>(options.device_index)));
+  ONT_RETURN_IF_ERROR(p->Init(options).WithContext(StrCat("CUDA device ", options.device_index)));
+  return p;
+}
+
+Status CudaExecutionProvider::Init(const DeviceProviderOptions& options) {
+  CudaResources& r = resources_;
+  r.device_index = options.device_index;
+  r.deterministic = options.deterministic;
+  r.allocator = allocator_.get();
+  ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(r.device_index));
+  ONT_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+  ONT_CUBLAS_RETURN_IF_ERROR(cublasCreate(&r.cublas));
+  ONT_CUBLAS_RETURN_IF_ERROR(cublasSetStream(r.cublas, r.stream));
+  // No TF32 and no reduced-precision reductions: float32 results stay comparable with the CPU provider's.
+  ONT_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(r.cublas, r.deterministic ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
+  ONT_CUDNN_RETURN_IF_ERROR(cudnnCreate(&r.cudnn));
+  ONT_CUDNN_RETURN_IF_ERROR(cudnnSetStream(r.cudnn, r.stream));
+  return Status::OK();
+}
+
+CudaExecutionProvider::~CudaExecutionProvider() {
+  CudaResources& r = resources_;
+  if (r.stream != nullptr) {
+    cudaSetDevice(r.device_index);
+    cudaStreamSynchronize(r.stream);
+  }
+  if (r.cudnn != nullptr) cudnnDestroy(r.cudnn);
+  if (r.cublas != nullptr) cublasDestroy(r.cublas);
+  if (r.stream != nullptr) cudaStreamDestroy(r.stream);
+}
+
+Status CudaExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {
+  ONT_RETURN_IF_ERROR(CheckCopyCompatible(src, *dst));
+  Device me = device();
+  bool src_here = src.device() == me, dst_here = dst->device() == me;
+  if ((!src_here && !src.device().is_host()) || (!dst_here && !dst->device().is_host())) {
+    return InvalidArgument("the CUDA provider copies between the host and ", me.ToString(), "; got ",
+                           src.device().ToString(), " -> ", dst->device().ToString());
+  }
+  size_t bytes = src.SizeInBytes();
+  if (bytes == 0 || src.raw_data() == dst->raw_data()) return Status::OK();
+  cudaMemcpyKind kind = src_here ? (dst_here ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
+                                 : (dst_here ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
+  ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
+  // From pageable host memory the call returns once the source has been staged, so the caller may reuse
+  // it; into pageable host memory it returns when the copy is done.
+  ONT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->raw_data(), src.raw_data(), bytes, kind, resources_.stream));
+  return Status::OK();
+}
+
+Status CudaExecutionProvider::Run(OpKernel& kernel, KernelContext& ctx) {
+  auto* k = dynamic_cast<CudaKernel*>(&kernel);
+  if (k == nullptr) return Internal("the CUDA provider was given a kernel that is not a CUDA kernel");
+  ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
+  ONT_RETURN_IF_ERROR(k->ComputeCuda(resources_, ctx));
+  // A launch configuration error shows here; a fault inside a kernel shows at a later check.
+  ONT_CUDA_RETURN_IF_ERROR(cudaPeekAtLastError());
+  return Status::OK();
+}
+
+Status CudaExecutionProvider::Synchronize() {
+  ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
+  ONT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(resources_.stream));
+  return Status::OK();
+}
+
+}  // namespace cuda
+}  // namespace ontrain

@@ -1,0 +1,107 @@
+// Data movement on the device: the strided copy behind Transpose, Expand, Slice, Concat, Split and Tile,
+// fills, Gather and GatherGrad.
+#include <cstring>
+
+#include "providers/cuda/kernels/common.cuh"
+
+namespace ontrain {
+namespace cuda {
+namespace {
+
+template <typename E>
+__global__ void StridedCopyKernel(const E* src, E* dst, StridedSpace s, int64_t n) {
+  ONT_GRID_STRIDE_LOOP(i, n) dst[OffsetOf(s, 0, i)] = src[OffsetOf(s, 1, i)];
+}
+
+template <typename E>
+__global__ void FillKernel(E* dst, int64_t n, E value) {
+  ONT_GRID_STRIDE_LOOP(i, n) dst[i] = value;
+}
+
+template <typename E>
+__global__ void GatherKernel(const E* data, const void* indices, bool indices64, E* out, int64_t axis_len,
+                             int64_t inner, int64_t n, int64_t total, int* bad) {
+  ONT_GRID_STRIDE_LOOP(i, total) {
+    int64_t k = i % inner, j = (i / inner) % n, o = i / (inner * n);
+    int64_t idx = indices64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
+    if (idx < 0) idx += axis_len;
+    if (idx < 0 || idx >= axis_len) {
+      *bad = 1;
+      out[i] = E(0);
+    } else {
+      out[i] = data[(o * axis_len + idx) * inner + k];
+    }
+  }
+}
+
+// One thread per (outer, column): walks every index in order, so sums are deterministic.
+__global__ void GatherGradKernel(const float* dy, const void* indices, bool indices64, float* out, int64_t rows,
+                                 int64_t inner, int64_t n, int64_t outer) {
+  ONT_GRID_STRIDE_LOOP(t, outer * inner) {
+    int64_t o = t / inner, k = t % inner;
+    for (int64_t r = 0; r < rows; ++r) out[(o * rows + r) * inner + k] = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t idx = indices64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
+      if (idx < 0) idx += rows;
+      if (idx >= 0 && idx < rows) out[(o * rows + idx) * inner + k] += dy[(o * n + j) * inner + k];
+    }
+  }
+}
+
+template <typename E>
+cudaError_t LaunchGather(const void* data, const void* indices, bool i64, void* out, int64_t outer, int64_t axis_len,
+                         int64_t inner, int64_t n, int* bad, cudaStream_t stream) {
+  int64_t total = outer * n * inner;
+  GatherKernel<E><<<Blocks(total), kThreads, 0, stream>>>(static_cast<const E*>(data), indices, i64,
+                                                           static_cast<E*>(out), axis_len, inner, n, total, bad);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t StridedCopy(const void* src, void* dst, const StridedSpace& s, int elem_size, cudaStream_t stream) {
+  int64_t n = s.count();
+  if (n == 0) return cudaSuccess;
+  switch (elem_size) {
+    case 1: StridedCopyKernel<uint8_t><<<Blocks(n), kThreads, 0, stream>>>((const uint8_t*)src, (uint8_t*)dst, s, n); break;
+    case 2: StridedCopyKernel<uint16_t><<<Blocks(n), kThreads, 0, stream>>>((const uint16_t*)src, (uint16_t*)dst, s, n); break;
+    case 4: StridedCopyKernel<uint32_t><<<Blocks(n), kThreads, 0, stream>>>((const uint32_t*)src, (uint32_t*)dst, s, n); break;
+    case 8: StridedCopyKernel<uint64_t><<<Blocks(n), kThreads, 0, stream>>>((const uint64_t*)src, (uint64_t*)dst, s, n); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t Fill(void* dst, int64_t n, const void* pattern, int elem_size, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (elem_size) {
+    case 1: { uint8_t v; std::memcpy(&v, pattern, 1); FillKernel<<<Blocks(n), kThreads, 0, stream>>>((uint8_t*)dst, n, v); break; }
+    case 2: { uint16_t v; std::memcpy(&v, pattern, 2); FillKernel<<<Blocks(n), kThreads, 0, stream>>>((uint16_t*)dst, n, v); break; }
+    case 4: { uint32_t v; std::memcpy(&v, pattern, 4); FillKernel<<<Blocks(n), kThreads, 0, stream>>>((uint32_t*)dst, n, v); break; }
+    case 8: { uint64_t v; std::memcpy(&v, pattern, 8); FillKernel<<<Blocks(n), kThreads, 0, stream>>>((uint64_t*)dst, n, v); break; }
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t Gather(const void* data, const void* indices, bool indices64, void* out, int64_t outer, int64_t axis_len,
+                   int64_t inner, int64_t n, int elem_size, int* bad, cudaStream_t stream) {
+  if (outer * n * inner == 0) return cudaSuccess;
+  switch (elem_size) {
+    case 1: return LaunchGather<uint8_t>(data, indices, indices64, out, outer, axis_len, inner, n, bad, stream);
+    case 2: return LaunchGather<uint16_t>(data, indices, indices64, out, outer, axis_len, inner, n, bad, stream);
+    case 4: return LaunchGather<uint32_t>(data, indices, indices64, out, outer, axis_len, inner, n, bad, stream);
+    case 8: return LaunchGather<uint64_t>(data, indices, indices64, out, outer, axis_len, inner, n, bad, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,
+                       int64_t n, int64_t outer, cudaStream_t stream) {
+  if (outer * inner == 0) return cudaSuccess;
+  GatherGradKernel<<<Blocks(outer * inner), kThreads, 0, stream>>>(dy, indices, indices64, out, rows, inner, n, outer);
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace ontrain

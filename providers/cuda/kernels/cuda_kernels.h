@@ -1,0 +1,66 @@
+// Factories of the CUDA kernels, one group per op family file. The kernel list (cuda_kernel_list.cc) is the
+// only place that maps ops, opset ranges and dtypes to them.
+//
+// Many CUDA kernels take their output shapes from the CPU kernel of the same node: DelegatingKernel runs
+// the CPU kernel's Prepare (shapes, attributes and host inputs only, never device data), so both providers
+// accept and reject exactly the same inputs, and ComputeCuda does the device work.
+#pragma once
+
+#include <memory>
+
+#include "providers/cuda/cuda_kernel.h"
+
+namespace ontrain {
+namespace cuda {
+
+class DelegatingKernel : public CudaKernel {
+ public:
+  DelegatingKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu) : node_(*info.node), cpu_(std::move(cpu)) {}
+  Status Prepare(KernelContext& ctx) override { return cpu_->Prepare(ctx); }
+
+ protected:
+  const Node& node_;
+
+ private:
+  std::unique_ptr<OpKernel> cpu_;
+};
+
+// The factory of a DelegatingKernel K over the CPU kernel made by *cpu_factory.
+template <typename K, const KernelFactory* cpu_factory>
+StatusOr<std::unique_ptr<OpKernel>> Wrap(const NodeInfo& info) {
+  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
+  return std::unique_ptr<OpKernel>(new K(info, std::move(cpu)));
+}
+
+// elementwise_kernels.cc
+extern KernelFactory kNeg, kAbs, kSqrt, kExp, kLog, kTanh, kSigmoid, kRelu, kErf, kReciprocal, kGelu, kLeakyRelu,
+    kSoftplus, kFloor, kCeil, kSin, kCos, kMsGelu, kMsFastGelu;
+extern KernelFactory kAdd, kSub, kMul, kDiv, kPow;
+extern KernelFactory kReluGrad, kSigmoidGrad, kTanhGrad, kGeluGrad, kFastGeluGrad, kLeakyReluGrad;
+extern KernelFactory kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual;
+extern KernelFactory kWhere, kCast, kScale;
+
+// shape_kernels.cc
+extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTranspose, kExpand, kTile, kConcat,
+    kSplit, kGather, kGatherGrad;
+
+// matmul.cc
+extern KernelFactory kMatMul, kFusedMatMul, kGemm;
+
+// reduce_kernels.cc
+extern KernelFactory kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceSumSquare, kReduceL1, kReduceL2,
+    kReduceLogSumExp, kReduceSumTraining;
+
+// softmax_kernels.cc
+extern KernelFactory kSoftmax, kLogSoftmax, kSoftmaxGrad, kSoftmaxGrad13, kLogSoftmaxGrad, kLogSoftmaxGrad13,
+    kSoftmaxCrossEntropyLoss, kSoftmaxCrossEntropyLossInternal, kSoftmaxCrossEntropyLossGrad,
+    kSoftmaxCrossEntropyLossInternalGrad;
+
+// norm_kernels.cc
+extern KernelFactory kLayerNormalization, kLayerNormalizationGrad;
+
+// optimizer_kernels.cc
+extern KernelFactory kInPlaceAccumulatorV2, kAdamWOptimizer, kSGDOptimizerV2, kInplaceClipGradNorm;
+
+}  // namespace cuda
+}  // namespace ontrain

@@ -1,0 +1,173 @@
+// The device-code launchers of the CUDA provider: plain functions over raw device pointers and sizes, one
+// .cu file per op family (elementwise, copy, reduce, softmax, loss, norm, optimizer). The kernel classes in
+// the .cc files validate inputs, compute shapes and call these; nothing here allocates. Every launcher
+// queues work on `stream` and returns the launch's error (cudaSuccess when nothing needed launching).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ontrain {
+namespace cuda {
+
+constexpr int kMaxDims = 8;
+
+// An iteration space of `rank` dims (row-major over `dims`) and, for each of up to three operands, the
+// element stride of each dim (0 along broadcast dims).
+struct StridedSpace {
+  int rank = 0;
+  int64_t dims[kMaxDims] = {};
+  int64_t strides[3][kMaxDims] = {};
+  int64_t count() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= dims[i];
+    return n;
+  }
+};
+
+// elementwise.cu ------------------------------------------------------------------------------------------
+
+enum class UnaryOp {
+  kNeg, kAbs, kSqrt, kExp, kLog, kTanh, kSigmoid, kRelu, kErf, kReciprocal, kGelu, kGeluTanh, kLeakyRelu,
+  kSoftplus, kFloor, kCeil, kSin, kCos,
+};
+// y = op(x) elementwise over n elements; `alpha` is LeakyRelu's slope.
+cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);
+cudaError_t Unary(UnaryOp op, const double* x, double* y, int64_t n, float alpha, cudaStream_t stream);
+
+enum class BinaryOp {
+  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,
+  // gradients (a = dY, b = the forward input or output the gradient reads)
+  kReluGrad, kSigmoidGrad, kTanhGrad, kGeluGrad, kFastGeluGrad, kLeakyReluGrad,
+};
+// out = op(a, b) over `space` (operand 0: out, contiguous; 1: a; 2: b).
+cudaError_t Binary(BinaryOp op, const float* a, const float* b, float* out, const StridedSpace& space, float alpha,
+                   cudaStream_t stream);
+cudaError_t Binary(BinaryOp op, const double* a, const double* b, double* out, const StridedSpace& space,
+                   float alpha, cudaStream_t stream);
+cudaError_t Binary(BinaryOp op, const int32_t* a, const int32_t* b, int32_t* out, const StridedSpace& space,
+                   float alpha, cudaStream_t stream);
+cudaError_t Binary(BinaryOp op, const int64_t* a, const int64_t* b, int64_t* out, const StridedSpace& space,
+                   float alpha, cudaStream_t stream);
+
+enum class CompareOp { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
+// out (bool as uint8) = a op b over `space`, for float32 and int64 inputs.
+cudaError_t Compare(CompareOp op, const float* a, const float* b, uint8_t* out, const StridedSpace& space,
+                    cudaStream_t stream);
+cudaError_t Compare(CompareOp op, const int64_t* a, const int64_t* b, uint8_t* out, const StridedSpace& space,
+                    cudaStream_t stream);
+
+// out = cond ? x : y over `space` (operand 0: cond, 1: x, 2: y; out contiguous), moving elem_size bytes.
+cudaError_t Where(const uint8_t* cond, const void* x, const void* y, void* out, const StridedSpace& space,
+                  int elem_size, cudaStream_t stream);
+
+// Cast between float32, float64, int32, int64 and bool (dtype codes: core/dtype.h's DType values).
+cudaError_t Cast(int from_dtype, int to_dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
+
+// y = x * scale for n elements (Scale, and the mean of a sum).
+cudaError_t ScaleBy(const float* x, float* y, int64_t n, float scale, cudaStream_t stream);
+
+// copy.cu -------------------------------------------------------------------------------------------------
+
+// dst[off0(i)] = src[off1(i)] for every index i of `space`, moving elem_size (1, 2, 4 or 8) bytes; operand
+// 0 addresses dst, operand 1 src. Transpose, Expand, Slice, Concat, Split, Tile and Pad's copy are this.
+cudaError_t StridedCopy(const void* src, void* dst, const StridedSpace& space, int elem_size, cudaStream_t stream);
+
+// Fills n elements of elem_size bytes with the value at `pattern` (host memory).
+cudaError_t Fill(void* dst, int64_t n, const void* pattern, int elem_size, cudaStream_t stream);
+
+// Gather along an axis: data viewed as [outer, axis_len, inner], indices (int32 or int64, n of them,
+// negative counting from the end; out-of-range ones produce zeros and set *bad on the device) -> out
+// [outer, n, inner].
+cudaError_t Gather(const void* data, const void* indices, bool indices64, void* out, int64_t outer, int64_t axis_len,
+                   int64_t inner, int64_t n, int elem_size, int* bad, cudaStream_t stream);
+// GatherGrad: out [outer, rows, inner] = 0, then out[o, idx[j], k] += dy[o, j, k] for j in order
+// (deterministic: each thread owns one (o, k) column and walks the indices in order).
+cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,
+                       int64_t n, int64_t outer, cudaStream_t stream);
+
+// reduce.cu -----------------------------------------------------------------------------------------------
+
+enum class ReduceOp { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSumExp };
+// x viewed as [outer, len, inner] -> y [outer, inner]. One block per output run reduces in a fixed order,
+// so results do not depend on timing.
+cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len, int64_t inner,
+                   cudaStream_t stream);
+
+// softmax.cu ----------------------------------------------------------------------------------------------
+
+// Softmax or LogSoftmax of x viewed as [outer, len, inner] along len.
+cudaError_t Softmax(const float* x, float* y, int64_t outer, int64_t len, int64_t inner, bool log,
+                    cudaStream_t stream);
+// Their gradients from dY and the forward output Y: softmax dX = Y (dY - sum(dY Y)); log-softmax
+// dX = dY - exp(Y) sum(dY).
+cudaError_t SoftmaxGrad(const float* dy, const float* y, float* dx, int64_t outer, int64_t len, int64_t inner,
+                        bool log, cudaStream_t stream);
+
+// loss.cu -------------------------------------------------------------------------------------------------
+
+// Softmax cross-entropy over scores [N, C, D] (D: the product of the extra dims) with labels [N, D]
+// (int32 or int64) and optional class weights [C]:
+// log_prob = log_softmax(scores, axis 1); per-element loss = -w[label] log_prob[label] (0 where label ==
+// ignore_index). `reduction`: 0 none (loss [N, D]), 1 sum, 2 mean (divided by the sum of the weights of
+// the counted elements). The reduction runs in one block in a fixed order. A label outside [0, C) that is
+// not ignored makes the loss NaN (the device cannot return an error without a synchronization).
+// `scratch` holds 2 N D floats.
+struct CrossEntropyArgs {
+  const float* scores;
+  const void* labels;
+  bool labels64;
+  const float* weights;  // nullable
+  int64_t n, c, d;
+  bool has_ignore;
+  int64_t ignore_index;
+  int reduction;
+  const float* bias;  // nullable: added to dScores (the Internal gradient's bias input)
+};
+cudaError_t CrossEntropy(const CrossEntropyArgs& a, float* loss, float* log_prob, float* scratch, cudaStream_t stream);
+// dScores from dLoss (a scalar for sum/mean, [N, D] for none) and the saved log_prob.
+cudaError_t CrossEntropyGrad(const CrossEntropyArgs& a, const float* dloss, const float* log_prob, float* dscores,
+                             float* scratch, cudaStream_t stream);
+
+// norm.cu -------------------------------------------------------------------------------------------------
+
+// LayerNormalization over rows of length `cols`: y = (x - mean) * inv_std * scale + bias (bias nullable);
+// mean and inv_std ([rows]) are saved for the gradient when not null.
+cudaError_t LayerNorm(const float* x, const float* scale, const float* bias, float* y, float* mean, float* inv_std,
+                      int64_t rows, int64_t cols, float epsilon, cudaStream_t stream);
+// dX, dScale, dBias (each nullable) from dY, X, scale, mean, inv_std. dScale and dBias sum over rows in a
+// fixed order (one thread per column).
+cudaError_t LayerNormGrad(const float* dy, const float* x, const float* scale, const float* mean,
+                          const float* inv_std, float* dx, float* dscale, float* dbias, int64_t rows, int64_t cols,
+                          cudaStream_t stream);
+
+// optimizer.cu --------------------------------------------------------------------------------------------
+
+// One tensor of a multi-tensor update: its element count and its buffers (unused ones null; the clip
+// reads and scales `w`).
+struct TensorSlot {
+  float* w;
+  const float* g;
+  float* m;
+  float* v;
+  int64_t n;
+};
+struct AdamWArgs {
+  float alpha, beta, epsilon, weight_decay, lr, ac, bc;
+  int mode;  // 0: PyTorch, 1: Hugging Face (see providers/cpu/kernels/training_optimizers.cc)
+};
+// Every tensor of the step in one launch: `slots` is a device array of `count` TensorSlots and `starts`
+// (device, count + 1) the running element offsets; a thread finds its tensor by binary search.
+cudaError_t AdamW(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, const AdamWArgs& args,
+                  cudaStream_t stream);
+cudaError_t Sgd(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, float lr,
+                cudaStream_t stream);
+// The sum of squares of every g (in double, fixed order: per-tensor block partials, then one block), then
+// g *= min(max_norm / (sqrt(sum) + 1e-6), 1). `partials` holds `count` doubles.
+cudaError_t ClipGradNorm(const TensorSlot* slots, int count, float max_norm, double* partials, cudaStream_t stream);
+// flag[0..n) = value.
+cudaError_t SetFlags(uint8_t* flags, int64_t n, bool value, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace ontrain

@@ -1,0 +1,109 @@
+// The optimizer step on the device: AdamW and SGD update every tensor of a step in one launch (a thread
+// finds its tensor by binary search over the running offsets), with the CPU kernels' exact formulas
+// (providers/cpu/kernels/training_optimizers.cc); the gradient-norm clip sums squares in double in a
+// fixed order.
+#include "providers/cuda/kernels/common.cuh"
+
+namespace ontrain {
+namespace cuda {
+namespace {
+
+__device__ __forceinline__ int FindSlot(const int64_t* starts, int count, int64_t i) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (starts[mid] <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+__global__ void AdamWKernel(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, AdamWArgs a) {
+  const float lr_c = a.lr * sqrtf(a.bc) / a.ac;
+  ONT_GRID_STRIDE_LOOP(t, total) {
+    int k = FindSlot(starts, count, t);
+    int64_t i = t - starts[k];
+    TensorSlot s = slots[k];
+    float w = s.w[i], m = s.m[i], v = s.v[i], g = s.g[i];
+    if (a.mode == 0) {
+      w -= w * a.lr * a.weight_decay;
+      m = a.alpha * m + (1.0f - a.alpha) * g;
+      v = a.beta * v + (1.0f - a.beta) * g * g;
+      w -= a.lr * m / (a.ac * (sqrtf(v / a.bc) + a.epsilon));
+    } else {
+      m = a.alpha * m + (1.0f - a.alpha) * g;
+      v = a.beta * v + (1.0f - a.beta) * g * g;
+      w -= lr_c * m / (sqrtf(v) + a.epsilon);
+      w -= a.lr * a.weight_decay * w;
+    }
+    s.w[i] = w;
+    s.m[i] = m;
+    s.v[i] = v;
+  }
+}
+
+__global__ void SgdKernel(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, float lr) {
+  ONT_GRID_STRIDE_LOOP(t, total) {
+    int k = FindSlot(starts, count, t);
+    int64_t i = t - starts[k];
+    slots[k].w[i] -= lr * slots[k].g[i];
+  }
+}
+
+// One block per tensor: its sum of squares, in double.
+__global__ void SumSquaresKernel(const TensorSlot* slots, double* partials) {
+  __shared__ double shared[32];
+  TensorSlot s = slots[blockIdx.x];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < s.n; i += blockDim.x) acc += static_cast<double>(s.w[i]) * s.w[i];
+  acc = BlockSum(acc, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+// One block per tensor: sums the partials in tensor order (every block gets the same total), then scales.
+__global__ void ClipKernel(const TensorSlot* slots, int count, float max_norm, const double* partials) {
+  double sum = 0.0;
+  for (int k = 0; k < count; ++k) sum += partials[k];
+  float norm = static_cast<float>(sqrt(sum));
+  float coef = fminf(max_norm / (norm + 1e-6f), 1.0f);
+  TensorSlot s = slots[blockIdx.x];
+  for (int64_t i = threadIdx.x; i < s.n; i += blockDim.x) s.w[i] *= coef;
+}
+
+__global__ void SetFlagsKernel(uint8_t* flags, int64_t n, uint8_t value) {
+  ONT_GRID_STRIDE_LOOP(i, n) flags[i] = value;
+}
+
+}  // namespace
+
+cudaError_t AdamW(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, const AdamWArgs& args,
+                  cudaStream_t stream) {
+  if (total == 0) return cudaSuccess;
+  AdamWKernel<<<Blocks(total), kThreads, 0, stream>>>(slots, starts, count, total, args);
+  return cudaGetLastError();
+}
+
+cudaError_t Sgd(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, float lr,
+                cudaStream_t stream) {
+  if (total == 0) return cudaSuccess;
+  SgdKernel<<<Blocks(total), kThreads, 0, stream>>>(slots, starts, count, total, lr);
+  return cudaGetLastError();
+}
+
+cudaError_t ClipGradNorm(const TensorSlot* slots, int count, float max_norm, double* partials, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  SumSquaresKernel<<<count, kThreads, 0, stream>>>(slots, partials);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  ClipKernel<<<count, kThreads, 0, stream>>>(slots, count, max_norm, partials);
+  return cudaGetLastError();
+}
+
+cudaError_t SetFlags(uint8_t* flags, int64_t n, bool value, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  SetFlagsKernel<<<Blocks(n), kThreads, 0, stream>>>(flags, n, value ? 1 : 0);
+  return cudaGetLastError();
+}
+
+}  // namespace cuda
+}  // namespace ontrain

@@ -1,0 +1,221 @@
+// Kernel classes of the data-movement ops on CUDA. Their output shapes are exactly the CPU kernels': each
+// wraps the CPU kernel of its node and delegates Prepare to it (which reads only shapes, attributes and
+// host inputs), then moves the bytes on the device:
+// - Identity, Reshape, Squeeze, Unsqueeze, Flatten: one device-to-device copy;
+// - Transpose, Expand, Tile, Concat, Split: strided copies (providers/cuda/kernels/copy.cu);
+// - Gather, GatherGrad: their own kernels.
+#include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/kernels.h"
+#include "providers/cuda/kernels/cuda_kernels.h"
+
+namespace ontrain {
+namespace cuda {
+namespace {
+
+using cpu::NormalizeAxis;
+
+// Row-major strides of `shape`.
+void ContiguousStrides(const Shape& shape, int64_t* strides) {
+  int64_t s = 1;
+  for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= shape[d];
+  }
+}
+
+Status CheckRank(size_t rank) {
+  if (rank > static_cast<size_t>(kMaxDims)) return Unimplemented("rank ", rank, " (the CUDA kernels handle up to ", kMaxDims, ")");
+  return Status::OK();
+}
+
+class CopyKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    if (x.SizeInBytes() == 0 || x.raw_data() == y->raw_data()) return Status::OK();
+    return CudaStatus(cudaMemcpyAsync(y->raw_data(), x.raw_data(), x.SizeInBytes(), cudaMemcpyDeviceToDevice, r.stream),
+                      "cudaMemcpyAsync");
+  }
+};
+
+class TransposeKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    int rank = static_cast<int>(x.rank());
+    ONT_RETURN_IF_ERROR(CheckRank(rank));
+    std::vector<int64_t> perm = node_.GetInts("perm");
+    if (perm.empty()) for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
+    StridedSpace s;
+    s.rank = std::max(rank, 1);
+    s.dims[0] = 1;
+    int64_t in_strides[kMaxDims];
+    ContiguousStrides(x.shape(), in_strides);
+    ContiguousStrides(y->shape(), s.strides[0]);
+    for (int d = 0; d < rank; ++d) {
+      s.dims[d] = y->dim(d);
+      s.strides[1][d] = in_strides[perm[d]];
+    }
+    return CudaStatus(StridedCopy(x.raw_data(), y->raw_data(), s, static_cast<int>(DTypeSize(x.dtype())), r.stream),
+                      "StridedCopy");
+  }
+};
+
+class ExpandKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), x.shape()}));
+    return CudaStatus(StridedCopy(x.raw_data(), y->raw_data(), s, static_cast<int>(DTypeSize(x.dtype())), r.stream),
+                      "StridedCopy");
+  }
+};
+
+// Tile: output dim d of size repeats * in_d is iterated as (repeat, i) with source stride (0, stride_d).
+class TileKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    if (y->NumElements() == 0) return Status::OK();
+    ONT_RETURN_IF_ERROR(CheckRank(2 * x.rank()));
+    int64_t in_strides[kMaxDims];
+    ContiguousStrides(x.shape(), in_strides);
+    StridedSpace s;
+    s.rank = static_cast<int>(2 * x.rank());
+    for (int d = 0; d < x.rank(); ++d) {
+      s.dims[2 * d] = y->dim(d) / x.dim(d);
+      s.dims[2 * d + 1] = x.dim(d);
+      s.strides[1][2 * d] = 0;
+      s.strides[1][2 * d + 1] = in_strides[d];
+    }
+    Shape iter(s.dims, s.dims + s.rank);
+    ContiguousStrides(iter, s.strides[0]);
+    if (s.rank == 0) s.rank = 1, s.dims[0] = 1;
+    return CudaStatus(StridedCopy(x.raw_data(), y->raw_data(), s, static_cast<int>(DTypeSize(x.dtype())), r.stream),
+                      "StridedCopy");
+  }
+};
+
+// Copies `part` (contiguous) into or out of the slab [offset, offset + part.dim(axis)) along `axis` of
+// `whole`: into when `into`, else out of it.
+Status CopySlab(const Tensor& part, const Tensor& whole, int64_t axis, int64_t offset, bool into, cudaStream_t stream) {
+  if (part.NumElements() == 0) return Status::OK();
+  ONT_RETURN_IF_ERROR(CheckRank(part.rank()));
+  StridedSpace s;
+  s.rank = static_cast<int>(part.rank());
+  int64_t whole_strides[kMaxDims], part_strides[kMaxDims];
+  ContiguousStrides(whole.shape(), whole_strides);
+  ContiguousStrides(part.shape(), part_strides);
+  for (int d = 0; d < s.rank; ++d) {
+    s.dims[d] = part.dim(d);
+    s.strides[into ? 0 : 1][d] = whole_strides[d];
+    s.strides[into ? 1 : 0][d] = part_strides[d];
+  }
+  size_t elem = DTypeSize(part.dtype());
+  const uint8_t* whole_base = static_cast<const uint8_t*>(whole.raw_data()) + offset * whole_strides[axis] * elem;
+  const void* src = into ? part.raw_data() : whole_base;
+  void* dst = into ? const_cast<uint8_t*>(whole_base) : const_cast<void*>(part.raw_data());
+  return CudaStatus(StridedCopy(src, dst, s, static_cast<int>(elem), stream), "StridedCopy");
+}
+
+class ConcatKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    Tensor* y = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node_.GetInt("axis", 1), y->rank()));
+    int64_t offset = 0;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor* x = ctx.input(i);
+      if (x == nullptr) continue;
+      ONT_RETURN_IF_ERROR(CopySlab(*x, *y, axis, offset, true, r.stream));
+      offset += x->dim(axis);
+    }
+    return Status::OK();
+  }
+};
+
+class SplitKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node_.GetInt("axis", 0), x.rank()));
+    int64_t offset = 0;
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+      const Shape& part = ctx.declared_shape(i);
+      if (static_cast<int64_t>(part.size()) != x.rank()) return Internal("Split output ", i, " was not declared");
+      if (Tensor* y = ctx.output(i)) ONT_RETURN_IF_ERROR(CopySlab(*y, x, axis, offset, false, r.stream));
+      offset += part[axis];
+    }
+    return Status::OK();
+  }
+};
+
+// Gather(data, indices): out-of-range indices give zeros on the device (the CPU kernel reports them).
+class GatherKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &idx = *ctx.input(1);
+    ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node_.GetInt("axis", 0), x.rank()));
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < x.rank(); ++d) {
+      if (d < axis) outer *= x.dim(d);
+      if (d > axis) inner *= x.dim(d);
+    }
+    ONT_ASSIGN_OR_RETURN(void* bad, flag_.Get(sizeof(int), r.allocator));
+    return CudaStatus(Gather(x.raw_data(), idx.raw_data(), idx.dtype() == DType::kInt64, ctx.output(0)->raw_data(), outer,
+                             x.dim(axis), inner, idx.NumElements(), static_cast<int>(DTypeSize(x.dtype())),
+                             static_cast<int*>(bad), r.stream),
+                      "Gather");
+  }
+
+ private:
+  DeviceBuffer flag_;
+};
+
+// GatherGrad(shape, indices, dY) -> dX of `shape`: the rows dY gathered, summed back.
+class GatherGradKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &idx = *ctx.input(1), &dy = *ctx.input(2);
+    Tensor* dx = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node_.GetInt("axis", 0), dx->rank()));
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < dx->rank(); ++d) {
+      if (d < axis) outer *= dx->dim(d);
+      if (d > axis) inner *= dx->dim(d);
+    }
+    return CudaStatus(GatherGrad(dy.data<float>(), idx.raw_data(), idx.dtype() == DType::kInt64, dx->data<float>(),
+                                 dx->dim(axis), inner, idx.NumElements(), outer, r.stream),
+                      "GatherGrad");
+  }
+};
+
+}  // namespace
+
+KernelFactory kIdentity = Wrap<CopyKernel, &cpu::kIdentity>;
+KernelFactory kReshape = Wrap<CopyKernel, &cpu::kReshape>;
+KernelFactory kSqueeze = Wrap<CopyKernel, &cpu::kSqueeze>;
+KernelFactory kUnsqueeze = Wrap<CopyKernel, &cpu::kUnsqueeze>;
+KernelFactory kFlatten = Wrap<CopyKernel, &cpu::kFlatten>;
+KernelFactory kTranspose = Wrap<TransposeKernel, &cpu::kTranspose>;
+KernelFactory kExpand = Wrap<ExpandKernel, &cpu::kExpand>;
+KernelFactory kTile = Wrap<TileKernel, &cpu::kTile>;
+KernelFactory kConcat = Wrap<ConcatKernel, &cpu::kConcat>;
+KernelFactory kSplit = Wrap<SplitKernel, &cpu::kSplit>;
+KernelFactory kGather = Wrap<GatherKernel, &cpu::kGather>;
+KernelFactory kGatherGrad = Wrap<GatherGradKernel, &cpu::kGatherGrad>;
+
+}  // namespace cuda
+}  // namespace ontrain

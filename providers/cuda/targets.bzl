@@ -1,0 +1,53 @@
+"""The CUDA provider's targets, defined only when the build has a CUDA toolkit (BUILD files cannot branch)."""
+
+load("//:copts.bzl", "COPTS")
+load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE")
+load("//third_party/cuda:cuda.bzl", "cuda_objects")
+
+def cuda_provider_targets():
+    if not CUDA_AVAILABLE:
+        return
+    cuda_objects(
+        name = "device_code",
+        srcs = native.glob(["kernels/*.cu"]),
+        hdrs = native.glob(["kernels/*.cuh", "kernels/launch.h"]),
+    )
+    native.cc_library(
+        name = "cuda_provider",
+        srcs = [
+            "cuda_allocator.cc",
+            "cuda_check.cc",
+            "cuda_kernel.cc",
+            "cuda_kernel_list.cc",
+            "cuda_provider.cc",
+            ":device_code",
+        ] + native.glob(["kernels/*.cc"]),
+        hdrs = [
+            "cuda_allocator.h",
+            "cuda_check.h",
+            "cuda_kernel.h",
+            "cuda_provider.h",
+            "kernels/cuda_kernels.h",
+            "kernels/launch.h",
+        ],
+        copts = COPTS,
+        deps = [
+            "//core:tensor",
+            "//providers:provider",
+            "//providers:provider_library",
+            "//providers/cpu:kernels",
+            "@local_cuda//:headers",
+            "@local_cuda//:libraries",
+        ],
+        alwayslink = True,
+    )
+    # The library the engine loads: only OntrainProviderLibrary is exported.
+    native.cc_binary(
+        name = "libontrain_cuda.so",
+        srcs = ["library.cc"],
+        copts = COPTS + ["-fvisibility=hidden"],
+        linkshared = True,
+        linkopts = ["-Wl,--version-script=$(location :exports.lds)", "-Wl,-rpath,$$ORIGIN"],
+        additional_linker_inputs = [":exports.lds"],
+        deps = [":cuda_provider"],
+    )

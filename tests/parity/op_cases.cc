@@ -1,0 +1,327 @@
+// The cases of the op-level parity table, by op family. Seeds are the case's index in its family, so a
+// case's inputs never change when others are added elsewhere.
+#include "tests/parity/op_cases.h"
+
+#include <functional>
+
+namespace ontrain {
+namespace parity {
+namespace {
+
+using D = DType;
+const std::vector<D> kAllTypes = {D::kFloat32, D::kFloat64, D::kFloat16, D::kBFloat16, D::kInt8,   D::kInt16, D::kInt32,
+                                  D::kInt64,   D::kUInt8,   D::kUInt16,  D::kUInt32,    D::kUInt64, D::kBool};
+const std::vector<D> kF32F64 = {D::kFloat32, D::kFloat64};
+
+std::string ShapeName(const Shape& s) {
+  if (s.empty()) return "scalar";
+  std::string n;
+  for (int64_t d : s) n += (n.empty() ? "" : "x") + std::to_string(d);
+  return n;
+}
+
+class Builder {
+ public:
+  explicit Builder(std::vector<OpCase>* out) : out_(out) {}
+  OpCase& Add(const std::string& name, const std::string& domain, const std::string& op, int opset,
+              std::vector<Value> inputs, std::vector<DType> outputs, std::vector<onnx::AttributeProto> attrs = {}) {
+    OpCase c;
+    c.name = name;
+    c.domain = domain;
+    c.op = op;
+    c.opset = opset;
+    c.inputs = std::move(inputs);
+    c.outputs = std::move(outputs);
+    c.attrs = std::move(attrs);
+    out_->push_back(std::move(c));
+    return out_->back();
+  }
+  uint64_t seed() { return ++seed_; }
+
+ private:
+  std::vector<OpCase>* out_;
+  uint64_t seed_ = 0;
+};
+
+void UnaryCases(Builder& b) {
+  struct U {
+    const char* op;
+    double lo, hi;
+    int opset;
+  };
+  const U ops[] = {{"Abs", -2, 2, 13},   {"Ceil", -3, 3, 13}, {"Cos", -3, 3, 13},        {"Erf", -2, 2, 13},
+                   {"Exp", -3, 3, 13},   {"Floor", -3, 3, 13}, {"Log", 0.1, 4, 13},       {"Neg", -2, 2, 13},
+                   {"Reciprocal", 0.5, 3, 13}, {"Relu", -2, 2, 14}, {"Sigmoid", -4, 4, 13}, {"Sin", -3, 3, 13},
+                   {"Softplus", -4, 4, 13}, {"Sqrt", 0, 4, 13}, {"Tanh", -3, 3, 13},       {"LeakyRelu", -2, 2, 16}};
+  for (const U& u : ops) {
+    for (D t : kF32F64) {
+      for (const Shape& s : {Shape{}, Shape{7}, Shape{3, 5, 4}, Shape{0, 3}}) {
+        b.Add(StrCat(u.op, "_", DTypeName(t), "_", ShapeName(s)), "", u.op, u.opset, {Random(t, s, b.seed(), u.lo, u.hi)},
+              {t}, std::string(u.op) == "LeakyRelu" ? std::vector<onnx::AttributeProto>{AttrFloat("alpha", 0.2f)}
+                                                    : std::vector<onnx::AttributeProto>{});
+      }
+    }
+  }
+  for (D t : kF32F64) {
+    for (const char* approx : {"none", "tanh"}) {
+      b.Add(StrCat("Gelu_", approx, "_", DTypeName(t)), "", "Gelu", 20, {Random(t, {4, 33}, b.seed(), -4, 4)}, {t},
+            {AttrString("approximate", approx)});
+    }
+  }
+  for (const char* op : {"Gelu", "FastGelu"}) {
+    b.Add(StrCat("Ms", op, "_float32"), "com.microsoft", op, 1, {Random(D::kFloat32, {3, 17}, b.seed(), -4, 4)},
+          {D::kFloat32});
+  }
+  b.Add("MsFastGelu_bias_float32", "com.microsoft", "FastGelu", 1,
+        {Random(D::kFloat32, {2, 3, 8}, b.seed(), -4, 4), Random(D::kFloat32, {8}, b.seed())}, {D::kFloat32});
+}
+
+void BinaryCases(Builder& b) {
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{3, 4}, {3, 4}}, {{2, 3, 4}, {4}}, {{2, 1, 4}, {3, 1}}, {{5}, {}}, {{0, 4}, {4}}, {{1}, {2, 3}}};
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    for (D t : {D::kFloat32, D::kFloat64, D::kInt32, D::kInt64}) {
+      for (const auto& [sa, sb] : shapes) {
+        bool div = std::string(op) == "Div";
+        Tensor a = Random(t, sa, b.seed(), -3, 3);
+        Tensor bb = div ? Random(t, sb, b.seed(), 0.5, 3) : Random(t, sb, b.seed(), -3, 3);
+        b.Add(StrCat(op, "_", DTypeName(t), "_", ShapeName(sa), "_by_", ShapeName(sb)), "", op, 14, {a, bb}, {t});
+      }
+    }
+  }
+  for (const char* op : {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}) {
+    for (D t : {D::kFloat32, D::kInt64}) {
+      for (const auto& [sa, sb] : shapes) {
+        // Small integer values, so that equal elements occur.
+        b.Add(StrCat(op, "_", DTypeName(t), "_", ShapeName(sa), "_by_", ShapeName(sb)), "", op, 16,
+              {Random(t, sa, b.seed(), -0.03, 0.03), Random(t, sb, b.seed(), -0.03, 0.03)}, {D::kBool});
+      }
+    }
+  }
+  const char* grads[] = {"ReluGrad", "SigmoidGrad", "TanhGrad", "GeluGrad", "FastGeluGrad", "LeakyReluGrad"};
+  for (const char* op : grads) {
+    for (const Shape& s : {Shape{5}, Shape{3, 7}, Shape{0, 2}}) {
+      b.Add(StrCat(op, "_float32_", ShapeName(s)), "com.microsoft", op, 1,
+            {Random(D::kFloat32, s, b.seed()), Random(D::kFloat32, s, b.seed(), -3, 3)}, {D::kFloat32},
+            std::string(op) == "LeakyReluGrad" ? std::vector<onnx::AttributeProto>{AttrFloat("alpha", 0.1f)}
+                                               : std::vector<onnx::AttributeProto>{});
+    }
+  }
+  for (int down : {0, 1}) {
+    b.Add(StrCat("Scale_down", down), "com.microsoft", "Scale", 1,
+          {Random(D::kFloat32, {4, 5}, b.seed()), Tensor::FromVector<float>({2.5f}, {})}, {D::kFloat32},
+          {AttrInt("scale_down", down)});
+  }
+}
+
+void WhereAndCastCases(Builder& b) {
+  for (D t : kAllTypes) {
+    b.Add(StrCat("Where_", DTypeName(t)), "", "Where", 16,
+          {Random(D::kBool, {2, 1, 4}, b.seed()), Random(t, {3, 4}, b.seed()), Random(t, {1, 4}, b.seed())}, {t});
+  }
+  const std::vector<D> castable = {D::kFloat32, D::kFloat64, D::kInt32, D::kInt64, D::kBool};
+  for (D from : castable) {
+    for (D to : castable) {
+      b.Add(StrCat("Cast_", DTypeName(from), "_to_", DTypeName(to)), "", "Cast", 19,
+            {Random(from, {3, 5}, b.seed(), -3, 3)}, {to}, {AttrInt("to", static_cast<int64_t>(to))});
+    }
+  }
+}
+
+void MovementCases(Builder& b) {
+  for (D t : kAllTypes) {
+    std::string ty = DTypeName(t);
+    b.Add("Identity_" + ty, "", "Identity", 16, {Random(t, {3, 4}, b.seed())}, {t});
+    b.Add("Flatten_" + ty, "", "Flatten", 13, {Random(t, {2, 3, 4}, b.seed())}, {t}, {AttrInt("axis", 2)});
+    b.Add("Reshape_" + ty, "", "Reshape", 14, {Random(t, {2, 3, 4}, b.seed()), Ints({4, -1, 3}, {3})}, {t});
+    b.Add("Squeeze_" + ty, "", "Squeeze", 13, {Random(t, {1, 3, 1, 2}, b.seed()), Ints({0, 2}, {2})}, {t});
+    b.Add("Unsqueeze_" + ty, "", "Unsqueeze", 13, {Random(t, {3, 2}, b.seed()), Ints({0, 3}, {2})}, {t});
+    b.Add("Transpose_" + ty, "", "Transpose", 13, {Random(t, {2, 3, 4, 5}, b.seed())}, {t},
+          {AttrInts("perm", {2, 0, 3, 1})});
+    b.Add("Transpose_default_" + ty, "", "Transpose", 13, {Random(t, {3, 7}, b.seed())}, {t});
+    b.Add("Expand_" + ty, "", "Expand", 13, {Random(t, {3, 1}, b.seed()), Ints({2, 3, 4}, {3})}, {t});
+    b.Add("Tile_" + ty, "", "Tile", 13, {Random(t, {2, 3}, b.seed()), Ints({2, 3}, {2})}, {t});
+    b.Add("Concat_" + ty, "", "Concat", 13,
+          {Random(t, {2, 3}, b.seed()), Random(t, {2, 0}, b.seed()), Random(t, {2, 5}, b.seed())}, {t},
+          {AttrInt("axis", 1)});
+    b.Add("Split_" + ty, "", "Split", 13, {Random(t, {7, 3}, b.seed()), Ints({2, 5}, {2})}, {t, t}, {AttrInt("axis", 0)});
+    b.Add("Gather_" + ty, "", "Gather", 13, {Random(t, {4, 3, 2}, b.seed()), Ints({2, -1, 0, 2}, {2, 2})}, {t},
+          {AttrInt("axis", 1)});
+  }
+  b.Add("Gather_int32_indices", "", "Gather", 13,
+        {Random(D::kFloat32, {5, 3}, b.seed()), Ints({4, 0, 1}, {3}, D::kInt32)}, {D::kFloat32});
+  b.Add("GatherGrad_axis0", "com.microsoft", "GatherGrad", 1,
+        {Ints({6, 4}, {2}), Ints({1, 5, 1, 0, 5, 5}, {2, 3}), Random(D::kFloat32, {2, 3, 4}, b.seed())}, {D::kFloat32});
+  b.Add("GatherGrad_axis1", "com.microsoft", "GatherGrad", 1,
+        {Ints({2, 5, 3}, {3}), Ints({4, 4, 0}, {3}, D::kInt32), Random(D::kFloat32, {2, 3, 3}, b.seed())},
+        {D::kFloat32}, {AttrInt("axis", 1)});
+}
+
+void GemmCases(Builder& b) {
+  for (D t : kF32F64) {
+    std::string ty = DTypeName(t);
+    const std::vector<std::pair<Shape, Shape>> mm = {{{3, 4}, {4, 5}},       {{2, 3, 4}, {4, 5}},   {{2, 3, 4}, {2, 4, 5}},
+                                                     {{4}, {4, 5}},          {{3, 4}, {4}},         {{2, 1, 3, 4}, {1, 5, 4, 2}},
+                                                     {{2, 3, 4}, {1, 4, 5}}, {{3, 0}, {0, 5}},      {{33, 65}, {65, 17}}};
+    for (const auto& [sa, sb] : mm) {
+      b.Add(StrCat("MatMul_", ty, "_", ShapeName(sa), "_by_", ShapeName(sb)), "", "MatMul", 13,
+            {Random(t, sa, b.seed()), Random(t, sb, b.seed())}, {t});
+    }
+    for (int ta : {0, 1}) {
+      for (int tb : {0, 1}) {
+        Shape sa = ta ? Shape{2, 4, 3} : Shape{2, 3, 4}, sb = tb ? Shape{2, 5, 4} : Shape{2, 4, 5};
+        b.Add(StrCat("FusedMatMul_", ty, "_t", ta, tb), "com.microsoft", "FusedMatMul", 1,
+              {Random(t, sa, b.seed()), Random(t, sb, b.seed())}, {t},
+              {AttrInt("transA", ta), AttrInt("transB", tb), AttrFloat("alpha", 0.5f)});
+        for (const Shape& c : {Shape{5}, Shape{3, 5}, Shape{1, 1}, Shape{}}) {
+          std::vector<Value> in = {Random(t, ta ? Shape{4, 3} : Shape{3, 4}, b.seed()),
+                                   Random(t, tb ? Shape{5, 4} : Shape{4, 5}, b.seed())};
+          if (!c.empty()) in.push_back(Random(t, c, b.seed()));
+          b.Add(StrCat("Gemm_", ty, "_t", ta, tb, "_c", ShapeName(c)), "", "Gemm", 13, in, {t},
+                {AttrInt("transA", ta), AttrInt("transB", tb), AttrFloat("alpha", 0.7f), AttrFloat("beta", 1.5f)});
+        }
+      }
+    }
+  }
+}
+
+void ReduceCases(Builder& b) {
+  const char* ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare",
+                       "ReduceL1",  "ReduceL2",   "ReduceLogSumExp"};
+  const std::vector<std::vector<int64_t>> axes = {{1}, {0, 2}, {-1}, {0}, {}};
+  for (const char* op : ops) {
+    int opset = std::string(op) == "ReduceSum" ? 13 : 18;
+    for (const auto& ax : axes) {
+      for (int keep : {0, 1}) {
+        std::vector<Value> in = {Random(D::kFloat32, {3, 4, 5}, b.seed(), 0.1, 2)};
+        if (!ax.empty()) in.push_back(Ints(ax, {static_cast<int64_t>(ax.size())}));
+        std::string an;
+        for (int64_t a : ax) an += "_" + std::to_string(a < 0 ? 9 : a);
+        b.Add(StrCat(op, "_axes", ax.empty() ? "_all" : an, "_keep", keep), "", op, opset, in, {D::kFloat32},
+              {AttrInt("keepdims", keep)});
+      }
+    }
+    b.Add(StrCat(op, "_attr_axes"), "", op, 11, {Random(D::kFloat32, {2, 3, 4}, b.seed(), 0.1, 2)}, {D::kFloat32},
+          {AttrInts("axes", {0, 1})});
+  }
+  b.Add("ReduceSum_noop", "", "ReduceSum", 13, {Random(D::kFloat32, {3, 4}, b.seed())}, {D::kFloat32},
+        {AttrInt("noop_with_empty_axes", 1)});
+  b.Add("ReduceSum_tall", "", "ReduceSum", 13, {Random(D::kFloat32, {3000, 3}, b.seed()), Ints({0}, {1})},
+        {D::kFloat32});
+  b.Add("ReduceSumTraining", "com.microsoft", "ReduceSumTraining", 1,
+        {Random(D::kFloat32, {4, 3, 6}, b.seed()), Ints({0, 1}, {2})}, {D::kFloat32}, {AttrInt("keepdims", 0)});
+}
+
+void SoftmaxCases(Builder& b) {
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    for (int opset : {11, 13}) {
+      for (int64_t axis : {-1, 1, 0}) {
+        b.Add(StrCat(op, "_opset", opset, "_axis", axis < 0 ? 9 : axis), "", op, opset,
+              {Random(D::kFloat32, {3, 4, 5}, b.seed(), -5, 5)}, {D::kFloat32}, {AttrInt("axis", axis)});
+      }
+    }
+    b.Add(StrCat(op, "_wide"), "", op, 13, {Random(D::kFloat32, {2, 1000}, b.seed(), -5, 5)}, {D::kFloat32});
+  }
+  for (const char* op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad", "LogSoftmaxGrad_13"}) {
+    for (int64_t axis : {-1, 1}) {
+      b.Add(StrCat(op, "_axis", axis < 0 ? 9 : axis), "com.microsoft", op, 1,
+            {Random(D::kFloat32, {3, 4, 5}, b.seed()), Random(D::kFloat32, {3, 4, 5}, b.seed(), -2, 0)}, {D::kFloat32},
+            {AttrInt("axis", axis)});
+    }
+  }
+}
+
+void LossCases(Builder& b) {
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    for (D labels : {D::kInt64, D::kInt32}) {
+      std::string base = StrCat(reduction, "_", DTypeName(labels));
+      b.Add("SCE_" + base, "", "SoftmaxCrossEntropyLoss", 13,
+            {Random(D::kFloat32, {8, 5}, b.seed(), -3, 3), Ints({0, 4, 2, 2, 1, 3, 4, 0}, {8}, labels)},
+            {D::kFloat32, D::kFloat32}, {AttrString("reduction", reduction)});
+      b.Add("SCE_3d_weights_ignore_" + base, "", "SoftmaxCrossEntropyLoss", 13,
+            {Random(D::kFloat32, {4, 5, 3}, b.seed(), -3, 3), Ints({0, 4, 2, 2, 1, 3, 4, 0, 1, 1, 2, 3}, {4, 3}, labels),
+             Random(D::kFloat32, {5}, b.seed(), 0.2, 2)},
+            {D::kFloat32, D::kFloat32}, {AttrString("reduction", reduction), AttrInt("ignore_index", 2)});
+      b.Add("SCEInternal_" + base, "com.microsoft", "SoftmaxCrossEntropyLossInternal", 1,
+            {Random(D::kFloat32, {6, 4}, b.seed(), -3, 3), Ints({0, 3, 1, 1, 2, 3}, {6}, labels), Value(),
+             Ints({1}, {})},
+            {D::kFloat32, D::kFloat32}, {AttrString("reduction", reduction)});
+      Shape dy = std::string(reduction) == "none" ? Shape{8} : Shape{};
+      b.Add("SCEGrad_" + base, "com.microsoft", "SoftmaxCrossEntropyLossGrad", 1,
+            {Random(D::kFloat32, dy, b.seed()), Random(D::kFloat32, {8, 5}, b.seed(), -3, -0.5),
+             Ints({0, 4, 2, 2, 1, 3, 4, 0}, {8}, labels), Random(D::kFloat32, {5}, b.seed(), 0.2, 2)},
+            {D::kFloat32}, {AttrString("reduction", reduction), AttrInt("ignore_index", 4)});
+      b.Add("SCEInternalGrad_" + base, "com.microsoft", "SoftmaxCrossEntropyLossInternalGrad", 1,
+            {Random(D::kFloat32, dy, b.seed()), Random(D::kFloat32, {8, 5}, b.seed(), -3, -0.5),
+             Ints({0, 4, 2, 2, 1, 3, 4, 0}, {8}, labels), Value(), Ints({3}, {}), Random(D::kFloat32, {8, 5}, b.seed())},
+            {D::kFloat32}, {AttrString("reduction", reduction)});
+    }
+  }
+}
+
+void NormCases(Builder& b) {
+  for (int64_t axis : {-1, 1}) {
+    for (bool bias : {true, false}) {
+      int64_t cols = axis == -1 ? 6 : 30;
+      std::vector<Value> in = {Random(D::kFloat32, {4, 5, 6}, b.seed(), -3, 3),
+                               Random(D::kFloat32, axis == -1 ? Shape{6} : Shape{5, 6}, b.seed())};
+      if (bias) in.push_back(Random(D::kFloat32, axis == -1 ? Shape{6} : Shape{5, 6}, b.seed()));
+      std::string n = StrCat("_axis", axis < 0 ? 9 : axis, bias ? "_bias" : "");
+      b.Add("LayerNormalization" + n, "", "LayerNormalization", 17, in, {D::kFloat32, D::kFloat32, D::kFloat32},
+            {AttrInt("axis", axis), AttrFloat("epsilon", 1e-5f)});
+      b.Add("MsLayerNormalization" + n, "com.microsoft", "LayerNormalization", 1, in,
+            {D::kFloat32, D::kFloat32, D::kFloat32}, {AttrInt("axis", axis)});
+      int64_t rows = 120 / cols;
+      b.Add("LayerNormalizationGrad" + n, "com.microsoft", "LayerNormalizationGrad", 1,
+            {Random(D::kFloat32, {4, 5, 6}, b.seed()), Random(D::kFloat32, {4, 5, 6}, b.seed(), -3, 3),
+             Random(D::kFloat32, axis == -1 ? Shape{6} : Shape{5, 6}, b.seed()),
+             Random(D::kFloat32, {rows}, b.seed(), -0.5, 0.5), Random(D::kFloat32, {rows}, b.seed(), 0.5, 2)},
+            {D::kFloat32, D::kFloat32, D::kFloat32}, {AttrInt("axis", axis)});
+    }
+  }
+}
+
+Value Seq(std::vector<Tensor> items) { return Value::Sequence(std::move(items)); }
+
+void OptimizerCases(Builder& b) {
+  for (int overwrite : {0, 1}) {
+    b.Add(StrCat("InPlaceAccumulatorV2_overwrite", overwrite), "com.microsoft", "InPlaceAccumulatorV2", 1,
+          {Random(D::kFloat32, {3, 4}, b.seed()), Random(D::kFloat32, {4}, b.seed()),
+           Tensor::FromVector<bool>({overwrite != 0}, {1})},
+          {D::kBool, D::kFloat32});
+  }
+  const std::vector<Shape> shapes = {{3, 4}, {7}, {1}, {2, 3, 5}};
+  auto seq = [&](double lo, double hi) {
+    std::vector<Tensor> items;
+    for (const Shape& s : shapes) items.push_back(Random(D::kFloat32, s, b.seed(), lo, hi));
+    return Seq(items);
+  };
+  for (int mode : {0, 1}) {
+    b.Add(StrCat("AdamWOptimizer_mode", mode), "com.microsoft", "AdamWOptimizer", 1,
+          {Tensor::FromVector<float>({0.01f}, {}), Tensor::FromVector<int64_t>({3}, {}), seq(-1, 1), seq(-1, 1),
+           seq(-0.1, 0.1), seq(0, 0.1)},
+          {D::kBool}, {AttrInt("adam_mode", mode), AttrFloat("weight_decay", 0.01f)});
+  }
+  b.Add("SGDOptimizerV2", "com.microsoft", "SGDOptimizerV2", 1,
+        {Tensor::FromVector<float>({0.05f}, {}), seq(-1, 1), seq(-1, 1)}, {D::kBool});
+  b.Add("InplaceClipGradNorm", "com.microsoft", "InplaceClipGradNorm", 1, {seq(-1, 1)}, {},
+        {AttrFloat("max_norm", 0.5f)});
+}
+
+}  // namespace
+
+const std::vector<OpCase>& OpCases() {
+  static const std::vector<OpCase>* cases = [] {
+    auto* v = new std::vector<OpCase>();
+    Builder b(v);
+    for (auto family : {UnaryCases, BinaryCases, WhereAndCastCases, MovementCases, GemmCases, ReduceCases, SoftmaxCases,
+                        LossCases, NormCases, OptimizerCases}) {
+      family(b);
+    }
+    return v;
+  }();
+  return *cases;
+}
+
+}  // namespace parity
+}  // namespace ontrain

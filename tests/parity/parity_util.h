@@ -1,0 +1,43 @@
+// What the CUDA-vs-CPU parity tests share: whether this machine can run the CUDA provider (and why not),
+// provider lists for each side, seeded random tensors of any dtype, and comparisons with a stated
+// tolerance that report the worst element.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "engine/provider_list.h"
+
+namespace ontrain {
+namespace parity {
+
+// "" when a CUDA device can be used; otherwise why not (no provider library in this build, no driver, no
+// device), for GTEST_SKIP.
+const std::string& CudaUnavailableReason();
+
+// {cpu} or {cuda, cpu}; deterministic mode, two CPU threads.
+StatusOr<ProviderList> MakeProviders(bool cuda);
+
+// Seeded random values: floats uniform in [lo, hi); integers in [lo, hi); bools half true; other dtypes
+// (float16, bfloat16) from float values. The same (dtype, shape, seed) always gives the same tensor.
+Tensor Random(DType dtype, const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0);
+
+// An int64 (or int32) tensor of the given values.
+Tensor Ints(const std::vector<int64_t>& values, const Shape& shape, DType dtype = DType::kInt64);
+
+struct Tolerance {
+  double atol = 1e-5;
+  double rtol = 1e-4;
+};
+
+// "" when `actual` matches `expected` (same dtype and shape; integers and bools exactly; floats within
+// atol + rtol |expected|, NaN matching NaN); else the count of mismatches and the worst one.
+std::string Compare(const Tensor& expected, const Tensor& actual, const Tolerance& tol);
+
+// Element i as double.
+double At(const Tensor& t, int64_t i);
+
+}  // namespace parity
+}  // namespace ontrain
