@@ -40,6 +40,87 @@ StatusOr<StridedSpace> BroadcastSpace(const Shape& out, const std::vector<Shape>
   return s;
 }
 
+namespace {
+
+// Copies x (dims without size-1 entries) into [kept..., reduced...] order; outer = kept count, len =
+// reduced count.
+StatusOr<const float*> TransposeReducedLast(const CudaResources& r, const float* x, const Shape& dims,
+                                            const std::vector<bool>& red, int64_t* outer, int64_t* len,
+                                            DeviceBuffer* scratch) {
+  if (dims.size() > static_cast<size_t>(kMaxDims)) return Unimplemented("reduction over rank ", dims.size());
+  std::vector<int64_t> strides(dims.size());
+  int64_t s = 1;
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= dims[d];
+  }
+  StridedSpace sp;
+  sp.rank = static_cast<int>(dims.size());
+  int k = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (red[d] != (pass == 1)) continue;
+      sp.dims[k] = dims[d];
+      sp.strides[1][k] = strides[d];
+      (pass == 0 ? *outer : *len) *= dims[d];
+      ++k;
+    }
+  }
+  int64_t total = s;
+  s = 1;
+  for (int d = sp.rank - 1; d >= 0; --d) {
+    sp.strides[0][d] = s;
+    s *= sp.dims[d];
+  }
+  ONT_ASSIGN_OR_RETURN(void* buf, scratch->Get(sizeof(float) * total, r.allocator));
+  ONT_RETURN_IF_ERROR(CudaStatus(StridedCopy(x, buf, sp, 4, r.stream), "StridedCopy"));
+  return static_cast<const float*>(buf);
+}
+
+}  // namespace
+
+Status ReduceAxes(const CudaResources& r, ReduceOp op, const float* x, const Shape& shape,
+                  const std::vector<bool>& reduced, float* y, DeviceBuffer* scratch) {
+  // 1. Drop size-1 dims; find whether the reduced dims are one run.
+  Shape dims;
+  std::vector<bool> red;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    dims.push_back(shape[d]);
+    red.push_back(reduced[d]);
+  }
+  int first = -1, last = -1;
+  for (size_t d = 0; d < red.size(); ++d) {
+    if (!red[d]) continue;
+    if (first < 0) first = static_cast<int>(d);
+    last = static_cast<int>(d);
+  }
+  bool run = true;
+  for (int d = first; d >= 0 && d <= last; ++d) run = run && red[d];
+  // 2. [outer, len, inner] directly, or after a transposition.
+  int64_t outer = 1, len = 1, inner = 1;
+  if (run) {
+    for (int d = 0; d < static_cast<int>(dims.size()); ++d) {
+      if (first < 0 || d < first) outer *= dims[d];
+      else if (d <= last) len *= dims[d];
+      else inner *= dims[d];
+    }
+  } else {
+    ONT_ASSIGN_OR_RETURN(x, TransposeReducedLast(r, x, dims, red, &outer, &len, scratch));
+  }
+  return CudaStatus(Reduce(op, x, y, outer, len, inner, r.stream), "Reduce");
+}
+
+Status SumToShape(const CudaResources& r, const float* x, const Shape& full, const Shape& target, float* y,
+                  DeviceBuffer* scratch) {
+  std::vector<bool> reduced(full.size(), false);
+  size_t lead = full.size() - target.size();
+  for (size_t d = 0; d < full.size(); ++d) {
+    reduced[d] = d < lead || (target[d - lead] == 1 && full[d] != 1);
+  }
+  return ReduceAxes(r, ReduceOp::kSum, x, full, reduced, y, scratch);
+}
+
 Status CheckLaunchable(const Tensor& t, const char* what) {
   if (t.NumElements() < 0) return InvalidArgument(what, " has an invalid shape ", ShapeToString(t.shape()));
   return Status::OK();

@@ -48,6 +48,16 @@ class DeviceBuffer {
 // numpy broadcasting; an empty shape list entry means "contiguous in `out`"). Fails past kMaxDims dims.
 StatusOr<StridedSpace> BroadcastSpace(const Shape& out, const std::vector<Shape>& operands);
 
+// Reduces x of `shape` over the axes flagged in `reduced` into y (the kept dims, in order). The reduced axes
+// (ignoring size-1 dims) become [outer, len, inner] for the device kernel; when they are not one contiguous
+// run, x is first transposed into a kept-then-reduced order in `scratch`.
+Status ReduceAxes(const CudaResources& r, ReduceOp op, const float* x, const Shape& shape,
+                  const std::vector<bool>& reduced, float* y, DeviceBuffer* scratch);
+
+// Sums x of `full` into y of `target`, a shape that broadcasts to `full` (the gradient of a broadcast).
+Status SumToShape(const CudaResources& r, const float* x, const Shape& full, const Shape& target, float* y,
+                  DeviceBuffer* scratch);
+
 // Element-count checks the launchers rely on (int64 sizes, at most 2^31 blocks).
 Status CheckLaunchable(const Tensor& t, const char* what);
 

@@ -20,6 +20,7 @@ struct OpCase {
   std::vector<onnx::AttributeProto> attrs;
   std::vector<Value> inputs;     // an undefined Value is an omitted optional input
   std::vector<DType> outputs;    // the node's outputs and their dtypes
+  std::vector<Shape> output_shapes;  // declared output shapes, where a kernel reads them (pooling gradients)
   Tolerance tol;
   // Why this tolerance, when it is not the default (float32 rounding of a few operations).
   std::string tol_reason;

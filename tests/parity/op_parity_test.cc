@@ -66,8 +66,12 @@ Model SingleNodeModel(const OpCase& c) {
   }
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     outs.push_back("out" + std::to_string(i));
-    m.graph.outputs.push_back(TensorInfo(outs.back(), c.outputs[i], {}));
-    m.graph.outputs.back().has_shape = false;
+    if (i < c.output_shapes.size()) {
+      m.graph.outputs.push_back(TensorInfo(outs.back(), c.outputs[i], c.output_shapes[i]));
+    } else {
+      m.graph.outputs.push_back(TensorInfo(outs.back(), c.outputs[i], {}));
+      m.graph.outputs.back().has_shape = false;
+    }
   }
   m.graph.nodes.push_back(MakeNode(c.op, ins, outs, c.attrs, "node", c.domain));
   return m;

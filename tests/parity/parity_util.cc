@@ -20,11 +20,13 @@ const std::string& CudaUnavailableReason() {
   return *reason;
 }
 
-StatusOr<ProviderList> MakeProviders(bool cuda) {
+StatusOr<ProviderList> MakeProviders(bool cuda) { return MakeProviders(std::string(cuda ? "cuda" : "")); }
+
+StatusOr<ProviderList> MakeProviders(const std::string& device) {
   ProviderListOptions o;
   o.threads = 2;
   o.deterministic = true;
-  return CreateProviders(cuda ? std::vector<std::string>{"cuda", "cpu"} : std::vector<std::string>{"cpu"}, o);
+  return CreateProviders(device.empty() ? std::vector<std::string>{"cpu"} : std::vector<std::string>{device, "cpu"}, o);
 }
 
 template <typename T>

@@ -19,6 +19,8 @@ const std::string& CudaUnavailableReason();
 
 // {cpu} or {cuda, cpu}; deterministic mode, two CPU threads.
 StatusOr<ProviderList> MakeProviders(bool cuda);
+// {device, cpu} for a provider name ("cuda", "sim"), or {cpu} for "".
+StatusOr<ProviderList> MakeProviders(const std::string& device);
 
 // Seeded random values: floats uniform in [lo, hi); integers in [lo, hi); bools half true; other dtypes
 // (float16, bfloat16) from float values. The same (dtype, shape, seed) always gives the same tensor.

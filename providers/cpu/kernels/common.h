@@ -120,6 +120,21 @@ StatusOr<const Tensor*> RequireInput(const KernelContext& ctx, int i, const char
 // the labels' expected shape.
 Status CheckScoresAndLabels(const Tensor& scores, const Tensor& labels, const char* scores_name, Shape* label_shape);
 
+// Where a slice of a tensor of shape `in` lies: its shape, the element offset of its first element, and the
+// stride (in elements, possibly negative) of each of its dims. Starts and ends are clamped as numpy does.
+struct SliceGeometry {
+  Shape out;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const std::vector<int64_t>& starts,
+                                     const std::vector<int64_t>& ends, std::vector<int64_t> axes,
+                                     std::vector<int64_t> steps);
+
+// Slice's index inputs (opset >= 10: starts, ends, axes?, steps?) starting at input `first`.
+Status ReadSliceInputs(const KernelContext& ctx, int first, std::vector<int64_t>* starts, std::vector<int64_t>* ends,
+                       std::vector<int64_t>* axes, std::vector<int64_t>* steps);
+
 // Converts between element types (numeric <-> numeric, via double for floats).
 template <typename To, typename From>
 inline To ConvertValue(From v) {

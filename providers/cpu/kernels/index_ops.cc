@@ -100,69 +100,6 @@ class GatherElementsKernel : public OpKernel {
   int64_t axis_, axis_n_ = 0;
 };
 
-// Where a slice of a tensor of shape `in` lies: its shape, the element offset of its first element, and the
-// stride (in elements, possibly negative) of each of its dims. Starts and ends are clamped as numpy does.
-struct SliceGeometry {
-  Shape out;
-  int64_t offset = 0;
-  std::vector<int64_t> strides;
-};
-
-StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const std::vector<int64_t>& starts,
-                                     const std::vector<int64_t>& ends, std::vector<int64_t> axes,
-                                     std::vector<int64_t> steps) {
-  if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
-    return InvalidArgument("starts, ends, axes and steps must have the same length");
-  }
-  int64_t rank = static_cast<int64_t>(in.size());
-  SliceGeometry g;
-  g.out = in;
-  std::vector<int64_t> in_strides = Strides(in);
-  g.strides = in_strides;
-  std::vector<bool> seen(rank, false);
-  for (size_t i = 0; i < starts.size(); ++i) {
-    ONT_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[i], rank));
-    if (seen[a]) return InvalidArgument("axis ", axes[i], " is repeated");
-    seen[a] = true;
-    int64_t dim = in[a], step = steps[i];
-    if (step == 0) return InvalidArgument("step must not be 0");
-    int64_t s = starts[i], e = ends[i];
-    if (s < 0) s += dim;
-    if (e < 0 && e > std::numeric_limits<int64_t>::min() + dim) e += dim;
-    else if (e < 0) e = -1;
-    if (step > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      g.out[a] = e > s ? (e - s + step - 1) / step : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      g.out[a] = s > e ? (s - e - step - 1) / (-step) : 0;
-    }
-    g.offset += (g.out[a] > 0 ? s : 0) * in_strides[a];
-    g.strides[a] = in_strides[a] * step;
-  }
-  return g;
-}
-
-// Slice's index inputs (opset >= 10) starting at input `first`.
-Status ReadSliceInputs(const KernelContext& ctx, int first, std::vector<int64_t>* starts, std::vector<int64_t>* ends,
-                       std::vector<int64_t>* axes, std::vector<int64_t>* steps) {
-  ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, first, "starts"));
-  ONT_ASSIGN_OR_RETURN(const Tensor* e, RequireInput(ctx, first + 1, "ends"));
-  ONT_ASSIGN_OR_RETURN(*starts, ReadInts(*s, "starts"));
-  ONT_ASSIGN_OR_RETURN(*ends, ReadInts(*e, "ends"));
-  if (ctx.input(first + 2)) {
-    ONT_ASSIGN_OR_RETURN(*axes, ReadInts(*ctx.input(first + 2), "axes"));
-  }
-  if (ctx.input(first + 3)) {
-    ONT_ASSIGN_OR_RETURN(*steps, ReadInts(*ctx.input(first + 3), "steps"));
-  }
-  return Status::OK();
-}
-
 // Slice: starts/ends/axes/steps from inputs (opset >= 10) or attributes (opset 1).
 class SliceKernel : public OpKernel {
  public:

@@ -14,6 +14,47 @@ __global__ void StridedCopyKernel(const E* src, E* dst, StridedSpace s, int64_t 
 }
 
 template <typename E>
+__global__ void PadKernel(const E* x, E* y, PadArgs a, int64_t n, E fill) {
+  ONT_GRID_STRIDE_LOOP(o, n) {
+    int64_t rem = o, off = 0, stride = 1;
+    bool outside = false;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      int64_t c = rem % a.out[d] - a.begin[d], dim = a.in[d];
+      rem /= a.out[d];
+      if (c < 0 || c >= dim) {
+        if (a.mode == 0) {
+          outside = true;
+          break;
+        }
+        if (a.mode == 1) {
+          c = c < 0 ? 0 : dim - 1;
+        } else if (dim == 1) {
+          c = 0;
+        } else {
+          int64_t period = 2 * (dim - 1);
+          c = ((c % period) + period) % period;
+          if (c >= dim) c = period - c;
+        }
+      }
+      off += c * stride;
+      stride *= dim;
+    }
+    y[o] = outside ? fill : x[off];
+  }
+}
+
+template <typename E>
+cudaError_t LaunchPad(const void* x, void* y, const PadArgs& a, cudaStream_t stream) {
+  int64_t n = 1;
+  for (int d = 0; d < a.rank; ++d) n *= a.out[d];
+  if (n == 0) return cudaSuccess;
+  E fill;
+  std::memcpy(&fill, &a.fill, sizeof(E));
+  PadKernel<E><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const E*>(x), static_cast<E*>(y), a, n, fill);
+  return cudaGetLastError();
+}
+
+template <typename E>
 __global__ void FillKernel(E* dst, int64_t n, E value) {
   ONT_GRID_STRIDE_LOOP(i, n) dst[i] = value;
 }
@@ -70,6 +111,16 @@ cudaError_t StridedCopy(const void* src, void* dst, const StridedSpace& s, int e
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+cudaError_t Pad(const void* x, void* y, const PadArgs& a, int elem_size, cudaStream_t stream) {
+  switch (elem_size) {
+    case 1: return LaunchPad<uint8_t>(x, y, a, stream);
+    case 2: return LaunchPad<uint16_t>(x, y, a, stream);
+    case 4: return LaunchPad<uint32_t>(x, y, a, stream);
+    case 8: return LaunchPad<uint64_t>(x, y, a, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t Fill(void* dst, int64_t n, const void* pattern, int elem_size, cudaStream_t stream) {

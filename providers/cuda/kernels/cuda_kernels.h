@@ -35,14 +35,17 @@ StatusOr<std::unique_ptr<OpKernel>> Wrap(const NodeInfo& info) {
 // elementwise_kernels.cc
 extern KernelFactory kNeg, kAbs, kSqrt, kExp, kLog, kTanh, kSigmoid, kRelu, kErf, kReciprocal, kGelu, kLeakyRelu,
     kSoftplus, kFloor, kCeil, kSin, kCos, kMsGelu, kMsFastGelu;
-extern KernelFactory kAdd, kSub, kMul, kDiv, kPow;
+extern KernelFactory kAdd, kSub, kMul, kDiv, kElu;
 extern KernelFactory kReluGrad, kSigmoidGrad, kTanhGrad, kGeluGrad, kFastGeluGrad, kLeakyReluGrad;
 extern KernelFactory kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual;
 extern KernelFactory kWhere, kCast, kScale;
 
 // shape_kernels.cc
 extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTranspose, kExpand, kTile, kConcat,
-    kSplit, kGather, kGatherGrad;
+    kSplit, kGather, kGatherGrad, kConcatTraining, kSplitTraining, kSlice, kSliceGrad, kPad;
+
+// training_kernels.cc
+extern KernelFactory kPow, kSum, kMax, kMin, kDivGrad, kDropout, kDropoutGrad;
 
 // matmul.cc
 extern KernelFactory kMatMul, kFusedMatMul, kGemm;
@@ -58,6 +61,10 @@ extern KernelFactory kSoftmax, kLogSoftmax, kSoftmaxGrad, kSoftmaxGrad13, kLogSo
 
 // norm_kernels.cc
 extern KernelFactory kLayerNormalization, kLayerNormalizationGrad;
+
+// conv_kernels.cc
+extern KernelFactory kConv, kConvGrad, kMaxPool, kMaxPoolGrad, kAveragePool, kAveragePoolGrad, kGlobalAveragePool,
+    kBatchNormalization, kBatchNormInternal, kBatchNormalizationGrad;
 
 // optimizer_kernels.cc
 extern KernelFactory kInPlaceAccumulatorV2, kAdamWOptimizer, kSGDOptimizerV2, kInplaceClipGradNorm;

@@ -29,6 +29,7 @@ __device__ T ApplyUnary(UnaryOp op, T x, T alpha) {
     case UnaryOp::kCeil: return ceil(x);
     case UnaryOp::kSin: return sin(x);
     case UnaryOp::kCos: return cos(x);
+    case UnaryOp::kElu: return x >= T(0) ? x : alpha * (exp(x) - T(1));
   }
   return x;
 }
@@ -76,6 +77,8 @@ __device__ T ApplyBinary(BinaryOp op, T a, T b, T alpha) {
     case BinaryOp::kSub: return a - b;
     case BinaryOp::kMul: return a * b;
     case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kDivBySquare: return a / (b * b);
+    case BinaryOp::kNegMul: return -(a * b);
     default: return a;
   }
 }
@@ -169,6 +172,28 @@ cudaError_t CastFrom(int to, const From* x, void* y, int64_t n, cudaStream_t str
   return cudaGetLastError();
 }
 
+// splitmix64: a counter-based generator; the top 24 bits make a float uniform in [0, 1).
+__device__ __forceinline__ float Uniform(uint64_t seed, uint64_t counter) {
+  uint64_t z = seed + (counter + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+__global__ void DropoutKernel(const float* x, float* y, uint8_t* mask, int64_t n, float ratio, float scale,
+                              uint64_t seed, uint64_t offset) {
+  ONT_GRID_STRIDE_LOOP(i, n) {
+    bool keep = Uniform(seed, offset + i) >= ratio;
+    y[i] = keep ? x[i] * scale : 0.0f;
+    if (mask) mask[i] = keep ? 1 : 0;
+  }
+}
+
+__global__ void DropoutGradKernel(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale) {
+  ONT_GRID_STRIDE_LOOP(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+}
+
 __global__ void ScaleKernel(const float* x, float* y, int64_t n, float scale) {
   ONT_GRID_STRIDE_LOOP(i, n) y[i] = x[i] * scale;
 }
@@ -236,6 +261,19 @@ cudaError_t Cast(int from, int to, const void* x, void* y, int64_t n, cudaStream
     case 11: return CastFrom(to, static_cast<const double*>(x), y, n, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t Dropout(const float* x, float* y, uint8_t* mask, int64_t n, float ratio, uint64_t seed, uint64_t offset,
+                    cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  DropoutKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, mask, n, ratio, 1.0f / (1.0f - ratio), seed, offset);
+  return cudaGetLastError();
+}
+
+cudaError_t DropoutGrad(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  DropoutGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, mask, dx, n, scale);
+  return cudaGetLastError();
 }
 
 cudaError_t ScaleBy(const float* x, float* y, int64_t n, float scale, cudaStream_t stream) {

@@ -12,7 +12,8 @@ using cpu::RequireInput;
 
 class UnaryKernel : public CudaKernel {
  public:
-  UnaryKernel(const NodeInfo& info, UnaryOp op) : op_(op), alpha_(info.node->GetFloat("alpha", 0.01f)) {
+  UnaryKernel(const NodeInfo& info, UnaryOp op)
+      : op_(op), alpha_(info.node->GetFloat("alpha", op == UnaryOp::kElu ? 1.0f : 0.01f)) {
     if (op == UnaryOp::kGelu && info.node->GetString("approximate", "none") == "tanh") op_ = UnaryOp::kGeluTanh;
   }
   Status Prepare(KernelContext& ctx) override {
@@ -253,13 +254,13 @@ KernelFactory kFloor = MakeUnary<UnaryOp::kFloor>;
 KernelFactory kCeil = MakeUnary<UnaryOp::kCeil>;
 KernelFactory kSin = MakeUnary<UnaryOp::kSin>;
 KernelFactory kCos = MakeUnary<UnaryOp::kCos>;
+KernelFactory kElu = MakeUnary<UnaryOp::kElu>;
 KernelFactory kMsGelu = MakeMsGelu<false>;
 KernelFactory kMsFastGelu = MakeMsGelu<true>;
 KernelFactory kAdd = MakeBinary<BinaryOp::kAdd>;
 KernelFactory kSub = MakeBinary<BinaryOp::kSub>;
 KernelFactory kMul = MakeBinary<BinaryOp::kMul>;
 KernelFactory kDiv = MakeBinary<BinaryOp::kDiv>;
-KernelFactory kPow = MakeBinary<BinaryOp::kPow>;
 KernelFactory kReluGrad = MakeGrad<BinaryOp::kReluGrad>;
 KernelFactory kSigmoidGrad = MakeGrad<BinaryOp::kSigmoidGrad>;
 KernelFactory kTanhGrad = MakeGrad<BinaryOp::kTanhGrad>;

@@ -30,7 +30,7 @@ struct StridedSpace {
 
 enum class UnaryOp {
   kNeg, kAbs, kSqrt, kExp, kLog, kTanh, kSigmoid, kRelu, kErf, kReciprocal, kGelu, kGeluTanh, kLeakyRelu,
-  kSoftplus, kFloor, kCeil, kSin, kCos,
+  kSoftplus, kFloor, kCeil, kSin, kCos, kElu,
 };
 // y = op(x) elementwise over n elements; `alpha` is LeakyRelu's slope.
 cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);
@@ -38,6 +38,8 @@ cudaError_t Unary(UnaryOp op, const double* x, double* y, int64_t n, float alpha
 
 enum class BinaryOp {
   kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,
+  kDivBySquare,  // a / (b * b)
+  kNegMul,       // -(a * b)
   // gradients (a = dY, b = the forward input or output the gradient reads)
   kReluGrad, kSigmoidGrad, kTanhGrad, kGeluGrad, kFastGeluGrad, kLeakyReluGrad,
 };
@@ -65,6 +67,14 @@ cudaError_t Where(const uint8_t* cond, const void* x, const void* y, void* out, 
 // Cast between float32, float64, int32, int64 and bool (dtype codes: core/dtype.h's DType values).
 cudaError_t Cast(int from_dtype, int to_dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
 
+// Dropout: keep element i when u(seed, offset + i) >= ratio, with u uniform in [0, 1) from a counter-based
+// hash (so a step's mask depends only on the seed and the element's counter, never on the launch); kept
+// elements are scaled by 1 / (1 - ratio). `mask` (bool as uint8) is nullable.
+cudaError_t Dropout(const float* x, float* y, uint8_t* mask, int64_t n, float ratio, uint64_t seed, uint64_t offset,
+                    cudaStream_t stream);
+// dX = mask ? dY * scale : 0.
+cudaError_t DropoutGrad(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale, cudaStream_t stream);
+
 // y = x * scale for n elements (Scale, and the mean of a sum).
 cudaError_t ScaleBy(const float* x, float* y, int64_t n, float scale, cudaStream_t stream);
 
@@ -73,6 +83,16 @@ cudaError_t ScaleBy(const float* x, float* y, int64_t n, float scale, cudaStream
 // dst[off0(i)] = src[off1(i)] for every index i of `space`, moving elem_size (1, 2, 4 or 8) bytes; operand
 // 0 addresses dst, operand 1 src. Transpose, Expand, Slice, Concat, Split, Tile and Pad's copy are this.
 cudaError_t StridedCopy(const void* src, void* dst, const StridedSpace& space, int elem_size, cudaStream_t stream);
+
+// Pad: y (dims `out`) from x (dims `in`, contiguous) shifted by pads_begin (negative crops); outside x:
+// mode 0 the `fill` bytes, 1 the edge element, 2 the reflection.
+struct PadArgs {
+  int rank;
+  int64_t out[kMaxDims], in[kMaxDims], begin[kMaxDims];
+  int mode;
+  uint64_t fill;  // the constant, as elem_size bytes
+};
+cudaError_t Pad(const void* x, void* y, const PadArgs& a, int elem_size, cudaStream_t stream);
 
 // Fills n elements of elem_size bytes with the value at `pattern` (host memory).
 cudaError_t Fill(void* dst, int64_t n, const void* pattern, int elem_size, cudaStream_t stream);
@@ -140,6 +160,42 @@ cudaError_t LayerNorm(const float* x, const float* scale, const float* bias, flo
 // fixed order (one thread per column).
 cudaError_t LayerNormGrad(const float* dy, const float* x, const float* scale, const float* mean,
                           const float* inv_std, float* dx, float* dscale, float* dbias, int64_t rows, int64_t cols,
+                          cudaStream_t stream);
+
+// pool.cu -----------------------------------------------------------------------------------------------
+
+// 2-D pooling geometry over `planes` = N * C planes of H x W (1-D pooling is H = 1). Pads: top, left,
+// bottom, right.
+struct Pool2D {
+  int64_t planes, h, w, oh, ow;
+  int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  bool count_include_pad;
+  int storage_order;  // MaxPool's Indices: 0 row-major, 1 column-major within the plane
+};
+// MaxPool with ONNX's Indices (flat over the whole input; nullable); the first maximum of a window wins.
+cudaError_t MaxPool2D(const float* x, float* y, int64_t* indices, const Pool2D& g, cudaStream_t stream);
+// dX[i] = sum of dY over the outputs whose index is i, in output order (a gather, so no atomics).
+cudaError_t MaxPool2DGrad(const float* dy, const int64_t* indices, float* dx, const Pool2D& g, cudaStream_t stream);
+cudaError_t AvgPool2D(const float* x, float* y, const Pool2D& g, cudaStream_t stream);
+cudaError_t AvgPool2DGrad(const float* dy, float* dx, const Pool2D& g, cudaStream_t stream);
+
+// batchnorm.cu ------------------------------------------------------------------------------------------
+
+// BatchNormalization over X [N, C, inner]. Training: batch statistics (in double, one block per channel),
+// running_mean/var = old * momentum + batch * (1 - momentum) (population variance), saved_mean and
+// saved_var (or 1/sqrt(var + eps) when `saved_inv_std`) when not null. Inference: the given mean and var.
+struct BatchNormArgs {
+  const float *x, *scale, *bias, *mean, *var;
+  float* y;
+  float *running_mean, *running_var, *saved_mean, *saved_var;
+  int64_t n, c, inner;
+  float epsilon, momentum;
+  bool training, saved_inv_std;
+};
+cudaError_t BatchNorm(const BatchNormArgs& a, cudaStream_t stream);
+// dX, dScale, dBias (nullable) from dY, X, scale, the saved mean and 1/sqrt(var + eps).
+cudaError_t BatchNormGrad(const float* dy, const float* x, const float* scale, const float* mean, const float* inv_std,
+                          float* dx, float* dscale, float* dbias, int64_t n, int64_t c, int64_t inner,
                           cudaStream_t stream);
 
 // optimizer.cu --------------------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 // Reductions on CUDA (float32): ReduceSum/Mean/Max/Min/SumSquare/L1/L2/LogSumExp and com.microsoft's
-// ReduceSumTraining. The output shape comes from the CPU kernel's Prepare; here the reduced axes become
-// [outer, len, inner] for the device kernel. When the reduced axes (ignoring size-1 dims) are not one
-// contiguous run, x is first transposed into a kept-then-reduced order in a kernel-owned buffer.
+// ReduceSumTraining. The output shape comes from the CPU kernel's Prepare; the reduced axes go to ReduceAxes
+// (cuda_kernel.h).
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cuda/kernels/cuda_kernels.h"
@@ -20,36 +19,8 @@ class ReduceKernel : public DelegatingKernel {
 
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
-    Tensor* y = ctx.output(0);
     ONT_ASSIGN_OR_RETURN(std::vector<bool> reduced, ReducedAxes(ctx, x.rank()));
-    // 1. Drop size-1 dims; find whether the reduced dims are one run.
-    Shape dims;
-    std::vector<bool> red;
-    for (int64_t d = 0; d < x.rank(); ++d) {
-      if (x.dim(d) == 1) continue;
-      dims.push_back(x.dim(d));
-      red.push_back(reduced[d]);
-    }
-    int first = -1, last = -1;
-    for (size_t d = 0; d < red.size(); ++d) {
-      if (!red[d]) continue;
-      if (first < 0) first = static_cast<int>(d);
-      last = static_cast<int>(d);
-    }
-    bool run = true;
-    for (int d = first; d >= 0 && d <= last; ++d) run = run && red[d];
-    int64_t outer = 1, len = 1, inner = 1;
-    const float* src = x.data<float>();
-    if (run) {
-      for (int d = 0; d < static_cast<int>(dims.size()); ++d) {
-        if (first < 0 || d < first) outer *= dims[d];
-        else if (d <= last) len *= dims[d];
-        else inner *= dims[d];
-      }
-    } else {
-      ONT_ASSIGN_OR_RETURN(src, TransposeReducedLast(r, x, dims, red, &outer, &len));
-    }
-    return CudaStatus(Reduce(op_, src, y->data<float>(), outer, len, inner, r.stream), "Reduce");
+    return ReduceAxes(r, op_, x.data<float>(), x.shape(), reduced, ctx.output(0)->data<float>(), &transposed_);
   }
 
  private:
@@ -67,39 +38,6 @@ class ReduceKernel : public DelegatingKernel {
       reduced[d] = true;
     }
     return reduced;
-  }
-
-  // Copies x (dims without size-1 entries) into [kept..., reduced...] order; outer = kept count, len =
-  // reduced count.
-  StatusOr<const float*> TransposeReducedLast(const CudaResources& r, const Tensor& x, const Shape& dims,
-                                              const std::vector<bool>& red, int64_t* outer, int64_t* len) {
-    if (dims.size() > static_cast<size_t>(kMaxDims)) return Unimplemented("reduction over rank ", dims.size());
-    std::vector<int64_t> strides(dims.size());
-    int64_t s = 1;
-    for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
-      strides[d] = s;
-      s *= dims[d];
-    }
-    StridedSpace sp;
-    sp.rank = static_cast<int>(dims.size());
-    int k = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t d = 0; d < dims.size(); ++d) {
-        if (red[d] != (pass == 1)) continue;
-        sp.dims[k] = dims[d];
-        sp.strides[1][k] = strides[d];
-        (pass == 0 ? *outer : *len) *= dims[d];
-        ++k;
-      }
-    }
-    s = 1;
-    for (int d = sp.rank - 1; d >= 0; --d) {
-      sp.strides[0][d] = s;
-      s *= sp.dims[d];
-    }
-    ONT_ASSIGN_OR_RETURN(void* buf, transposed_.Get(x.SizeInBytes(), r.allocator));
-    ONT_RETURN_IF_ERROR(CudaStatus(StridedCopy(x.raw_data(), buf, sp, 4, r.stream), "StridedCopy"));
-    return static_cast<const float*>(buf);
   }
 
   ReduceOp op_;

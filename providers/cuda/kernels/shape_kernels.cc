@@ -3,7 +3,11 @@
 // host inputs), then moves the bytes on the device:
 // - Identity, Reshape, Squeeze, Unsqueeze, Flatten: one device-to-device copy;
 // - Transpose, Expand, Tile, Concat, Split: strided copies (providers/cuda/kernels/copy.cu);
+// - Slice, SliceGrad, Pad: strided copies over the CPU's slice geometry, and the pad kernel;
+// - ConcatTraining, SplitTraining: Concat and Split with ONNX Runtime's extras;
 // - Gather, GatherGrad: their own kernels.
+#include <cstring>
+
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cuda/kernels/cuda_kernels.h"
@@ -160,6 +164,125 @@ class SplitKernel : public DelegatingKernel {
   }
 };
 
+// ConcatTraining: Concat, plus output 1, the per-input lengths along the axis (int64 [n], known on the
+// host and uploaded).
+class ConcatTrainingKernel : public ConcatKernel {
+ public:
+  using ConcatKernel::ConcatKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    ONT_RETURN_IF_ERROR(ConcatKernel::ComputeCuda(r, ctx));
+    Tensor* lens = ctx.output(1);
+    if (lens == nullptr) return Status::OK();
+    ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node_.GetInt("axis", 0), ctx.input(0)->rank()));
+    lengths_.clear();
+    for (int i = 0; i < ctx.num_inputs(); ++i) lengths_.push_back(ctx.input(i) ? ctx.input(i)->dim(axis) : 0);
+    return CudaStatus(cudaMemcpyAsync(lens->raw_data(), lengths_.data(), sizeof(int64_t) * lengths_.size(),
+                                      cudaMemcpyHostToDevice, r.stream),
+                      "cudaMemcpyAsync");
+  }
+
+ private:
+  // Rewritten only after the previous upload returned: from pageable memory, cudaMemcpyAsync returns once
+  // the source has been staged.
+  std::vector<int64_t> lengths_;
+};
+
+// Slice: the CPU's slice geometry (offset and signed strides) as one strided copy.
+class SliceKernel : public DelegatingKernel {
+ public:
+  SliceKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
+      : DelegatingKernel(info, std::move(cpu)), opset_(info.opset) {}
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (opset_ >= 10) {
+      ONT_RETURN_IF_ERROR(cpu::ReadSliceInputs(ctx, 1, &starts, &ends, &axes, &steps));
+    } else {
+      starts = node_.GetInts("starts");
+      ends = node_.GetInts("ends");
+      axes = node_.GetInts("axes");
+    }
+    ONT_ASSIGN_OR_RETURN(cpu::SliceGeometry g, cpu::ComputeSlice(x.shape(), starts, ends, axes, steps));
+    return CopySlice(r, g, x.raw_data(), y->raw_data(), DTypeSize(x.dtype()), false);
+  }
+
+  // Gathers the slice (scatter false: dst contiguous) or scatters a contiguous tensor into it.
+  static Status CopySlice(const CudaResources& r, const cpu::SliceGeometry& g, const void* src, void* dst, size_t elem,
+                          bool scatter) {
+    if (ShapeNumElements(g.out) == 0) return Status::OK();
+    ONT_RETURN_IF_ERROR(CheckRank(g.out.size()));
+    StridedSpace s;
+    s.rank = std::max<int>(1, static_cast<int>(g.out.size()));
+    s.dims[0] = 1;
+    int64_t contiguous[kMaxDims];
+    ContiguousStrides(g.out, contiguous);
+    for (size_t d = 0; d < g.out.size(); ++d) {
+      s.dims[d] = g.out[d];
+      s.strides[scatter ? 0 : 1][d] = g.strides[d];
+      s.strides[scatter ? 1 : 0][d] = contiguous[d];
+    }
+    const uint8_t* base = static_cast<const uint8_t*>(scatter ? dst : src) + g.offset * static_cast<int64_t>(elem);
+    const void* from = scatter ? src : base;
+    void* to = scatter ? const_cast<uint8_t*>(base) : dst;
+    return CudaStatus(StridedCopy(from, to, s, static_cast<int>(elem), r.stream), "StridedCopy");
+  }
+
+ private:
+  int64_t opset_;
+};
+
+// SliceGrad(dY, shape, starts, ends, axes?, steps?): zeros with dY scattered into the slice.
+class SliceGradKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& dy = *ctx.input(0);
+    Tensor* dx = ctx.output(0);
+    std::vector<int64_t> starts, ends, axes, steps;
+    ONT_RETURN_IF_ERROR(cpu::ReadSliceInputs(ctx, 2, &starts, &ends, &axes, &steps));
+    ONT_ASSIGN_OR_RETURN(cpu::SliceGeometry g, cpu::ComputeSlice(dx->shape(), starts, ends, axes, steps));
+    ONT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx->raw_data(), 0, dx->SizeInBytes(), r.stream));
+    return SliceKernel::CopySlice(r, g, dy.raw_data(), dx->raw_data(), DTypeSize(dy.dtype()), true);
+  }
+};
+
+// Pad (opset >= 11: pads and constant_value are host inputs), any dtype, modes constant, edge, reflect.
+class PadKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    ONT_RETURN_IF_ERROR(CheckRank(x.rank()));
+    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> pads, cpu::ReadInts(*ctx.input(1), "pads"));
+    double value = 0;
+    if (ctx.input(2) && ctx.input(2)->NumElements() > 0) {
+      ONT_ASSIGN_OR_RETURN(value, cpu::ReadScalar(*ctx.input(2), "constant_value"));
+    }
+    std::string mode = node_.GetString("mode", "constant");
+    PadArgs a{};
+    a.rank = static_cast<int>(x.rank());
+    a.mode = mode == "edge" ? 1 : mode == "reflect" ? 2 : 0;
+    for (int d = 0; d < a.rank; ++d) {
+      a.out[d] = y->dim(d);
+      a.in[d] = x.dim(d);
+      a.begin[d] = pads[d];
+    }
+    ONT_RETURN_IF_ERROR(cpu::DispatchAll(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      T v = cpu::ConvertValue<T>(value);
+      std::memcpy(&a.fill, &v, sizeof(T));
+      return Status::OK();
+    }));
+    if (a.rank == 0) {  // nothing to pad: a copy
+      return CudaStatus(cudaMemcpyAsync(y->raw_data(), x.raw_data(), x.SizeInBytes(), cudaMemcpyDeviceToDevice, r.stream),
+                        "cudaMemcpyAsync");
+    }
+    return CudaStatus(Pad(x.raw_data(), y->raw_data(), a, static_cast<int>(DTypeSize(x.dtype())), r.stream), "Pad");
+  }
+};
+
 // Gather(data, indices): out-of-range indices give zeros on the device (the CPU kernel reports them).
 class GatherKernel : public DelegatingKernel {
  public:
@@ -215,6 +338,11 @@ KernelFactory kTile = Wrap<TileKernel, &cpu::kTile>;
 KernelFactory kConcat = Wrap<ConcatKernel, &cpu::kConcat>;
 KernelFactory kSplit = Wrap<SplitKernel, &cpu::kSplit>;
 KernelFactory kGather = Wrap<GatherKernel, &cpu::kGather>;
+KernelFactory kConcatTraining = Wrap<ConcatTrainingKernel, &cpu::kConcatTraining>;
+KernelFactory kSplitTraining = Wrap<SplitKernel, &cpu::kSplitTraining>;
+KernelFactory kSlice = Wrap<SliceKernel, &cpu::kSlice>;
+KernelFactory kSliceGrad = Wrap<SliceGradKernel, &cpu::kSliceGrad>;
+KernelFactory kPad = Wrap<PadKernel, &cpu::kPad>;
 KernelFactory kGatherGrad = Wrap<GatherGradKernel, &cpu::kGatherGrad>;
 
 }  // namespace cuda

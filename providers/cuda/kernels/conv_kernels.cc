@@ -1,0 +1,391 @@
+// Convolution on cuDNN, and pooling and BatchNormalization on our own kernels (pool.cu, batchnorm.cu), all
+// float32; shapes and window geometry are the CPU kernels' (their Prepare, providers/cpu/kernels/
+// conv_geometry.h).
+//
+// Conv and ConvGrad keep cuDNN descriptors and algorithms per input shape. In deterministic mode only
+// algorithms cuDNN reports deterministic are used; FMA math (no TF32) keeps float32 results comparable
+// with the CPU's. The bias gradient is our own ordered reduction. cuDNN needs symmetric padding; ONNX's
+// asymmetric padding (some SAME cases) is reported as unimplemented on CUDA.
+#include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/conv_geometry.h"
+#include "providers/cpu/kernels/kernels.h"
+#include "providers/cuda/kernels/cuda_kernels.h"
+
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // cuDNN 9 marks the convolution API deprecated
+
+namespace ontrain {
+namespace cuda {
+namespace {
+
+// cuDNN's view of one convolution: dims padded to at least two spatial dims (1-D becomes H = 1).
+struct ConvGeometry {
+  std::vector<int> x, w, y, pads, strides, dilations;
+  int group = 1;
+};
+
+StatusOr<ConvGeometry> MakeGeometry(const Node& node, const Shape& x, const Shape& w, int64_t group) {
+  cpu::WindowAttrs geo = cpu::WindowAttrs::FromNode(node, Shape(w.begin() + 2, w.end()));
+  std::vector<int64_t> in(x.begin() + 2, x.end());
+  ONT_ASSIGN_OR_RETURN(std::vector<int64_t> out, geo.OutputDims(in));
+  size_t nd = in.size();
+  if (nd > 3) return Unimplemented("convolution over ", nd, " spatial dims on CUDA");
+  for (size_t d = 0; d < nd; ++d) {
+    if (geo.pads[d] != geo.pads[d + nd]) {
+      return Unimplemented("asymmetric padding (", ShapeToString(geo.pads), ") on CUDA: cuDNN pads both sides alike");
+    }
+  }
+  ConvGeometry g;
+  g.group = static_cast<int>(group);
+  bool one_d = nd == 1;
+  g.x = {static_cast<int>(x[0]), static_cast<int>(x[1])};
+  g.w = {static_cast<int>(w[0]), static_cast<int>(w[1])};
+  g.y = {static_cast<int>(x[0]), static_cast<int>(w[0])};
+  if (one_d) {
+    g.x.push_back(1), g.w.push_back(1), g.y.push_back(1);
+    g.pads.push_back(0), g.strides.push_back(1), g.dilations.push_back(1);
+  }
+  for (size_t d = 0; d < nd; ++d) {
+    g.x.push_back(static_cast<int>(in[d]));
+    g.w.push_back(static_cast<int>(w[2 + d]));
+    g.y.push_back(static_cast<int>(out[d]));
+    g.pads.push_back(static_cast<int>(geo.pads[d]));
+    g.strides.push_back(static_cast<int>(geo.strides[d]));
+    g.dilations.push_back(static_cast<int>(geo.dilations[d]));
+  }
+  return g;
+}
+
+Status SetTensor(cudnnTensorDescriptor_t d, const std::vector<int>& dims) {
+  std::vector<int> strides(dims.size());
+  int s = 1;
+  for (int i = static_cast<int>(dims.size()) - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+  return CudnnStatus(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, static_cast<int>(dims.size()), dims.data(),
+                                                strides.data()),
+                     "cudnnSetTensorNdDescriptor");
+}
+
+// Descriptors and algorithms for one (x, w) shape pair.
+class ConvPlan {
+ public:
+  ~ConvPlan() {
+    if (x_) cudnnDestroyTensorDescriptor(x_);
+    if (y_) cudnnDestroyTensorDescriptor(y_);
+    if (w_) cudnnDestroyFilterDescriptor(w_);
+    if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
+  }
+
+  // Rebuilds for new shapes; a no-op when they are the ones planned.
+  Status Plan(const CudaResources& r, const Node& node, const Shape& x, const Shape& w, int64_t group, bool backward) {
+    if (x == x_shape_ && w == w_shape_ && planned_) return Status::OK();
+    ONT_ASSIGN_OR_RETURN(ConvGeometry g, MakeGeometry(node, x, w, group));
+    if (!x_) {
+      ONT_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&x_));
+      ONT_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&y_));
+      ONT_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&w_));
+      ONT_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&conv_));
+    }
+    ONT_RETURN_IF_ERROR(SetTensor(x_, g.x));
+    ONT_RETURN_IF_ERROR(SetTensor(y_, g.y));
+    ONT_CUDNN_RETURN_IF_ERROR(cudnnSetFilterNdDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                         static_cast<int>(g.w.size()), g.w.data()));
+    ONT_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionNdDescriptor(conv_, static_cast<int>(g.pads.size()), g.pads.data(),
+                                                              g.strides.data(), g.dilations.data(),
+                                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    ONT_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionGroupCount(conv_, g.group));
+    ONT_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));
+    ONT_RETURN_IF_ERROR(backward ? ChooseBackward(r) : ChooseForward(r));
+    x_shape_ = x;
+    w_shape_ = w;
+    planned_ = true;
+    return Status::OK();
+  }
+
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  size_t workspace_ = 0;
+
+ private:
+  template <typename Perf>
+  static const Perf* Pick(const Perf* perf, int n, bool deterministic) {
+    for (int i = 0; i < n; ++i) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
+      if (deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+      return &perf[i];
+    }
+    return nullptr;
+  }
+
+  Status ChooseForward(const CudaResources& r) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int n = 0;
+    ONT_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(r.cudnn, x_, w_, conv_, y_,
+                                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+    const auto* p = Pick(perf, n, r.deterministic);
+    if (p == nullptr) return Unimplemented("cuDNN offers no forward algorithm for this convolution");
+    fwd_ = p->algo;
+    workspace_ = p->memory;
+    return Status::OK();
+  }
+
+  Status ChooseBackward(const CudaResources& r) {
+    cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t fperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int nd = 0, nf = 0;
+    ONT_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        r.cudnn, w_, y_, conv_, x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dperf));
+    ONT_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        r.cudnn, x_, y_, conv_, w_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nf, fperf));
+    const auto* d = Pick(dperf, nd, r.deterministic);
+    const auto* f = Pick(fperf, nf, r.deterministic);
+    if (d == nullptr || f == nullptr) return Unimplemented("cuDNN offers no deterministic backward algorithm here");
+    bwd_data_ = d->algo;
+    bwd_filter_ = f->algo;
+    workspace_ = std::max(d->memory, f->memory);
+    return Status::OK();
+  }
+
+  Shape x_shape_, w_shape_;
+  bool planned_ = false;
+};
+
+// Conv(X, W, B?) -> Y.
+class ConvKernel : public DelegatingKernel {
+ public:
+  ConvKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
+      : DelegatingKernel(info, std::move(cpu)), group_(info.node->GetInt("group", 1)) {}
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
+    Tensor* y = ctx.output(0);
+    if (y->NumElements() == 0) return Status::OK();
+    ONT_RETURN_IF_ERROR(plan_.Plan(r, node_, x.shape(), w.shape(), group_, false));
+    ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(plan_.workspace_, r.allocator));
+    const float one = 1.0f, zero = 0.0f;
+    ONT_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(r.cudnn, &one, plan_.x_, x.raw_data(), plan_.w_, w.raw_data(),
+                                                      plan_.conv_, plan_.fwd_, ws, plan_.workspace_, &zero, plan_.y_,
+                                                      y->raw_data()));
+    if (const Tensor* b = ctx.input(2)) {
+      // Y += B along the channel dim: a broadcast add in place.
+      Shape bs(y->rank(), 1);
+      bs[1] = b->NumElements();
+      ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), y->shape(), bs}));
+      ONT_RETURN_IF_ERROR(CudaStatus(Binary(BinaryOp::kAdd, y->data<float>(), b->data<float>(), y->data<float>(), s, 0,
+                                            r.stream),
+                                     "Binary(Add)"));
+    }
+    return Status::OK();
+  }
+
+ private:
+  int64_t group_;
+  ConvPlan plan_;
+  DeviceBuffer workspace_;
+};
+
+// ConvGrad(dY, X, W) -> (dX?, dW?, dB?).
+class ConvGradKernel : public DelegatingKernel {
+ public:
+  ConvGradKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
+      : DelegatingKernel(info, std::move(cpu)), group_(info.node->GetInt("group", 1)) {}
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &x = *ctx.input(1), &w = *ctx.input(2);
+    Tensor *dx = ctx.output(0), *dw = ctx.output(1), *db = ctx.output(2);
+    if (dy.NumElements() == 0 || x.NumElements() == 0) return ZeroGrads(r, dx, dw, db);
+    ONT_RETURN_IF_ERROR(plan_.Plan(r, node_, x.shape(), w.shape(), group_, true));
+    ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(plan_.workspace_, r.allocator));
+    const float one = 1.0f, zero = 0.0f;
+    if (dx) {
+      ONT_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(r.cudnn, &one, plan_.w_, w.raw_data(), plan_.y_,
+                                                             dy.raw_data(), plan_.conv_, plan_.bwd_data_, ws,
+                                                             plan_.workspace_, &zero, plan_.x_, dx->raw_data()));
+    }
+    if (dw) {
+      ONT_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardFilter(r.cudnn, &one, plan_.x_, x.raw_data(), plan_.y_,
+                                                               dy.raw_data(), plan_.conv_, plan_.bwd_filter_, ws,
+                                                               plan_.workspace_, &zero, plan_.w_, dw->raw_data()));
+    }
+    if (db) {
+      // dB[m] = sum over n and space of dY[n, m, ...]: per (n, m) row sums, then over n, both in order.
+      int64_t n = dy.dim(0), m = dy.dim(1), space = dy.NumElements() / (n * m);
+      ONT_ASSIGN_OR_RETURN(void* tmp, rows_.Get(sizeof(float) * n * m, r.allocator));
+      ONT_RETURN_IF_ERROR(CudaStatus(Reduce(ReduceOp::kSum, dy.data<float>(), static_cast<float*>(tmp), n * m, space, 1,
+                                            r.stream),
+                                     "Reduce"));
+      ONT_RETURN_IF_ERROR(CudaStatus(Reduce(ReduceOp::kSum, static_cast<float*>(tmp), db->data<float>(), 1, n, m,
+                                            r.stream),
+                                     "Reduce"));
+    }
+    return Status::OK();
+  }
+
+ private:
+  static Status ZeroGrads(const CudaResources& r, Tensor* dx, Tensor* dw, Tensor* db) {
+    for (Tensor* t : {dx, dw, db}) {
+      if (t) ONT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(t->raw_data(), 0, t->SizeInBytes(), r.stream));
+    }
+    return Status::OK();
+  }
+
+  int64_t group_;
+  ConvPlan plan_;
+  DeviceBuffer workspace_, rows_;
+};
+
+// The 2-D pooling geometry of a node for input [N, C, spatial...] (1 or 2 spatial dims).
+StatusOr<Pool2D> PoolGeometry(const Node& node, const Shape& x) {
+  std::vector<int64_t> in(x.begin() + 2, x.end());
+  cpu::WindowAttrs geo = cpu::WindowAttrs::FromNode(node, {});
+  ONT_ASSIGN_OR_RETURN(std::vector<int64_t> out, geo.OutputDims(in));
+  if (in.size() != 1 && in.size() != 2) return Unimplemented("pooling over ", in.size(), " spatial dims on CUDA");
+  size_t nd = in.size(), d = nd - 1;  // the last spatial dim is W; with one dim, H = 1
+  Pool2D g{};
+  g.planes = x[0] * x[1];
+  g.h = nd == 2 ? in[0] : 1, g.w = in[d], g.oh = nd == 2 ? out[0] : 1, g.ow = out[d];
+  g.kh = nd == 2 ? geo.kernel[0] : 1, g.kw = geo.kernel[d];
+  g.sh = nd == 2 ? geo.strides[0] : 1, g.sw = geo.strides[d];
+  g.dh = nd == 2 ? geo.dilations[0] : 1, g.dw = geo.dilations[d];
+  g.pt = nd == 2 ? geo.pads[0] : 0, g.pl = geo.pads[d], g.pb = nd == 2 ? geo.pads[nd] : 0, g.pr = geo.pads[nd + d];
+  g.count_include_pad = node.GetInt("count_include_pad", 0) != 0;
+  g.storage_order = static_cast<int>(node.GetInt("storage_order", 0));
+  return g;
+}
+
+class MaxPoolKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    ONT_ASSIGN_OR_RETURN(Pool2D g, PoolGeometry(node_, x.shape()));
+    Tensor* ind = ctx.output(1);
+    return CudaStatus(MaxPool2D(x.data<float>(), ctx.output(0)->data<float>(), ind ? ind->data<int64_t>() : nullptr, g,
+                                r.stream),
+                      "MaxPool2D");
+  }
+};
+
+class MaxPoolGradKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    Tensor* dx = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(Pool2D g, PoolGeometry(node_, dx->shape()));
+    return CudaStatus(MaxPool2DGrad(ctx.input(0)->data<float>(), ctx.input(1)->data<int64_t>(), dx->data<float>(), g,
+                                    r.stream),
+                      "MaxPool2DGrad");
+  }
+};
+
+class AveragePoolKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    ONT_ASSIGN_OR_RETURN(Pool2D g, PoolGeometry(node_, x.shape()));
+    return CudaStatus(AvgPool2D(x.data<float>(), ctx.output(0)->data<float>(), g, r.stream), "AvgPool2D");
+  }
+};
+
+class AveragePoolGradKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    Tensor* dx = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(Pool2D g, PoolGeometry(node_, dx->shape()));
+    return CudaStatus(AvgPool2DGrad(ctx.input(0)->data<float>(), dx->data<float>(), g, r.stream), "AvgPool2DGrad");
+  }
+};
+
+// GlobalAveragePool: the mean of each [N * C] plane.
+class GlobalAveragePoolKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    int64_t planes = x.dim(0) * x.dim(1), space = planes ? x.NumElements() / planes : 0;
+    return CudaStatus(Reduce(ReduceOp::kMean, x.data<float>(), ctx.output(0)->data<float>(), planes, space, 1, r.stream),
+                      "Reduce");
+  }
+};
+
+float* OutOrNull(KernelContext& ctx, int i) { return ctx.output(i) ? ctx.output(i)->data<float>() : nullptr; }
+
+// BatchNormalization (ONNX) and com.microsoft BatchNormInternal; the mode follows the CPU kernel's rules.
+class BatchNormKernel : public DelegatingKernel {
+ public:
+  BatchNormKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, bool internal)
+      : DelegatingKernel(info, std::move(cpu)), opset_(info.opset), internal_(internal) {}
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    bool attr = node_.GetInt("training_mode", internal_ ? 1 : 0) != 0;
+    bool training = opset_ >= 14 || internal_ ? attr : (ctx.output_requested(1) || ctx.output_requested(2));
+    if (internal_ && ctx.input(5)) training = ctx.input(5)->data<bool>()[0];
+    BatchNormArgs a{};
+    a.x = x.data<float>();
+    a.scale = ctx.input(1)->data<float>();
+    a.bias = ctx.input(2)->data<float>();
+    a.mean = ctx.input(3)->data<float>();
+    a.var = ctx.input(4)->data<float>();
+    a.y = ctx.output(0)->data<float>();
+    a.n = x.dim(0);
+    a.c = x.dim(1);
+    a.inner = a.n * a.c ? x.NumElements() / (a.n * a.c) : 0;
+    a.epsilon = node_.GetFloat("epsilon", 1e-5f);
+    a.momentum = node_.GetFloat("momentum", 0.9f);
+    a.training = training;
+    a.saved_inv_std = internal_;
+    if (training) {
+      a.running_mean = OutOrNull(ctx, 1);
+      a.running_var = OutOrNull(ctx, 2);
+      if (opset_ < 14 || internal_) {
+        a.saved_mean = OutOrNull(ctx, 3);
+        a.saved_var = OutOrNull(ctx, 4);
+      }
+    }
+    return CudaStatus(BatchNorm(a, r.stream), "BatchNorm");
+  }
+
+ private:
+  int64_t opset_;
+  bool internal_;
+};
+
+class BatchNormGradKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(1);
+    int64_t n = x.dim(0), c = x.dim(1), inner = n * c ? x.NumElements() / (n * c) : 0;
+    return CudaStatus(BatchNormGrad(ctx.input(0)->data<float>(), x.data<float>(), ctx.input(2)->data<float>(),
+                                    ctx.input(3)->data<float>(), ctx.input(4)->data<float>(), OutOrNull(ctx, 0),
+                                    OutOrNull(ctx, 1), OutOrNull(ctx, 2), n, c, inner, r.stream),
+                      "BatchNormGrad");
+  }
+};
+
+template <bool internal, const KernelFactory* cpu_factory>
+StatusOr<std::unique_ptr<OpKernel>> MakeBatchNorm(const NodeInfo& info) {
+  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
+  return std::unique_ptr<OpKernel>(new BatchNormKernel(info, std::move(cpu), internal));
+}
+
+}  // namespace
+
+KernelFactory kConv = Wrap<ConvKernel, &cpu::kConv>;
+KernelFactory kConvGrad = Wrap<ConvGradKernel, &cpu::kConvGrad>;
+KernelFactory kMaxPool = Wrap<MaxPoolKernel, &cpu::kMaxPool>;
+KernelFactory kMaxPoolGrad = Wrap<MaxPoolGradKernel, &cpu::kMaxPoolGrad>;
+KernelFactory kAveragePool = Wrap<AveragePoolKernel, &cpu::kAveragePool>;
+KernelFactory kAveragePoolGrad = Wrap<AveragePoolGradKernel, &cpu::kAveragePoolGrad>;
+KernelFactory kGlobalAveragePool = Wrap<GlobalAveragePoolKernel, &cpu::kGlobalAveragePool>;
+KernelFactory kBatchNormalization = MakeBatchNorm<false, &cpu::kBatchNormalization>;
+KernelFactory kBatchNormInternal = MakeBatchNorm<true, &cpu::kBatchNormInternal>;
+KernelFactory kBatchNormalizationGrad = Wrap<BatchNormGradKernel, &cpu::kBatchNormalizationGrad>;
+
+}  // namespace cuda
+}  // namespace ontrain
