@@ -343,6 +343,19 @@ void ConvPoolCases(Builder& b) {
           {Random(D::kFloat32, y, b.seed()), Random(D::kFloat32, c.x, b.seed()), Random(D::kFloat32, c.w, b.seed())},
           {D::kFloat32, D::kFloat32, D::kFloat32}, c.attrs);
   }
+  for (int64_t group : {1, 2}) {
+    for (bool bias : {false, true}) {
+      std::vector<Value> in = {Random(D::kFloat32, {2, 4, 3, 5}, b.seed()), Random(D::kFloat32, {4, 6 / group, 2, 3}, b.seed())};
+      if (bias) in.push_back(Random(D::kFloat32, {6}, b.seed()));
+      b.Add(StrCat("ConvTranspose_g", group, bias ? "_bias" : ""), "", "ConvTranspose", 13, in, {D::kFloat32},
+            {AttrInt("group", group), AttrInts("strides", {2, 2}), AttrInts("pads", {1, 1, 1, 1}),
+             AttrInts("output_padding", {1, 0})});
+    }
+  }
+  b.Add("GatherElementsGrad_axis1", "com.microsoft", "GatherElementsGrad", 1,
+        {Random(D::kFloat32, {3, 2, 4}, b.seed()), Ints({3, 5, 4}, {3}),
+         Random(D::kInt64, {3, 2, 4}, b.seed(), -0.05, 0.05)},
+        {D::kFloat32}, {AttrInt("axis", 1)});
   // Pooling: k x k, stride s, pad p on [2, 3, 7, 6].
   struct P {
     int64_t k, s, p;

@@ -97,6 +97,8 @@ class ConvPlan {
     ONT_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionGroupCount(conv_, g.group));
     ONT_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));
     ONT_RETURN_IF_ERROR(backward ? ChooseBackward(r) : ChooseForward(r));
+    y_shape_.assign(g.y.begin(), g.y.end());
+    if (x.size() == 3) y_shape_.erase(y_shape_.begin() + 2);  // the added H = 1
     x_shape_ = x;
     w_shape_ = w;
     planned_ = true;
@@ -110,6 +112,7 @@ class ConvPlan {
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
   size_t workspace_ = 0;
+  Shape y_shape_;  // the convolution's output shape
 
  private:
   template <typename Perf>
@@ -172,6 +175,48 @@ class ConvKernel : public DelegatingKernel {
                                                       y->raw_data()));
     if (const Tensor* b = ctx.input(2)) {
       // Y += B along the channel dim: a broadcast add in place.
+      Shape bs(y->rank(), 1);
+      bs[1] = b->NumElements();
+      ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), y->shape(), bs}));
+      ONT_RETURN_IF_ERROR(CudaStatus(Binary(BinaryOp::kAdd, y->data<float>(), b->data<float>(), y->data<float>(), s, 0,
+                                            r.stream),
+                                     "Binary(Add)"));
+    }
+    return Status::OK();
+  }
+
+ private:
+  int64_t group_;
+  ConvPlan plan_;
+  DeviceBuffer workspace_;
+};
+
+// ConvTranspose(X, W, B?) -> Y: the data gradient of the convolution that maps Y's shape to X's, which is
+// cuDNN's backward-data call with Y as its "dx" and X as its "dy". Explicit pads only (auto_pad SAME and
+// output_shape derive pads another way; they are reported as unimplemented on CUDA).
+class ConvTransposeKernel : public DelegatingKernel {
+ public:
+  ConvTransposeKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
+      : DelegatingKernel(info, std::move(cpu)), group_(info.node->GetInt("group", 1)) {}
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
+    Tensor* y = ctx.output(0);
+    std::string auto_pad = node_.GetString("auto_pad", "NOTSET");
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER" || node_.HasAttribute("output_shape")) {
+      return Unimplemented("ConvTranspose with auto_pad ", auto_pad, " or output_shape on CUDA");
+    }
+    if (y->NumElements() == 0) return Status::OK();
+    ONT_RETURN_IF_ERROR(plan_.Plan(r, node_, y->shape(), w.shape(), group_, true));
+    if (plan_.y_shape_ != x.shape()) {
+      return Unimplemented("ConvTranspose geometry (output_padding or pads) that cuDNN cannot express: X ",
+                           ShapeToString(x.shape()), " vs ", ShapeToString(plan_.y_shape_));
+    }
+    ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(plan_.workspace_, r.allocator));
+    const float one = 1.0f, zero = 0.0f;
+    ONT_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(r.cudnn, &one, plan_.w_, w.raw_data(), plan_.y_, x.raw_data(),
+                                                           plan_.conv_, plan_.bwd_data_, ws, plan_.workspace_, &zero,
+                                                           plan_.x_, y->raw_data()));
+    if (const Tensor* b = ctx.input(2)) {
       Shape bs(y->rank(), 1);
       bs[1] = b->NumElements();
       ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), y->shape(), bs}));
@@ -377,6 +422,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeBatchNorm(const NodeInfo& info) {
 }  // namespace
 
 KernelFactory kConv = Wrap<ConvKernel, &cpu::kConv>;
+KernelFactory kConvTranspose = Wrap<ConvTransposeKernel, &cpu::kConvTranspose>;
 KernelFactory kConvGrad = Wrap<ConvGradKernel, &cpu::kConvGrad>;
 KernelFactory kMaxPool = Wrap<MaxPoolKernel, &cpu::kMaxPool>;
 KernelFactory kMaxPoolGrad = Wrap<MaxPoolGradKernel, &cpu::kMaxPoolGrad>;

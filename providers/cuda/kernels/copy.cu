@@ -89,6 +89,37 @@ __global__ void GatherGradKernel(const float* dy, const void* indices, bool indi
   }
 }
 
+__global__ void GatherElementsGradKernel(const float* dy, const void* indices, bool indices64, float* dx,
+                                         ElementsGradArgs a, int64_t n) {
+  ONT_GRID_STRIDE_LOOP(p, n) {
+    // dX coordinates of p; the dY line through them along the axis (when they lie inside dY).
+    int64_t rem = p, base = 0, stride = 1, axis_stride = 1, target = 0;
+    bool inside = true;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      int64_t c = rem % a.x[d];
+      rem /= a.x[d];
+      if (d == a.axis) {
+        target = c;
+        axis_stride = stride;
+      } else {
+        if (c >= a.y[d]) inside = false;
+        base += c * stride;
+      }
+      stride *= a.y[d];
+    }
+    float acc = 0.0f;
+    if (inside) {
+      for (int64_t j = 0; j < a.y[a.axis]; ++j) {
+        int64_t q = base + j * axis_stride;
+        int64_t idx = indices64 ? static_cast<const int64_t*>(indices)[q] : static_cast<const int32_t*>(indices)[q];
+        if (idx < 0) idx += a.x[a.axis];
+        if (idx == target) acc += dy[q];
+      }
+    }
+    dx[p] = acc;
+  }
+}
+
 template <typename E>
 cudaError_t LaunchGather(const void* data, const void* indices, bool i64, void* out, int64_t outer, int64_t axis_len,
                          int64_t inner, int64_t n, int* bad, cudaStream_t stream) {
@@ -145,6 +176,15 @@ cudaError_t Gather(const void* data, const void* indices, bool indices64, void* 
     case 8: return LaunchGather<uint64_t>(data, indices, indices64, out, outer, axis_len, inner, n, bad, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t GatherElementsGrad(const float* dy, const void* indices, bool indices64, float* dx,
+                               const ElementsGradArgs& a, cudaStream_t stream) {
+  int64_t n = 1;
+  for (int d = 0; d < a.rank; ++d) n *= a.x[d];
+  if (n == 0) return cudaSuccess;
+  GatherElementsGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, indices, indices64, dx, a, n);
+  return cudaGetLastError();
 }
 
 cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,

@@ -42,7 +42,7 @@ extern KernelFactory kWhere, kCast, kScale;
 
 // shape_kernels.cc
 extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTranspose, kExpand, kTile, kConcat,
-    kSplit, kGather, kGatherGrad, kConcatTraining, kSplitTraining, kSlice, kSliceGrad, kPad;
+    kSplit, kGather, kGatherGrad, kConcatTraining, kSplitTraining, kSlice, kSliceGrad, kPad, kGatherElementsGrad;
 
 // training_kernels.cc
 extern KernelFactory kPow, kSum, kMax, kMin, kDivGrad, kDropout, kDropoutGrad;
@@ -63,7 +63,7 @@ extern KernelFactory kSoftmax, kLogSoftmax, kSoftmaxGrad, kSoftmaxGrad13, kLogSo
 extern KernelFactory kLayerNormalization, kLayerNormalizationGrad;
 
 // conv_kernels.cc
-extern KernelFactory kConv, kConvGrad, kMaxPool, kMaxPoolGrad, kAveragePool, kAveragePoolGrad, kGlobalAveragePool,
+extern KernelFactory kConv, kConvTranspose, kConvGrad, kMaxPool, kMaxPoolGrad, kAveragePool, kAveragePoolGrad, kGlobalAveragePool,
     kBatchNormalization, kBatchNormInternal, kBatchNormalizationGrad;
 
 // optimizer_kernels.cc

@@ -107,6 +107,16 @@ cudaError_t Gather(const void* data, const void* indices, bool indices64, void* 
 cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,
                        int64_t n, int64_t outer, cudaStream_t stream);
 
+// GatherElementsGrad: dX (dims `x`, rank <= kMaxDims) = 0, then dX[q with axis coord idx[q]] += dY[q] for
+// every q of dY (dims `y`); as a gather, each dX element walks its line of dY in order. Indices int32 or
+// int64 (negative from the end); out-of-range ones are skipped.
+struct ElementsGradArgs {
+  int rank, axis;
+  int64_t x[kMaxDims], y[kMaxDims];
+};
+cudaError_t GatherElementsGrad(const float* dy, const void* indices, bool indices64, float* dx,
+                               const ElementsGradArgs& a, cudaStream_t stream);
+
 // reduce.cu -----------------------------------------------------------------------------------------------
 
 enum class ReduceOp { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSumExp };

@@ -283,6 +283,28 @@ class PadKernel : public DelegatingKernel {
   }
 };
 
+// GatherElementsGrad(dY, shape, indices) -> dX of `shape`.
+class GatherElementsGradKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &idx = *ctx.input(2);
+    Tensor* dx = ctx.output(0);
+    ONT_RETURN_IF_ERROR(CheckRank(dx->rank()));
+    ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node_.GetInt("axis", 0), dx->rank()));
+    ElementsGradArgs a{};
+    a.rank = static_cast<int>(dx->rank());
+    a.axis = static_cast<int>(axis);
+    for (int d = 0; d < a.rank; ++d) {
+      a.x[d] = dx->dim(d);
+      a.y[d] = dy.dim(d);
+    }
+    return CudaStatus(GatherElementsGrad(dy.data<float>(), idx.raw_data(), idx.dtype() == DType::kInt64,
+                                         dx->data<float>(), a, r.stream),
+                      "GatherElementsGrad");
+  }
+};
+
 // Gather(data, indices): out-of-range indices give zeros on the device (the CPU kernel reports them).
 class GatherKernel : public DelegatingKernel {
  public:
@@ -341,6 +363,7 @@ KernelFactory kGather = Wrap<GatherKernel, &cpu::kGather>;
 KernelFactory kConcatTraining = Wrap<ConcatTrainingKernel, &cpu::kConcatTraining>;
 KernelFactory kSplitTraining = Wrap<SplitKernel, &cpu::kSplitTraining>;
 KernelFactory kSlice = Wrap<SliceKernel, &cpu::kSlice>;
+KernelFactory kGatherElementsGrad = Wrap<GatherElementsGradKernel, &cpu::kGatherElementsGrad>;
 KernelFactory kSliceGrad = Wrap<SliceGradKernel, &cpu::kSliceGrad>;
 KernelFactory kPad = Wrap<PadKernel, &cpu::kPad>;
 KernelFactory kGatherGrad = Wrap<GatherGradKernel, &cpu::kGatherGrad>;
