@@ -15,6 +15,7 @@ Status Eval(const std::vector<std::string>& args);
 Status Export(const std::vector<std::string>& args);
 Status Info(const std::vector<std::string>& args);
 Status Run(const std::vector<std::string>& args);
+Status Bench(const std::vector<std::string>& args);
 // True when the last Train stopped early on SIGINT/SIGTERM (after saving a checkpoint).
 bool InterruptedBySignal();
 

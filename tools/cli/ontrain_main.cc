@@ -25,8 +25,10 @@ const char* kUsage =
     "  export   --artifacts DIR --outputs a,b --to FILE\n"
     "  info     --artifacts DIR [--provider LIST] [--json]   what runs where, copies, state per device\n"
     "  run      --model FILE.onnx --inputs FILE.npz [--outputs FILE.npz] [--provider LIST]\n"
+    "  bench    --artifacts DIR [--provider LIST] [--batch-size N] [--steps N] [--warmup N] [--threads N]\n"
+    "           [--json FILE]   time full training steps on synthetic inputs\n"
     "  LIST: providers in priority order, comma-separated, ending with cpu (appended when missing):\n"
-    "        cpu | sim (a device simulated on the host, to check placement) | cuda\n";
+    "        cpu | sim (a device simulated on the host, to check placement) | cuda | cuda:N\n";
 
 }  // namespace
 
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   else if (cmd == "export") s = ontrain::cli::Export(args);
   else if (cmd == "info") s = ontrain::cli::Info(args);
   else if (cmd == "run") s = ontrain::cli::Run(args);
+  else if (cmd == "bench") s = ontrain::cli::Bench(args);
   else {
     std::fprintf(stderr, "ontrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
     return 2;

@@ -1,0 +1,95 @@
+// `ontrain bench`: times full training steps (TrainStep + OptimizerStep + LazyResetGrad) of any artifacts
+// folder on a provider list, with synthetic inputs of the training model's input shapes: float inputs
+// uniform in [-1, 1) from a fixed seed, integer inputs (class labels) zero. Symbolic dims take
+// --batch-size. Prints the median step time with its 10th and 90th percentiles and the steps per second
+// that the median gives; --json FILE writes the same. A minimal harness: the provider benchmark issue
+// extends it (per-part times, memory, per-op profile).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "core/file_io.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+#include "tools/cli/session_loader.h"
+
+namespace ontrain {
+namespace cli {
+namespace {
+
+StatusOr<std::vector<Tensor>> SyntheticInputs(const OpenSession& o, int64_t batch) {
+  std::vector<Tensor> inputs;
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  for (const std::string& name : o.session->training_input_names()) {
+    const ValueInfo* info = nullptr;
+    for (const ValueInfo& v : o.training_model.graph.inputs) if (v.name == name) info = &v;
+    if (info == nullptr || !info->has_shape) return InvalidArgument("training input \"", name, "\" has no declared shape");
+    Shape shape;
+    for (const Dim& d : info->dims) shape.push_back(d.known() ? d.value : batch);
+    ONT_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(info->dtype, shape, HostAllocator()));
+    std::memset(t.raw_data(), 0, t.SizeInBytes());
+    if (info->dtype == DType::kFloat32) {
+      for (int64_t i = 0; i < t.NumElements(); ++i) t.data<float>()[i] = uni(rng);
+    } else if (IsFloatingPoint(info->dtype)) {
+      return Unimplemented("bench fills float32 and integer inputs; \"", name, "\" is ", DTypeName(info->dtype));
+    }
+    inputs.push_back(t);
+  }
+  return inputs;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+Status Bench(const std::vector<std::string>& args) {
+  ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "provider", "batch-size", "steps", "warmup", "threads",
+                                                    "json"},
+                                             {}));
+  ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
+  ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", 200));
+  ONT_ASSIGN_OR_RETURN(int64_t warmup, f.GetInt("warmup", 20));
+  ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
+  if (batch < 1 || steps < 1 || warmup < 0) return InvalidArgument("--batch-size and --steps must be >= 1");
+  OpenOptions oo;
+  oo.threads = static_cast<int>(threads);
+  oo.providers = f.Get("provider", "cpu");
+  ONT_ASSIGN_OR_RETURN(OpenSession o, OpenArtifacts(f.Get("artifacts"), oo));
+  ONT_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, SyntheticInputs(o, batch));
+  std::vector<double> ms;
+  float loss = 0;
+  for (int64_t s = 0; s < warmup + steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<Tensor> out;
+    ONT_RETURN_IF_ERROR(o.session->TrainStep(inputs, &out).WithContext(StrCat("step ", s)));
+    ONT_RETURN_IF_ERROR(o.session->OptimizerStep());
+    o.session->LazyResetGrad();
+    auto t1 = std::chrono::steady_clock::now();
+    if (s >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (!out.empty() && out[0].dtype() == DType::kFloat32 && out[0].NumElements() > 0) loss = out[0].data<float>()[0];
+  }
+  double median = Percentile(ms, 0.5), p10 = Percentile(ms, 0.1), p90 = Percentile(ms, 0.9);
+  std::string providers;
+  for (IExecutionProvider* p : o.providers.ordered) providers += (providers.empty() ? "" : ",") + p->name();
+  std::printf("bench %s on %s, batch %lld: %.3f ms/step median (p10 %.3f, p90 %.3f) over %lld steps, %.1f steps/s, "
+              "last loss %g\n",
+              f.Get("artifacts").c_str(), providers.c_str(), static_cast<long long>(batch), median, p10, p90,
+              static_cast<long long>(steps), 1000.0 / median, loss);
+  if (f.Has("json")) {
+    std::string json = StrCat("{\"artifacts\": \"", f.Get("artifacts"), "\", \"providers\": \"", providers,
+                              "\", \"batch_size\": ", batch, ", \"steps\": ", steps, ", \"median_ms\": ", median,
+                              ", \"p10_ms\": ", p10, ", \"p90_ms\": ", p90, ", \"steps_per_s\": ", 1000.0 / median,
+                              ", \"last_loss\": ", loss, "}\n");
+    ONT_RETURN_IF_ERROR(WriteFileAtomically(f.Get("json"), json));
+  }
+  return Status::OK();
+}
+
+}  // namespace cli
+}  // namespace ontrain

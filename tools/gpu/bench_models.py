@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""The GPU benchmark workloads, defined once for both engines.
+
+  bench_models.py export DIR       (here, Debian's /usr/bin/python3 with PyTorch 1.13): writes
+                                   DIR/<name>/forward.onnx and DIR/models.json; tools/gpu/pack.sh then makes
+                                   training artifacts from each with `ontrain generate`.
+  bench_models.py torch DIR [N]    (on the GPU machine, its PyTorch): times N full training steps of the same
+                                   modules on CUDA (zero_grad, forward, cross-entropy, backward, AdamW step,
+                                   loss.item(): the host sees every loss, as `ontrain bench` does) and prints
+                                   one JSON line per model.
+
+Workloads: an MLP 784-512-512-10 at batch 256, a CNN (two 3x3 conv + ReLU + 2x2 max-pool stages, 32 and 64
+channels, then 3136-128-10) at batch 64 on 1x28x28, and a transformer encoder layer (d_model 256, 8 heads,
+feed-forward 1024, no dropout) with mean pooling and a 10-class head at batch 32 x 64 tokens.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 32, 3, padding=1), nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1, self.fc2 = nn.Linear(64 * 7 * 7, 128), nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(dim=1))
+
+
+# name, module, input shape (batch first), opset
+MODELS = [("mlp", Mlp, (256, 784), 14), ("cnn", Cnn, (64, 1, 28, 28), 14), ("encoder", Encoder, (32, 64, 256), 17)]
+
+
+def export(out):
+    os.makedirs(out, exist_ok=True)
+    meta = {}
+    for name, cls, shape, opset in MODELS:
+        torch.manual_seed(0)
+        model = cls().eval()
+        os.makedirs(os.path.join(out, name), exist_ok=True)
+        torch.onnx.export(model, torch.randn(*shape), os.path.join(out, name, "forward.onnx"), input_names=["input"],
+                          output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                          opset_version=opset, do_constant_folding=False)
+        meta[name] = {"batch": shape[0], "shape": list(shape)}
+    with open(os.path.join(out, "models.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+
+
+def bench(out, steps):
+    if not torch.cuda.is_available():
+        print(json.dumps({"error": "PyTorch sees no CUDA device"}))
+        return
+    dev = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False  # ontrain computes float32 without TF32
+    torch.backends.cudnn.allow_tf32 = False
+    for name, cls, shape, _ in MODELS:
+        torch.manual_seed(0)
+        model = cls().to(dev).train()
+        # as pack.sh generates the artifacts: lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01, PyTorch's AdamW
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+        x = torch.rand(*shape, device=dev) * 2 - 1
+        y = torch.zeros(shape[0], dtype=torch.long, device=dev)
+        times = []
+        for s in range(20 + steps):
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=False)
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            loss.item()
+            if s >= 20:
+                times.append((time.perf_counter() - t0) * 1e3)
+        times.sort()
+        med = statistics.median(times)
+        print(json.dumps({"model": name, "engine": "pytorch-" + torch.__version__, "device": torch.cuda.get_device_name(),
+                          "batch": shape[0], "median_ms": med, "p10_ms": times[len(times) // 10],
+                          "p90_ms": times[(9 * len(times)) // 10], "steps_per_s": 1e3 / med}))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "export":
+        export(sys.argv[2])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "torch":
+        bench(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 200)
+    else:
+        sys.exit(__doc__)
