@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/random.h"
 #include "providers/cpu/cpu_provider.h"
 #include "providers/plan_only_provider.h"
 #include "providers/sim/sim_provider.h"
@@ -34,6 +35,7 @@ StatusOr<std::unique_ptr<IExecutionProvider>> CreateCuda(const std::string& name
   d.device_index = index;
   d.deterministic = o.deterministic;
   d.graph_capture = o.graph_capture;
+  d.next_kernel_seed = &NextKernelSeed;
   std::unique_ptr<IExecutionProvider> p;
   ONT_RETURN_IF_ERROR(api->Create(d, &p).WithContext(StrCat("provider \"", name, "\"")));
   return p;

@@ -26,6 +26,10 @@ struct DeviceProviderOptions {
   bool deterministic = true;
   // Capture a training step as a device graph once its shapes have been seen, and replay it.
   bool graph_capture = true;
+  // The engine's seed source for random kernels without a seed attribute (core/random.h's
+  // NextKernelSeed): the library has its own copy of core/, so the engine's global seed reaches it
+  // only through this.
+  uint64_t (*next_kernel_seed)() = nullptr;
 };
 
 constexpr uint32_t kProviderAbiVersion = 1;

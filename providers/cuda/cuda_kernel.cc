@@ -1,6 +1,10 @@
 // Helpers shared by the CUDA kernel classes.
 #include "providers/cuda/cuda_kernel.h"
 
+#include <atomic>
+
+#include "core/random.h"
+
 namespace ontrain {
 namespace cuda {
 
@@ -120,6 +124,17 @@ Status SumToShape(const CudaResources& r, const float* x, const Shape& full, con
   }
   return ReduceAxes(r, ReduceOp::kSum, x, full, reduced, y, scratch);
 }
+
+namespace {
+std::atomic<uint64_t (*)()> seed_source{nullptr};
+}  // namespace
+
+uint64_t NextSeed() {
+  uint64_t (*source)() = seed_source.load();
+  return source != nullptr ? source() : NextKernelSeed();
+}
+
+void SetSeedSource(uint64_t (*source)()) { seed_source.store(source); }
 
 Status CheckLaunchable(const Tensor& t, const char* what) {
   if (t.NumElements() < 0) return InvalidArgument(what, " has an invalid shape ", ShapeToString(t.shape()));

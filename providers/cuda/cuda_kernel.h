@@ -58,6 +58,11 @@ Status ReduceAxes(const CudaResources& r, ReduceOp op, const float* x, const Sha
 Status SumToShape(const CudaResources& r, const float* x, const Shape& full, const Shape& target, float* y,
                   DeviceBuffer* scratch);
 
+// A seed for a random kernel without a seed attribute: from the engine's source (SetSeedSource, at
+// provider creation) so that the engine's global seed makes runs reproducible, else this library's own.
+uint64_t NextSeed();
+void SetSeedSource(uint64_t (*source)());
+
 // Element-count checks the launchers rely on (int64 sizes, at most 2^31 blocks).
 Status CheckLaunchable(const Tensor& t, const char* what);
 

@@ -31,6 +31,7 @@ StatusOr<std::unique_ptr<CudaExecutionProvider>> CudaExecutionProvider::Create(c
     return InvalidArgument("CUDA device ", options.device_index, " does not exist; this machine has ", count,
                            " device", count == 1 ? "" : "s", " (0..", count - 1, ")");
   }
+  if (options.next_kernel_seed != nullptr) SetSeedSource(options.next_kernel_seed);
   ONT_ASSIGN_OR_RETURN(KernelRegistry registry, KernelRegistry::Create(CudaKernelList()));
   std::unique_ptr<CudaExecutionProvider> p(
       new CudaExecutionProvider(std::move(registry), std::make_shared<CudaAllocator>(options.device_index)));

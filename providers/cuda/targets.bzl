@@ -32,6 +32,7 @@ def cuda_provider_targets():
         ],
         copts = COPTS,
         deps = [
+            "//core:random",
             "//core:tensor",
             "//providers:provider",
             "//providers:provider_library",

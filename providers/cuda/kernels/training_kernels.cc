@@ -1,6 +1,5 @@
 // More elementwise kernel classes on CUDA, float32: Pow (any numeric exponent, cast to the base's type
 // first), the variadic Sum/Max/Min, DivGrad, and Dropout with its gradient.
-#include "core/random.h"
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cuda/kernels/cuda_kernels.h"
@@ -100,7 +99,7 @@ class DropoutKernel : public DelegatingKernel {
  public:
   DropoutKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
       : DelegatingKernel(info, std::move(cpu)),
-        seed_(info.node->HasAttribute("seed") ? static_cast<uint64_t>(info.node->GetInt("seed", 0)) : NextKernelSeed()) {}
+        seed_(info.node->HasAttribute("seed") ? static_cast<uint64_t>(info.node->GetInt("seed", 0)) : NextSeed()) {}
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     Tensor* y = ctx.output(0);
