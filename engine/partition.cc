@@ -43,6 +43,12 @@ const KernelDef* FindRow(const IExecutionProvider& provider, const Node& n, int6
     *why = StrCat(provider.name(), ": no kernel for dtype ", DTypeName(t));
     return nullptr;
   }
+  if (row.value()->rejects != nullptr) {
+    if (const char* reason = row.value()->rejects(n)) {
+      *why = StrCat(provider.name(), ": ", reason);
+      return nullptr;
+    }
+  }
   return row.value();
 }
 

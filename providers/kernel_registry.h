@@ -43,6 +43,9 @@ struct KernelDef {
   KernelFactory create;
   int type_input = 0;        // which input's dtype selects the row; -1 when no input has a type (Constant)
   InputRoles roles = {};
+  // Attribute cases the kernel cannot run (a device kernel narrower than the op): returns why, or nullptr
+  // when it can. The planner then places the node on a later provider and reports the reason.
+  const char* (*rejects)(const Node& node) = nullptr;
 
   bool is_host_input(int i) const { return i < 32 && (roles.host >> i & 1u); }
   bool is_shape_only_input(int i) const { return i < 32 && (roles.shape_only >> i & 1u); }

@@ -24,17 +24,17 @@ const char* kMs = "com.microsoft";
 
 std::vector<KernelDef> CudaKernelList() {
   return {
-      // domain, op, since, until, dtypes of input 0 (unless noted), factory[, type input, input roles]
+      // domain, op, since, until, dtypes of input 0 (unless noted), factory[, type input, input roles, rejects]
       {kOnnx, "Abs", 6, kLatest, kF32F64, kAbs},
       {kOnnx, "Add", 7, kLatest, kArith, kAdd},
-      {kOnnx, "AveragePool", 7, 18, kF32, kAveragePool},
-      {kOnnx, "AveragePoolGrad", 9, kLatest, kF32, kAveragePoolGrad},  // ONNX Runtime's, in the ONNX domain
+      {kOnnx, "AveragePool", 7, 18, kF32, kAveragePool, 0, {}, PoolRejects},
+      {kOnnx, "AveragePoolGrad", 9, kLatest, kF32, kAveragePoolGrad, 0, {}, PoolRejects},  // ONNX Runtime's, in the ONNX domain
       {kOnnx, "BatchNormalization", 9, kLatest, kF32, kBatchNormalization},
-      {kOnnx, "Cast", 6, kLatest, kCastable, kCast},
+      {kOnnx, "Cast", 6, kLatest, kCastable, kCast, 0, {}, CastRejects},
       {kOnnx, "Ceil", 6, kLatest, kF32F64, kCeil},
       {kOnnx, "Concat", 4, kLatest, kAll, kConcat},
-      {kOnnx, "Conv", 1, kLatest, kF32, kConv},
-      {kOnnx, "ConvTranspose", 1, kLatest, kF32, kConvTranspose},
+      {kOnnx, "Conv", 1, kLatest, kF32, kConv, 0, {}, ConvRejects},
+      {kOnnx, "ConvTranspose", 1, kLatest, kF32, kConvTranspose, 0, {}, ConvTransposeRejects},
       {kOnnx, "Cos", 7, kLatest, kF32F64, kCos},
       {kOnnx, "Div", 7, kLatest, kArith, kDiv},
       {kOnnx, "Dropout", 12, kLatest, kF32, kDropout, 0, Host({1, 2})},
@@ -60,8 +60,8 @@ std::vector<KernelDef> CudaKernelList() {
       {kOnnx, "LogSoftmax", 1, kLatest, kF32, kLogSoftmax},
       {kOnnx, "MatMul", 1, kLatest, kF32F64, kMatMul},
       {kOnnx, "Max", 8, kLatest, kArith, kMax},
-      {kOnnx, "MaxPool", 8, kLatest, kF32, kMaxPool},
-      {kOnnx, "MaxPoolGrad", 9, kLatest, kF32, kMaxPoolGrad},  // ONNX Runtime's, in the ONNX domain
+      {kOnnx, "MaxPool", 8, kLatest, kF32, kMaxPool, 0, {}, PoolRejects},
+      {kOnnx, "MaxPoolGrad", 9, kLatest, kF32, kMaxPoolGrad, 0, {}, PoolRejects},  // ONNX Runtime's, in the ONNX domain
       {kOnnx, "Min", 8, kLatest, kArith, kMin},
       {kOnnx, "Mul", 7, kLatest, kArith, kMul},
       {kOnnx, "Neg", 6, kLatest, kF32F64, kNeg},
@@ -99,7 +99,7 @@ std::vector<KernelDef> CudaKernelList() {
       {kMs, "BatchNormInternal", 1, 1, kF32, kBatchNormInternal, 0, Host({5})},
       {kMs, "BatchNormalizationGrad", 1, 1, kF32, kBatchNormalizationGrad},
       {kMs, "ConcatTraining", 1, 1, kAll, kConcatTraining},
-      {kMs, "ConvGrad", 1, 1, kF32, kConvGrad},
+      {kMs, "ConvGrad", 1, 1, kF32, kConvGrad, 0, {}, ConvRejects},
       {kMs, "DivGrad", 1, 1, kF32, kDivGrad},
       {kMs, "DropoutGrad", 1, 1, kF32, kDropoutGrad, 0, Host({2, 3})},
       {kMs, "FastGelu", 1, 1, kF32, kMsFastGelu},

@@ -4,7 +4,9 @@
 // reason on a machine without a driver or device; planning-only providers for `ontrain info`.
 #include <cstdlib>
 
+#include "engine/partition.h"
 #include "engine/provider_list.h"
+#include "graph/builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "providers/provider_library.h"
@@ -87,6 +89,31 @@ TEST(CudaProviderLibrary, NoDeviceIsAClearErrorAndPlanningStillWorks) {
   EXPECT_TRUE(cuda->kernel_registry().HasOp("", "MatMul", 13));
   Tensor t = Tensor::FromVector<float>({1}, {1});
   EXPECT_THAT(cuda->CopyTensor(t, &t).message(), HasSubstr("planning only"));
+}
+
+// Attribute cases a CUDA kernel cannot run go to the CPU at planning time, with the reason.
+TEST(CudaProviderLibrary, RejectedAttributesFallBackToTheCpu) {
+  auto api = LoadCudaProviderLibrary();
+  if (!api.ok()) GTEST_SKIP() << "this build has no CUDA provider library: " << api.status().message();
+  Model m;
+  m.opset_imports[""] = 17;
+  m.graph.inputs = {TensorInfo("x", DType::kFloat32, {2, 3, 8, 8}), TensorInfo("w", DType::kFloat32, {4, 3, 3, 3})};
+  m.graph.outputs = {TensorInfo("h", DType::kFloat16, {2, 3, 8, 8}), TensorInfo("y", DType::kFloat32, {}),
+                     TensorInfo("z", DType::kFloat32, {})};
+  m.graph.nodes.push_back(MakeNode("Cast", {"x"}, {"h"}, {AttrInt("to", static_cast<int64_t>(DType::kFloat16))}, "to_half"));
+  m.graph.nodes.push_back(MakeNode("Conv", {"x", "w"}, {"y"}, {AttrInts("pads", {0, 0, 1, 1})}, "lopsided"));
+  m.graph.nodes.push_back(MakeNode("Conv", {"x", "w"}, {"z"}, {AttrInts("pads", {1, 1, 1, 1})}, "even"));
+  ProviderListOptions o;
+  o.plan_only = true;
+  auto providers = CreateProviders("cuda,cpu", o);
+  ASSERT_TRUE(providers.ok());
+  auto part = PartitionGraph(m, providers->ordered);
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  EXPECT_EQ(part->nodes[0].provider, 1);
+  EXPECT_THAT(part->nodes[0].why_fallback, HasSubstr("CUDA: Cast to a dtype other than"));
+  EXPECT_EQ(part->nodes[1].provider, 1);
+  EXPECT_THAT(part->nodes[1].why_fallback, HasSubstr("CUDA: asymmetric pads"));
+  EXPECT_EQ(part->nodes[2].provider, 0);
 }
 
 TEST(CudaProviderNames, MalformedNamesAndOrder) {

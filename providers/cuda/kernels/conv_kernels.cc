@@ -421,6 +421,27 @@ StatusOr<std::unique_ptr<OpKernel>> MakeBatchNorm(const NodeInfo& info) {
 
 }  // namespace
 
+const char* ConvRejects(const Node& n) {
+  std::vector<int64_t> pads = n.GetInts("pads");
+  size_t k = pads.size() / 2;
+  for (size_t d = 0; d < k; ++d) {
+    if (pads[d] != pads[d + k]) return "asymmetric pads (cuDNN pads both sides alike)";
+  }
+  if (n.GetInts("kernel_shape").size() > 3) return "more than 3 spatial dims";
+  return nullptr;
+}
+
+const char* ConvTransposeRejects(const Node& n) {
+  std::string auto_pad = n.GetString("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return "auto_pad SAME";
+  if (n.HasAttribute("output_shape")) return "output_shape (pads derived from it)";
+  return ConvRejects(n);
+}
+
+const char* PoolRejects(const Node& n) {
+  return n.GetInts("kernel_shape").size() > 2 ? "pooling over more than 2 spatial dims" : nullptr;
+}
+
 KernelFactory kConv = Wrap<ConvKernel, &cpu::kConv>;
 KernelFactory kConvTranspose = Wrap<ConvTransposeKernel, &cpu::kConvTranspose>;
 KernelFactory kConvGrad = Wrap<ConvGradKernel, &cpu::kConvGrad>;

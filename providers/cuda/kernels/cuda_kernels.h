@@ -40,6 +40,12 @@ extern KernelFactory kReluGrad, kSigmoidGrad, kTanhGrad, kGeluGrad, kFastGeluGra
 extern KernelFactory kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual;
 extern KernelFactory kWhere, kCast, kScale;
 
+// Attribute cases the kernels cannot run (KernelDef::rejects).
+const char* CastRejects(const Node& n);
+const char* ConvRejects(const Node& n);
+const char* ConvTransposeRejects(const Node& n);
+const char* PoolRejects(const Node& n);
+
 // shape_kernels.cc
 extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTranspose, kExpand, kTile, kConcat,
     kSplit, kGather, kGatherGrad, kConcatTraining, kSplitTraining, kSlice, kSliceGrad, kPad, kGatherElementsGrad;

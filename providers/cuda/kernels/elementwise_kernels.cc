@@ -237,6 +237,11 @@ StatusOr<std::unique_ptr<OpKernel>> MakeMsGelu(const NodeInfo& i) {
 
 }  // namespace
 
+const char* CastRejects(const Node& n) {
+  return Castable(static_cast<DType>(n.GetInt("to", 0))) ? nullptr
+                                                         : "Cast to a dtype other than float32, float64, int32, int64, bool";
+}
+
 KernelFactory kNeg = MakeUnary<UnaryOp::kNeg>;
 KernelFactory kAbs = MakeUnary<UnaryOp::kAbs>;
 KernelFactory kSqrt = MakeUnary<UnaryOp::kSqrt>;
