@@ -1,6 +1,10 @@
 // Executor: creation (partition, plan, constants), binding, kernel and copy steps, and the arenas.
 #include "engine/executor.h"
 
+#include <chrono>
+
+#include "engine/op_profile.h"
+
 #include <algorithm>
 
 #include "engine/memory_plan.h"
@@ -314,7 +318,15 @@ Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>
     st.ctx.set_scratch(scratch.raw_data());
   }
   // 4. Compute through the provider, publish the outputs.
-  ONT_RETURN_IF_ERROR(provider->Run(*st.kernel, st.ctx).WithContext(n.Describe()));
+  if (OpProfileEnabled()) {
+    auto t0 = std::chrono::steady_clock::now();
+    ONT_RETURN_IF_ERROR(provider->Run(*st.kernel, st.ctx).WithContext(n.Describe()));
+    auto t1 = std::chrono::steady_clock::now();
+    AddOpTime(n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type,
+              std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+  } else {
+    ONT_RETURN_IF_ERROR(provider->Run(*st.kernel, st.ctx).WithContext(n.Describe()));
+  }
   for (size_t i = 0; i < st.plan.outputs.size(); ++i) {
     if (st.plan.outputs[i] >= 0) values_[st.plan.outputs[i]] = std::move(st.ctx.outputs()[i]);
   }

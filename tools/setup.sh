@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   bazel-bootstrap        # Bazel 4.2.3
   libeigen3-dev          # CPU kernels
+  libopenblas-dev        # float GEMM (OpenBLAS picks its kernels from the CPU at run time)
   libprotobuf-dev protobuf-compiler
   libonnx-dev            # ONNX 1.12: protos, checker, shape inference
   libonnx-testdata       # ONNX backend conformance data

@@ -2,8 +2,8 @@
 // folder on a provider list, with synthetic inputs of the training model's input shapes: float inputs
 // uniform in [-1, 1) from a fixed seed, integer inputs (class labels) zero. Symbolic dims take
 // --batch-size. Prints the median step time with its 10th and 90th percentiles and the steps per second
-// that the median gives; --json FILE writes the same. A minimal harness: the provider benchmark issue
-// extends it (per-part times, memory, per-op profile).
+// that the median gives; --json FILE writes the same; --profile adds kernel time per op type. The
+// provider benchmark issue extends it (per-part times, memory).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/file_io.h"
+#include "engine/op_profile.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/session_loader.h"
@@ -51,7 +52,7 @@ double Percentile(std::vector<double> v, double q) {
 Status Bench(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "provider", "batch-size", "steps", "warmup", "threads",
                                                     "json"},
-                                             {}));
+                                             {"profile"}));
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", 200));
   ONT_ASSIGN_OR_RETURN(int64_t warmup, f.GetInt("warmup", 20));
@@ -65,6 +66,10 @@ Status Bench(const std::vector<std::string>& args) {
   std::vector<double> ms;
   float loss = 0;
   for (int64_t s = 0; s < warmup + steps; ++s) {
+    if (s == warmup && f.Has("profile")) {
+      ResetOpProfile();
+      EnableOpProfile(true);
+    }
     auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> out;
     ONT_RETURN_IF_ERROR(o.session->TrainStep(inputs, &out).WithContext(StrCat("step ", s)));
@@ -81,6 +86,17 @@ Status Bench(const std::vector<std::string>& args) {
               "last loss %g\n",
               f.Get("artifacts").c_str(), providers.c_str(), static_cast<long long>(batch), median, p10, p90,
               static_cast<long long>(steps), 1000.0 / median, loss);
+  if (f.Has("profile")) {
+    EnableOpProfile(false);
+    double total = 0;
+    for (const OpTime& t : OpProfile()) total += static_cast<double>(t.nanos);
+    std::printf("%-40s %8s %10s %7s\n", "op", "calls", "ms/step", "share");
+    for (const OpTime& t : OpProfile()) {
+      std::printf("%-40s %8lld %10.3f %6.1f%%\n", t.op.c_str(), static_cast<long long>(t.calls / steps),
+                  static_cast<double>(t.nanos) / 1e6 / static_cast<double>(steps), 100.0 * static_cast<double>(t.nanos) / total);
+    }
+    std::printf("kernels: %.3f ms/step of the %.3f ms median step\n", total / 1e6 / static_cast<double>(steps), median);
+  }
   if (f.Has("json")) {
     std::string json = StrCat("{\"artifacts\": \"", f.Get("artifacts"), "\", \"providers\": \"", providers,
                               "\", \"batch_size\": ", batch, ", \"steps\": ", steps, ", \"median_ms\": ", median,

@@ -26,7 +26,7 @@ const char* kUsage =
     "  info     --artifacts DIR [--provider LIST] [--json]   what runs where, copies, state per device\n"
     "  run      --model FILE.onnx --inputs FILE.npz [--outputs FILE.npz] [--provider LIST]\n"
     "  bench    --artifacts DIR [--provider LIST] [--batch-size N] [--steps N] [--warmup N] [--threads N]\n"
-    "           [--json FILE]   time full training steps on synthetic inputs\n"
+    "           [--json FILE] [--profile]   time full training steps on synthetic inputs\n"
     "  LIST: providers in priority order, comma-separated, ending with cpu (appended when missing):\n"
     "        cpu | sim (a device simulated on the host, to check placement) | cuda | cuda:N\n";
 

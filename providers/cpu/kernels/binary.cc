@@ -94,10 +94,21 @@ class ArithKernel : public BroadcastBinaryKernel {
         return Unimplemented("bool inputs");
       } else {
         if (op_ == Arith::kDiv) ONT_RETURN_IF_ERROR(CheckNoIntegerZero<T>(b));
-        Arith op = op_;
-        MapBinary<T, T, T>(a, b, ctx.output(0), ctx.thread_pool(), [op](T x, T y) {
-          return static_cast<T>(ApplyArith<C>(op, static_cast<C>(x), static_cast<C>(y)));
-        });
+        // The op is fixed per loop (a constant in each instantiation), so the loops vectorize.
+        auto run = [&](auto op_tag) {
+          constexpr Arith kOp = decltype(op_tag)::value;
+          MapBinary<T, T, T>(a, b, ctx.output(0), ctx.thread_pool(), [](T x, T y) {
+            return static_cast<T>(ApplyArith<C>(kOp, static_cast<C>(x), static_cast<C>(y)));
+          });
+        };
+        switch (op_) {
+          case Arith::kAdd: run(std::integral_constant<Arith, Arith::kAdd>{}); break;
+          case Arith::kSub: run(std::integral_constant<Arith, Arith::kSub>{}); break;
+          case Arith::kMul: run(std::integral_constant<Arith, Arith::kMul>{}); break;
+          case Arith::kDiv: run(std::integral_constant<Arith, Arith::kDiv>{}); break;
+          case Arith::kMax: run(std::integral_constant<Arith, Arith::kMax>{}); break;
+          case Arith::kMin: run(std::integral_constant<Arith, Arith::kMin>{}); break;
+        }
         return Status::OK();
       }
     });
@@ -155,6 +166,14 @@ class PowKernel : public BroadcastBinaryKernel {
         if constexpr (std::is_same_v<A, bool> || std::is_same_v<B, bool>) {
           return Unimplemented("bool inputs");
         } else {
+          // x^2 (LayerNorm as PyTorch exports it): a product, which is what a correctly rounded pow
+          // returns for an exponent of 2.
+          if constexpr (std::is_floating_point_v<A>) {
+            if (b.NumElements() == 1 && ConvertValue<double>(b.data<B>()[0]) == 2.0) {
+              MapUnary(a.data<A>(), ctx.output(0)->data<A>(), a.NumElements(), ctx.thread_pool(), [](A x) { return x * x; });
+              return Status::OK();
+            }
+          }
           MapBinary<A, B, A>(a, b, ctx.output(0), ctx.thread_pool(), [](A x, B y) {
             if constexpr (std::is_same_v<A, float>) {
               return std::pow(x, ConvertValue<float>(y));

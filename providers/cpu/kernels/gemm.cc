@@ -1,41 +1,110 @@
-// Gemm on Eigen maps. Each worker computes a band of rows of C.
+// Gemm: float32 and float64 on OpenBLAS (single-threaded inside; the intra-op pool runs fixed chunks of rows,
+// or of columns when C is wide and short, so one pool serves every kernel and no second set of threads
+// spins beside it); the integer types on Eigen, split by rows.
 #include "providers/cpu/kernels/gemm.h"
 
+#include <cblas.h>
+
 #include <Eigen/Core>
+#include <algorithm>
+#include <mutex>
 
 namespace ontrain {
 namespace cpu {
+namespace {
+
+// OpenBLAS's own threads stay off: bands run on ontrain's pool.
+void SingleThreadedBlas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha, const double* a, int lda,
+          const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Chunks of rows (or columns) whose boundaries depend on the shape only, never on the thread count:
+// each element of C is then computed by the same OpenBLAS call whatever the pool's size, so results are
+// identical across thread counts (OpenBLAS's edge handling otherwise depends on where a band starts).
+int64_t ChunkSize(int64_t extent) {
+  int64_t c = (extent + 15) / 16;
+  c = (c + 15) / 16 * 16;
+  return std::max<int64_t>(32, c);
+}
 
 template <typename T>
-void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
-          ThreadPool* pool) {
+void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta,
+              T* c, ThreadPool* pool) {
+  SingleThreadedBlas();
+  CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n), ldc = static_cast<int>(n);
+  const bool by_rows = m >= n;
+  const int64_t extent = by_rows ? m : n, chunk = ChunkSize(extent), chunks = (extent + chunk - 1) / chunk;
+  const double cost = 2.0 * static_cast<double>(chunk) * static_cast<double>(by_rows ? n : m) * static_cast<double>(k);
+  ParallelFor(pool, chunks, cost, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      int64_t s0 = q * chunk, s1 = std::min(extent, s0 + chunk);
+      if (by_rows) {  // rows s0..s1 of A (columns when A is stored transposed), all of B
+        const T* ab = trans_a ? a + s0 : a + s0 * k;
+        Blas(ta, tb, static_cast<int>(s1 - s0), static_cast<int>(n), static_cast<int>(k), alpha, ab, lda, b, ldb,
+             beta, c + s0 * n, ldc);
+      } else {  // all of A, columns s0..s1 of B (rows when B is stored transposed)
+        const T* bb = trans_b ? b + s0 * k : b + s0;
+        Blas(ta, tb, static_cast<int>(m), static_cast<int>(s1 - s0), static_cast<int>(k), alpha, a, lda, bb, ldb,
+             beta, c + s0, ldc);
+      }
+    }
+  });
+}
+
+template <typename T>
+void EigenGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta,
+               T* c, ThreadPool* pool) {
   using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using CMap = Eigen::Map<const Mat>;
   Eigen::Map<Mat> C(c, m, n);
-  if (k == 0) {
-    if (beta == T(0)) C.setZero();
-    else C *= beta;
-    return;
-  }
   CMap A(a, trans_a ? k : m, trans_a ? m : k);
   CMap B(b, trans_b ? n : k, trans_b ? k : n);
   auto band = [&](int64_t r0, int64_t r1) {
     int64_t rows = r1 - r0;
     auto Cb = C.middleRows(r0, rows);
-    if (beta == T(0)) {
-      if (!trans_a && !trans_b) Cb.noalias() = alpha * (A.middleRows(r0, rows) * B);
-      else if (!trans_a) Cb.noalias() = alpha * (A.middleRows(r0, rows) * B.transpose());
-      else if (!trans_b) Cb.noalias() = alpha * (A.middleCols(r0, rows).transpose() * B);
-      else Cb.noalias() = alpha * (A.middleCols(r0, rows).transpose() * B.transpose());
-    } else {
-      Cb *= beta;
-      if (!trans_a && !trans_b) Cb.noalias() += alpha * (A.middleRows(r0, rows) * B);
-      else if (!trans_a) Cb.noalias() += alpha * (A.middleRows(r0, rows) * B.transpose());
-      else if (!trans_b) Cb.noalias() += alpha * (A.middleCols(r0, rows).transpose() * B);
-      else Cb.noalias() += alpha * (A.middleCols(r0, rows).transpose() * B.transpose());
-    }
+    if (beta == T(0)) Cb.setZero();
+    else Cb *= beta;
+    if (!trans_a && !trans_b) Cb.noalias() += alpha * (A.middleRows(r0, rows) * B);
+    else if (!trans_a) Cb.noalias() += alpha * (A.middleRows(r0, rows) * B.transpose());
+    else if (!trans_b) Cb.noalias() += alpha * (A.middleCols(r0, rows).transpose() * B);
+    else Cb.noalias() += alpha * (A.middleCols(r0, rows).transpose() * B.transpose());
   };
   ParallelFor(pool, m, 2.0 * static_cast<double>(n) * static_cast<double>(k), band);
+}
+
+}  // namespace
+
+template <typename T>
+void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
+          ThreadPool* pool) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> C(c, m * n);
+    if (beta == T(0)) C.setZero();
+    else C *= beta;
+    return;
+  }
+  constexpr bool kBlas = std::is_same_v<T, float> || std::is_same_v<T, double>;
+  constexpr int64_t kMaxInt = 0x7fffffff;
+  if constexpr (kBlas) {
+    if (m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && m * k <= kMaxInt * 8) {
+      BlasGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool);
+      return;
+    }
+  }
+  EigenGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool);
 }
 
 template void Gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*,

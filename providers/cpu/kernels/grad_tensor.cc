@@ -268,6 +268,14 @@ class FusedMatMulKernel : public OpKernel {
     return DispatchFloat32Or64(a.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t batches = ShapeNumElements(batch_);
+      // One B for every batch and A not transposed: one GEMM over all of A's rows (see MatMul).
+      bool b_shared = true;
+      for (int64_t s : bs_) b_shared = b_shared && s == 0;
+      if (b_shared && !ta_ && batches > 1) {
+        Gemm<T>(false, tb_, batches * m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), T(0), y->data<T>(),
+                ctx.thread_pool());
+        return Status::OK();
+      }
       for (int64_t bi = 0; bi < batches; ++bi) {
         int64_t rem = bi, oa = 0, ob = 0;
         for (int64_t d = static_cast<int64_t>(batch_.size()) - 1; d >= 0; --d) {

@@ -56,6 +56,15 @@ class MatMulKernel : public OpKernel {
     return DispatchGemmType(a.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t batches = ShapeNumElements(batch_);
+      // One B for every batch: A's batches are consecutive row blocks, so the product is one GEMM of
+      // batches * M rows (one large product instead of many small ones).
+      bool b_shared = true;
+      for (int64_t s : b_strides_) b_shared = b_shared && s == 0;
+      if (b_shared && batches > 1) {
+        Gemm<T>(false, false, batches * m_, n_, k_, T(1), a.data<T>(), b.data<T>(), T(0), y->data<T>(),
+                ctx.thread_pool());
+        return Status::OK();
+      }
       std::vector<int64_t> idx(batch_.size());
       for (int64_t bi = 0; bi < batches; ++bi) {
         // Batch index -> element offsets of A and B (broadcast dims have stride 0).

@@ -1,0 +1,45 @@
+// The op-time tally.
+#include "engine/op_profile.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+
+namespace ontrain {
+namespace {
+
+std::atomic<bool> enabled{false};
+std::mutex mu;
+std::map<std::string, OpTime>& Tally() {
+  static auto* t = new std::map<std::string, OpTime>();
+  return *t;
+}
+
+}  // namespace
+
+void EnableOpProfile(bool on) { enabled = on; }
+bool OpProfileEnabled() { return enabled.load(std::memory_order_relaxed); }
+
+void AddOpTime(const std::string& op, int64_t nanos) {
+  std::lock_guard<std::mutex> lock(mu);
+  OpTime& t = Tally()[op];
+  t.op = op;
+  t.calls++;
+  t.nanos += nanos;
+}
+
+std::vector<OpTime> OpProfile() {
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<OpTime> out;
+  for (const auto& [op, t] : Tally()) out.push_back(t);
+  std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.nanos > b.nanos; });
+  return out;
+}
+
+void ResetOpProfile() {
+  std::lock_guard<std::mutex> lock(mu);
+  Tally().clear();
+}
+
+}  // namespace ontrain

@@ -1,0 +1,25 @@
+// A process-wide tally of kernel time per op type, for `ontrain bench --profile`. Off by default; when on,
+// the executor times each kernel's Compute (on a device provider that is the time to queue the work, not
+// to run it). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ontrain {
+
+struct OpTime {
+  std::string op;      // "domain::Op" or "Op"
+  int64_t calls = 0;
+  int64_t nanos = 0;
+};
+
+void EnableOpProfile(bool on);
+bool OpProfileEnabled();
+void AddOpTime(const std::string& op, int64_t nanos);
+// Every op seen, by total time, largest first.
+std::vector<OpTime> OpProfile();
+void ResetOpProfile();
+
+}  // namespace ontrain
