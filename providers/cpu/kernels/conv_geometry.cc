@@ -1,6 +1,7 @@
 // Window geometry and im2col/col2im for N spatial dimensions.
 #include "providers/cpu/kernels/conv_geometry.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ontrain {
@@ -102,17 +103,70 @@ void ForEachPatch(int64_t channels, const std::vector<int64_t>& in, const std::v
   }
 }
 
+// The same visit as ForEachPatch for two spatial dims, without per-element index arithmetic: for each
+// patch row (channel, kernel row, kernel column) and output row, the in-bounds output columns form one
+// range [j0, j1) (computed once), and fn_row(col_offset, x_offset, j0, j1) handles it, x_offset being the
+// offset of output column 0 (negative when it falls in the left padding); the columns outside [j0, j1)
+// are padding, and a row in the top or bottom padding gets j0 = j1 = its width. Visiting order and
+// offsets are exactly ForEachPatch's.
+template <typename Fn>
+void ForEachPatchRow2D(int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                       const WindowAttrs& w, Fn fn_row) {
+  const int64_t h = in[0], wd = in[1], oh = out[0], ow = out[1];
+  const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
+  const int64_t dh = w.dilations[0], dw = w.dilations[1], ph = w.pads[0], pw = w.pads[1];
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t a = 0; a < kh; ++a) {
+      for (int64_t b = 0; b < kw; ++b) {
+        int64_t row = ((c * kh + a) * kw + b) * oh * ow;
+        // Output columns j with 0 <= j * sw - pw + b * dw < wd.
+        int64_t first = pw - b * dw, j0 = first <= 0 ? 0 : (first + sw - 1) / sw;
+        int64_t last = wd - 1 + pw - b * dw, j1 = last < 0 ? 0 : std::min(ow, last / sw + 1);
+        for (int64_t i = 0; i < oh; ++i) {
+          int64_t r = i * sh - ph + a * dh;
+          bool inside = r >= 0 && r < h;
+          fn_row(row + i * ow, inside ? c * h * wd + r * wd + b * dw - pw : -1, inside ? j0 : ow, inside ? j1 : ow);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
 void Im2Col(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
             const WindowAttrs& w, T* col) {
+  if (in.size() == 2) {
+    const int64_t ow = out[1], sw = w.strides[1];
+    ForEachPatchRow2D(channels, in, out, w, [&](int64_t dst, int64_t src, int64_t j0, int64_t j1) {
+      T* d = col + dst;
+      for (int64_t j = 0; j < j0; ++j) d[j] = T(0);
+      if (sw == 1) {
+        for (int64_t j = j0; j < j1; ++j) d[j] = x[src + j];
+      } else {
+        for (int64_t j = j0; j < j1; ++j) d[j] = x[src + j * sw];
+      }
+      for (int64_t j = std::max(j0, j1); j < ow; ++j) d[j] = T(0);
+    });
+    return;
+  }
   ForEachPatch(channels, in, out, w, [&](int64_t i, int64_t src) { col[i] = src >= 0 ? x[src] : T(0); });
 }
 
 template <typename T>
 void Col2Im(const T* col, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
             const WindowAttrs& w, T* x) {
+  if (in.size() == 2) {
+    const int64_t sw = w.strides[1];
+    ForEachPatchRow2D(channels, in, out, w, [&](int64_t src, int64_t dst, int64_t j0, int64_t j1) {
+      // dst may be negative (the row's first columns are padding): only [j0, j1) is touched, and it is
+      // empty for a row that lies in the padding.
+      const T* s = col + src;
+      for (int64_t j = j0; j < j1; ++j) x[dst + j * sw] += s[j];
+    });
+    return;
+  }
   ForEachPatch(channels, in, out, w, [&](int64_t i, int64_t dst) {
     if (dst >= 0) x[dst] += col[i];
   });
