@@ -1,4 +1,6 @@
 // Conv and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for 1-D, 2-D and 3-D inputs.
+#include <atomic>
+
 #include "graph/conv_pads.h"
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/conv_geometry.h"
@@ -34,11 +36,14 @@ class ConvKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(out_, geo_.OutputDims(in_));
     Shape y = {x->dim(0), m};
     y.insert(y.end(), out_.begin(), out_.end());
-    int64_t col = (c / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(out_);
-    ctx.RequestScratch(static_cast<size_t>(col) * DTypeSize(x->dtype()));
+    col_ = (c / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(out_);
+    slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
+    ctx.RequestScratch(static_cast<size_t>(col_ * slots_) * DTypeSize(x->dtype()));
     return ctx.DeclareOutput(0, x->dtype(), y);
   }
 
+  // Images run in parallel, each with its own patch matrix; every image is computed by the same calls
+  // whatever the thread count, so the results do not depend on it.
   Status Compute(KernelContext& ctx) override {
     const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
     const Tensor* b = ctx.input(2);
@@ -48,23 +53,27 @@ class ConvKernel : public OpKernel {
       int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
       int64_t cg = c / group_, mg = m / group_;
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
-      T* col = static_cast<T*>(ctx.scratch());
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t g = 0; g < group_; ++g) {
-          const T* xg = x.data<T>() + (i * c + g * cg) * isize;
-          Im2Col(xg, cg, in_, out_, geo_, col);
-          // Y_g [mg, osize] = W_g [mg, cg*ksize] * col [cg*ksize, osize]
-          Gemm<T>(false, false, mg, osize, cg * ksize, T(1), w.data<T>() + g * mg * cg * ksize, col, T(0),
-                  y->data<T>() + (i * m + g * mg) * osize, ctx.thread_pool());
-        }
-        if (b) {
-          for (int64_t j = 0; j < m; ++j) {
-            T* row = y->data<T>() + (i * m + j) * osize;
-            T bj = b->data<T>()[j];
-            for (int64_t o = 0; o < osize; ++o) row[o] += bj;
+      std::atomic<int> next_slot{0};
+      double cost = 2.0 * static_cast<double>(m * cg * ksize * osize);
+      ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
+        T* col = static_cast<T*>(ctx.scratch()) + (next_slot++ % slots_) * col_;
+        for (int64_t i = i0; i < i1; ++i) {
+          for (int64_t g = 0; g < group_; ++g) {
+            const T* xg = x.data<T>() + (i * c + g * cg) * isize;
+            Im2Col(xg, cg, in_, out_, geo_, col);
+            // Y_g [mg, osize] = W_g [mg, cg*ksize] * col [cg*ksize, osize]
+            Gemm<T>(false, false, mg, osize, cg * ksize, T(1), w.data<T>() + g * mg * cg * ksize, col, T(0),
+                    y->data<T>() + (i * m + g * mg) * osize, nullptr);
+          }
+          if (b) {
+            for (int64_t j = 0; j < m; ++j) {
+              T* row = y->data<T>() + (i * m + j) * osize;
+              T bj = b->data<T>()[j];
+              for (int64_t o = 0; o < osize; ++o) row[o] += bj;
+            }
           }
         }
-      }
+      });
       return Status::OK();
     });
   }
@@ -74,6 +83,8 @@ class ConvKernel : public OpKernel {
   int64_t group_;
   WindowAttrs geo_;
   std::vector<int64_t> in_, out_;
+  int64_t col_ = 0;  // elements of one image's patch matrix
+  int slots_ = 1;    // patch matrices in the scratch: one per thread
 };
 
 class ConvTransposeKernel : public OpKernel {

@@ -137,10 +137,22 @@ void ForEachPatchRow2D(int64_t channels, const std::vector<int64_t>& in, const s
 template <typename T>
 void Im2Col(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
             const WindowAttrs& w, T* col) {
+  int64_t osize = 1;
+  for (int64_t o : out) osize *= o;
+  Im2ColStrided(x, channels, in, out, w, col, osize);
+}
+
+template <typename T>
+void Im2ColStrided(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                   const WindowAttrs& w, T* col, int64_t ld) {
+  int64_t osize = 1;
+  for (int64_t o : out) osize *= o;
+  // A flat offset of the dense [rows, osize] matrix -> the same element with rows ld apart.
+  auto at = [&](int64_t i) { return i / osize * ld + i % osize; };
   if (in.size() == 2) {
     const int64_t ow = out[1], sw = w.strides[1];
     ForEachPatchRow2D(channels, in, out, w, [&](int64_t dst, int64_t src, int64_t j0, int64_t j1) {
-      T* d = col + dst;
+      T* d = col + at(dst);
       for (int64_t j = 0; j < j0; ++j) d[j] = T(0);
       if (sw == 1) {
         for (int64_t j = j0; j < j1; ++j) d[j] = x[src + j];
@@ -151,7 +163,7 @@ void Im2Col(const T* x, int64_t channels, const std::vector<int64_t>& in, const 
     });
     return;
   }
-  ForEachPatch(channels, in, out, w, [&](int64_t i, int64_t src) { col[i] = src >= 0 ? x[src] : T(0); });
+  ForEachPatch(channels, in, out, w, [&](int64_t i, int64_t src) { col[at(i)] = src >= 0 ? x[src] : T(0); });
 }
 
 template <typename T>
@@ -176,6 +188,10 @@ template void Im2Col<float>(const float*, int64_t, const std::vector<int64_t>&, 
                             const WindowAttrs&, float*);
 template void Im2Col<double>(const double*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
                              const WindowAttrs&, double*);
+template void Im2ColStrided<float>(const float*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+                                   const WindowAttrs&, float*, int64_t);
+template void Im2ColStrided<double>(const double*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+                                    const WindowAttrs&, double*, int64_t);
 template void Col2Im<float>(const float*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
                             const WindowAttrs&, float*);
 template void Col2Im<double>(const double*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,

@@ -32,6 +32,10 @@ struct WindowAttrs {
 template <typename T>
 void Im2Col(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
             const WindowAttrs& w, T* col);
+// The same with rows `ld` elements apart (ld >= prod(out)): one image's block of a wider patch matrix.
+template <typename T>
+void Im2ColStrided(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+                   const WindowAttrs& w, T* col, int64_t ld);
 
 // The adjoint of Im2Col: adds every patch element back into x (which the caller zeroes first).
 template <typename T>

@@ -32,10 +32,12 @@ void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double al
 // Chunks of rows (or columns) whose boundaries depend on the shape only, never on the thread count:
 // each element of C is then computed by the same OpenBLAS call whatever the pool's size, so results are
 // identical across thread counts (OpenBLAS's edge handling otherwise depends on where a band starts).
+// Up to 4 chunks of at least 128 (in multiples of 64): enough to share among a few threads, large enough
+// that each OpenBLAS call still runs its blocked kernels at full width.
 int64_t ChunkSize(int64_t extent) {
-  int64_t c = (extent + 15) / 16;
-  c = (c + 15) / 16 * 16;
-  return std::max<int64_t>(32, c);
+  if (extent <= 256) return extent;
+  int64_t c = (extent + 3) / 4;
+  return std::max<int64_t>(128, (c + 63) / 64 * 64);
 }
 
 template <typename T>

@@ -1,5 +1,7 @@
 // Gradients of convolution and pooling: ConvGrad (com.microsoft), MaxPoolGrad and AveragePoolGrad (ONNX
 // domain, opset 9, as ONNX Runtime registers them).
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "providers/cpu/kernels/common.h"
@@ -12,7 +14,8 @@ namespace cpu {
 namespace {
 
 // ConvGrad(dY, X, W) -> (dX?, dW?, dB?) with the forward Conv's attributes.
-//   dW_g += dY_g [mg, O] * col(X_g)^T [O, cg*K];  col(dX_g) = W_g^T [cg*K, mg] * dY_g, scattered back;
+//   col(dX_g) = W_g^T [cg*K, mg] * dY_g, scattered back (images in parallel);
+//   dW_g = dY_g [mg, N*O] * col(X_g)^T [N*O, cg*K] (one GEMM over the batch when it fits, else per image);
 //   dB = sum of dY over batch and space.
 class ConvGradKernel : public OpKernel {
  public:
@@ -36,8 +39,15 @@ class ConvGradKernel : public OpKernel {
     if (dy->shape() != expect) {
       return InvalidArgument("dY has shape ", ShapeToString(dy->shape()), ", expected ", ShapeToString(expect));
     }
-    int64_t col = (c / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(out_);
-    ctx.RequestScratch(static_cast<size_t>(col) * DTypeSize(x->dtype()));
+    // Scratch: one patch matrix per thread (dX), or for dW the whole batch's patch matrix and dY laid out
+    // as [mg, N * O] (one GEMM over the batch) when that fits in kBatchedBytes.
+    int64_t ck = (c / group_) * ShapeNumElements(geo_.kernel), o = ShapeNumElements(out_), n = x->dim(0);
+    col_ = ck * o;
+    slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
+    int64_t batched = (ck + m / group_) * n * o;
+    batched_ = ctx.output_requested(1) && batched * static_cast<int64_t>(DTypeSize(x->dtype())) <= kBatchedBytes;
+    int64_t elems = std::max(col_ * slots_, batched_ ? batched : col_);
+    ctx.RequestScratch(static_cast<size_t>(elems) * DTypeSize(x->dtype()));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, w->dtype(), w->shape()));
     if (ctx.output_requested(2)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, w->dtype(), {m}));
@@ -50,20 +60,46 @@ class ConvGradKernel : public OpKernel {
       using T = typename decltype(tag)::type;
       int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0), cg = c / group_, mg = m / group_;
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
-      T* col = static_cast<T*>(ctx.scratch());
-      if (dx) std::fill(dx->data<T>(), dx->data<T>() + dx->NumElements(), T(0));
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t g = 0; g < group_; ++g) {
-          const T* dyg = dy.data<T>() + (i * m + g * mg) * osize;
-          if (dw) {
-            Im2Col(x.data<T>() + (i * c + g * cg) * isize, cg, in_, out_, geo_, col);
-            Gemm<T>(false, true, mg, cg * ksize, osize, T(1), dyg, col, i == 0 ? T(0) : T(1),
-                    dw->data<T>() + g * mg * cg * ksize, ctx.thread_pool());
+      T* scratch = static_cast<T*>(ctx.scratch());
+      // 1. dX: images in parallel, each with its own patch matrix (the same calls whatever the threads).
+      if (dx) {
+        std::atomic<int> next_slot{0};
+        ParallelFor(ctx.thread_pool(), n, 2.0 * static_cast<double>(m * cg * ksize * osize), [&](int64_t i0, int64_t i1) {
+          T* col = scratch + (next_slot++ % slots_) * col_;
+          for (int64_t i = i0; i < i1; ++i) {
+            std::fill(dx->data<T>() + i * c * isize, dx->data<T>() + (i + 1) * c * isize, T(0));
+            for (int64_t g = 0; g < group_; ++g) {
+              Gemm<T>(true, false, cg * ksize, osize, mg, T(1), w.data<T>() + g * mg * cg * ksize,
+                      dy.data<T>() + (i * m + g * mg) * osize, T(0), col, nullptr);
+              Col2Im(col, cg, in_, out_, geo_, dx->data<T>() + (i * c + g * cg) * isize);
+            }
           }
-          if (dx) {
-            Gemm<T>(true, false, cg * ksize, osize, mg, T(1), w.data<T>() + g * mg * cg * ksize, dyg, T(0), col,
-                    ctx.thread_pool());
-            Col2Im(col, cg, in_, out_, geo_, dx->data<T>() + (i * c + g * cg) * isize);
+        });
+      }
+      // 2. dW_g = dY_g [mg, N*O] * col(X_g)^T [N*O, cg*K]: one GEMM over the batch, or per image.
+      if (dw && batched_) {
+        int64_t ld = n * osize;
+        T* col_all = scratch;
+        T* dy_t = scratch + cg * ksize * ld;
+        for (int64_t g = 0; g < group_; ++g) {
+          ParallelFor(ctx.thread_pool(), n, static_cast<double>((cg * ksize + mg) * osize), [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) {
+              Im2ColStrided(x.data<T>() + (i * c + g * cg) * isize, cg, in_, out_, geo_, col_all + i * osize, ld);
+              for (int64_t r = 0; r < mg; ++r) {
+                std::copy_n(dy.data<T>() + (i * m + g * mg + r) * osize, osize, dy_t + r * ld + i * osize);
+              }
+            }
+          });
+          Gemm<T>(false, true, mg, cg * ksize, ld, T(1), dy_t, col_all, T(0), dw->data<T>() + g * mg * cg * ksize,
+                  ctx.thread_pool());
+        }
+      } else if (dw) {
+        T* col = scratch;
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t g = 0; g < group_; ++g) {
+            Im2Col(x.data<T>() + (i * c + g * cg) * isize, cg, in_, out_, geo_, col);
+            Gemm<T>(false, true, mg, cg * ksize, osize, T(1), dy.data<T>() + (i * m + g * mg) * osize, col,
+                    i == 0 ? T(0) : T(1), dw->data<T>() + g * mg * cg * ksize, ctx.thread_pool());
           }
         }
       }
@@ -83,10 +119,15 @@ class ConvGradKernel : public OpKernel {
   }
 
  private:
+  static constexpr int64_t kBatchedBytes = int64_t{64} << 20;
+
   const Node& node_;
   int64_t group_;
   WindowAttrs geo_;
   std::vector<int64_t> in_, out_;
+  int64_t col_ = 0;
+  int slots_ = 1;
+  bool batched_ = false;
 };
 
 // dX's shape is not a function of dY: it is the forward input's shape, which the graph declares for this
