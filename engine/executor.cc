@@ -308,7 +308,8 @@ Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>
     if (!kernel.ok()) return kernel.status().WithContext(n.Describe());
     st.kernel = std::move(kernel).value();
   }
-  ONT_RETURN_IF_ERROR(st.kernel->Prepare(st.ctx).WithContext(n.Describe()));
+  // The node's description is built only on failure: this runs for every node of every step.
+  if (Status s = st.kernel->Prepare(st.ctx); !s.ok()) return s.WithContext(n.Describe());
   // 3. Outputs and scratch: planned arena offsets when the plan fits, else fresh allocations.
   ONT_RETURN_IF_ERROR(PlaceOutputs(&st, arenas, sizes));
   Tensor scratch;  // alive until Compute returns
@@ -320,12 +321,12 @@ Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>
   // 4. Compute through the provider, publish the outputs.
   if (OpProfileEnabled()) {
     auto t0 = std::chrono::steady_clock::now();
-    ONT_RETURN_IF_ERROR(provider->Run(*st.kernel, st.ctx).WithContext(n.Describe()));
+    if (Status s = provider->Run(*st.kernel, st.ctx); !s.ok()) return s.WithContext(n.Describe());
     auto t1 = std::chrono::steady_clock::now();
     AddOpTime(n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type,
               std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
-  } else {
-    ONT_RETURN_IF_ERROR(provider->Run(*st.kernel, st.ctx).WithContext(n.Describe()));
+  } else if (Status s = provider->Run(*st.kernel, st.ctx); !s.ok()) {
+    return s.WithContext(n.Describe());
   }
   for (size_t i = 0; i < st.plan.outputs.size(); ++i) {
     if (st.plan.outputs[i] >= 0) values_[st.plan.outputs[i]] = std::move(st.ctx.outputs()[i]);
@@ -348,7 +349,7 @@ Status Executor::RunCopy(size_t pos, MemoryArenas* arenas, std::vector<size_t>* 
   if (!src.is_sequence()) {
     const Tensor& t = src.tensor();
     ONT_ASSIGN_OR_RETURN(Tensor dst, Place(st.slot_base, dst_provider, t.SizeInBytes(), t.dtype(), t.shape(), arenas, sizes));
-    ONT_RETURN_IF_ERROR(provider->CopyTensor(t, &dst).WithContext(context()));
+    if (Status s = provider->CopyTensor(t, &dst); !s.ok()) return s.WithContext(context());
     values_[dst_id] = Value(std::move(dst));
     return Status::OK();
   }
@@ -362,7 +363,7 @@ Status Executor::RunCopy(size_t pos, MemoryArenas* arenas, std::vector<size_t>* 
   size_t offset = 0;
   for (const Tensor& t : items) {
     out.push_back(buf.SubView(offset, t.dtype(), t.shape()));
-    ONT_RETURN_IF_ERROR(provider->CopyTensor(t, &out.back()).WithContext(context()));
+    if (Status s = provider->CopyTensor(t, &out.back()); !s.ok()) return s.WithContext(context());
     offset += AlignUp(t.SizeInBytes());
   }
   values_[dst_id] = Value::Sequence(std::move(out));

@@ -1,6 +1,8 @@
 // CPU provider construction and host copies.
 #include "providers/cpu/cpu_provider.h"
 
+#include "providers/cpu/kernels/gemm.h"
+
 #include <cstring>
 #include <thread>
 
@@ -16,6 +18,7 @@ StatusOr<std::unique_ptr<CpuExecutionProvider>> CpuExecutionProvider::Create(con
   int threads = options.intra_op_threads;
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ONT_ASSIGN_OR_RETURN(KernelRegistry registry, KernelRegistry::Create(CpuKernelList()));
+  cpu::InitBlas();  // before the pool's threads run any kernel
   return std::unique_ptr<CpuExecutionProvider>(new CpuExecutionProvider(std::move(registry), threads));
 }
 

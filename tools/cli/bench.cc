@@ -1,19 +1,22 @@
 // `ontrain bench`: times full training steps (TrainStep + OptimizerStep + LazyResetGrad) of any artifacts
 // folder on a provider list, with synthetic inputs of the training model's input shapes: float inputs
 // uniform in [-1, 1) from a fixed seed, integer inputs (class labels) zero. Symbolic dims take
-// --batch-size. Prints the median step time with its 10th and 90th percentiles and the steps per second
-// that the median gives; --json FILE writes the same; --profile adds kernel time per op type. The
-// provider benchmark issue extends it (per-part times, memory).
+// --batch-size. Prints the median step time with its 10th and 90th percentiles, the steps per second that
+// the median gives, the median of each part, peak RSS and C++ heap allocations per step after warm-up;
+// --json FILE writes the same; --profile adds kernel time per op type.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
 
+#include <sys/resource.h>
+
 #include "core/file_io.h"
 #include "engine/op_profile.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/heap_count.h"
 #include "tools/cli/session_loader.h"
 
 namespace ontrain {
@@ -52,33 +55,52 @@ double Percentile(std::vector<double> v, double q) {
 Status Bench(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "provider", "batch-size", "steps", "warmup", "threads",
                                                     "json"},
-                                             {"profile"}));
+                                             {"profile", "gemm"}));
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", 200));
   ONT_ASSIGN_OR_RETURN(int64_t warmup, f.GetInt("warmup", 20));
   ONT_ASSIGN_OR_RETURN(int64_t threads, f.GetInt("threads", 0));
+  if (f.Has("gemm")) return BenchGemm(threads > 0 ? static_cast<int>(threads) : 2);
   if (batch < 1 || steps < 1 || warmup < 0) return InvalidArgument("--batch-size and --steps must be >= 1");
   OpenOptions oo;
   oo.threads = static_cast<int>(threads);
   oo.providers = f.Get("provider", "cpu");
   ONT_ASSIGN_OR_RETURN(OpenSession o, OpenArtifacts(f.Get("artifacts"), oo));
   ONT_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, SyntheticInputs(o, batch));
-  std::vector<double> ms;
+  // Per step: the whole step and its three parts (milliseconds), and the heap allocations it made.
+  std::vector<double> ms, train_ms, opt_ms, reset_ms;
+  int64_t allocs_before = 0;
   float loss = 0;
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  std::vector<Tensor> out;
   for (int64_t s = 0; s < warmup + steps; ++s) {
-    if (s == warmup && f.Has("profile")) {
-      ResetOpProfile();
-      EnableOpProfile(true);
+    if (s == warmup) {
+      allocs_before = HeapAllocations();
+      if (f.Has("profile")) {
+        ResetOpProfile();
+        EnableOpProfile(true);
+      }
     }
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<Tensor> out;
+    auto t0 = Clock::now();
     ONT_RETURN_IF_ERROR(o.session->TrainStep(inputs, &out).WithContext(StrCat("step ", s)));
+    auto t1 = Clock::now();
     ONT_RETURN_IF_ERROR(o.session->OptimizerStep());
+    auto t2 = Clock::now();
     o.session->LazyResetGrad();
-    auto t1 = std::chrono::steady_clock::now();
-    if (s >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    auto t3 = Clock::now();
+    if (s >= warmup) {
+      ms.push_back(since(t0, t3));
+      train_ms.push_back(since(t0, t1));
+      opt_ms.push_back(since(t1, t2));
+      reset_ms.push_back(since(t2, t3));
+    }
     if (!out.empty() && out[0].dtype() == DType::kFloat32 && out[0].NumElements() > 0) loss = out[0].data<float>()[0];
   }
+  double allocs_per_step = static_cast<double>(HeapAllocations() - allocs_before) / static_cast<double>(steps);
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
   double median = Percentile(ms, 0.5), p10 = Percentile(ms, 0.1), p90 = Percentile(ms, 0.9);
   std::string providers;
   for (IExecutionProvider* p : o.providers.ordered) providers += (providers.empty() ? "" : ",") + p->name();
@@ -86,6 +108,10 @@ Status Bench(const std::vector<std::string>& args) {
               "last loss %g\n",
               f.Get("artifacts").c_str(), providers.c_str(), static_cast<long long>(batch), median, p10, p90,
               static_cast<long long>(steps), 1000.0 / median, loss);
+  std::printf("  parts (median ms): TrainStep %.3f, OptimizerStep %.3f, LazyResetGrad %.3f; peak RSS %.1f MB; "
+              "%.1f heap allocations per step\n",
+              Percentile(train_ms, 0.5), Percentile(opt_ms, 0.5), Percentile(reset_ms, 0.5), peak_rss_mb,
+              allocs_per_step);
   if (f.Has("profile")) {
     EnableOpProfile(false);
     double total = 0;
@@ -99,9 +125,11 @@ Status Bench(const std::vector<std::string>& args) {
   }
   if (f.Has("json")) {
     std::string json = StrCat("{\"artifacts\": \"", f.Get("artifacts"), "\", \"providers\": \"", providers,
-                              "\", \"batch_size\": ", batch, ", \"steps\": ", steps, ", \"median_ms\": ", median,
-                              ", \"p10_ms\": ", p10, ", \"p90_ms\": ", p90, ", \"steps_per_s\": ", 1000.0 / median,
-                              ", \"last_loss\": ", loss, "}\n");
+                              "\", \"threads\": ", threads, ", \"batch_size\": ", batch, ", \"steps\": ", steps,
+                              ", \"median_ms\": ", median, ", \"p10_ms\": ", p10, ", \"p90_ms\": ", p90,
+                              ", \"steps_per_s\": ", 1000.0 / median, ", \"train_step_ms\": ", Percentile(train_ms, 0.5),
+                              ", \"optimizer_step_ms\": ", Percentile(opt_ms, 0.5), ", \"peak_rss_mb\": ", peak_rss_mb,
+                              ", \"allocs_per_step\": ", allocs_per_step, ", \"last_loss\": ", loss, "}\n");
     ONT_RETURN_IF_ERROR(WriteFileAtomically(f.Get("json"), json));
   }
   return Status::OK();

@@ -16,6 +16,8 @@ Status Export(const std::vector<std::string>& args);
 Status Info(const std::vector<std::string>& args);
 Status Run(const std::vector<std::string>& args);
 Status Bench(const std::vector<std::string>& args);
+// `ontrain bench --gemm`: the FMA peak and the GEMM's share of it.
+Status BenchGemm(int threads);
 // True when the last Train stopped early on SIGINT/SIGTERM (after saving a checkpoint).
 bool InterruptedBySignal();
 

@@ -27,6 +27,7 @@ const char* kUsage =
     "  run      --model FILE.onnx --inputs FILE.npz [--outputs FILE.npz] [--provider LIST]\n"
     "  bench    --artifacts DIR [--provider LIST] [--batch-size N] [--steps N] [--warmup N] [--threads N]\n"
     "           [--json FILE] [--profile]   time full training steps on synthetic inputs\n"
+    "  bench    --gemm [--threads N]   the CPU's FP32 FMA peak and the GEMM's share of it\n"
     "  LIST: providers in priority order, comma-separated, ending with cpu (appended when missing):\n"
     "        cpu | sim (a device simulated on the host, to check placement) | cuda | cuda:N\n";
 

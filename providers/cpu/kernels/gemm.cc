@@ -4,29 +4,48 @@
 #include "providers/cpu/kernels/gemm.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <mutex>
+#include <cstdlib>
 
 namespace ontrain {
 namespace cpu {
 namespace {
 
-// OpenBLAS's own threads stay off: bands run on ontrain's pool.
-void SingleThreadedBlas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+// OpenBLAS, loaded at run time (dlopen) after OPENBLAS_NUM_THREADS=1 is set (unless the user set it), so it
+// starts no threads of its own: the pool runs the chunks. Without the library, float GEMM falls back to
+// Eigen. OpenBLAS picks its kernels from the CPU at load time; see docs/notes.md for how well it does so on
+// AMD's AVX-512 CPUs.
+struct BlasApi {
+  decltype(&cblas_sgemm) sgemm = nullptr;
+  decltype(&cblas_dgemm) dgemm = nullptr;
+};
+
+const BlasApi& BlasLibrary() {
+  static const BlasApi* api = [] {
+    auto* a = new BlasApi();
+    ::setenv("OPENBLAS_NUM_THREADS", "1", 0);
+    void* h = ::dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return a;
+    a->sgemm = reinterpret_cast<decltype(&cblas_sgemm)>(::dlsym(h, "cblas_sgemm"));
+    a->dgemm = reinterpret_cast<decltype(&cblas_dgemm)>(::dlsym(h, "cblas_dgemm"));
+    if (auto set_threads = reinterpret_cast<void (*)(int)>(::dlsym(h, "openblas_set_num_threads"))) set_threads(1);
+    if (a->sgemm == nullptr || a->dgemm == nullptr) *a = BlasApi();
+    return a;
+  }();
+  return *api;
 }
 
 void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  BlasLibrary().sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha, const double* a, int lda,
           const double* b, int ldb, double beta, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  BlasLibrary().dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Chunks of rows (or columns) whose boundaries depend on the shape only, never on the thread count:
@@ -43,7 +62,6 @@ int64_t ChunkSize(int64_t extent) {
 template <typename T>
 void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta,
               T* c, ThreadPool* pool) {
-  SingleThreadedBlas();
   CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n), ldc = static_cast<int>(n);
   const bool by_rows = m >= n;
@@ -88,6 +106,8 @@ void EigenGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T al
 
 }  // namespace
 
+void InitBlas() { BlasLibrary(); }
+
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
           ThreadPool* pool) {
@@ -101,7 +121,7 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   constexpr bool kBlas = std::is_same_v<T, float> || std::is_same_v<T, double>;
   constexpr int64_t kMaxInt = 0x7fffffff;
   if constexpr (kBlas) {
-    if (m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && m * k <= kMaxInt * 8) {
+    if (BlasLibrary().sgemm != nullptr && m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && m * k <= kMaxInt * 8) {
       BlasGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool);
       return;
     }

@@ -1,5 +1,6 @@
-// Row-major matrix products on Eigen, split by rows across the intra-op pool. Used by MatMul, Gemm, Conv
-// and ConvTranspose.
+// Row-major matrix products: float32 and float64 on OpenBLAS (loaded at run time, its kernels chosen for
+// the CPU it runs on), the integer types on Eigen; split across the intra-op pool. Used by MatMul, Gemm,
+// FusedMatMul, Conv and ConvTranspose.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,10 @@ namespace cpu {
 
 // C[M,N] = alpha * op(A) * op(B) + beta * C, all row-major. op(A) is [M,K]: A is [M,K] or, transposed,
 // [K,M]; likewise op(B) is [K,N]. beta = 0 ignores C's old contents (it may be uninitialised).
+// Loads OpenBLAS (see gemm.cc) now rather than at the first product; the CPU provider calls it when
+// created, before any thread of its pool could.
+void InitBlas();
+
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
           ThreadPool* pool);

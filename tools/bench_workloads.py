@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The CPU reference workloads of the provider benchmark, timed in ontrain and in PyTorch in one run.
 
-  /usr/bin/python3 tools/bench/workloads.py [--threads 1,2] [--steps 200] [--json FILE] [--only NAME,...]
+  /usr/bin/python3 tools/bench_workloads.py [--threads 1,2] [--steps 200] [--json FILE] [--only NAME,...]
 
 For each workload: the forward model is built in PyTorch (seeded) and exported to ONNX, `ontrain generate`
 makes training artifacts from it (cross-entropy, PyTorch's AdamW: lr 1e-3, eps 1e-8, weight decay 0.01),
@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class MlpSmall(nn.Module):
