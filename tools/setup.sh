@@ -6,7 +6,8 @@ set -euo pipefail
 PACKAGES=(
   bazel-bootstrap        # Bazel 4.2.3
   libeigen3-dev          # CPU kernels
-  libopenblas-dev        # float GEMM (OpenBLAS picks its kernels from the CPU at run time)
+  libopenblas-dev        # float64 GEMM (OpenBLAS picks its kernels from the CPU at run time)
+  libdnnl2               # float32 GEMM (oneDNN JIT-compiles its kernels for the CPU it runs on)
   libprotobuf-dev protobuf-compiler
   libonnx-dev            # ONNX 1.12: protos, checker, shape inference
   libonnx-testdata       # ONNX backend conformance data

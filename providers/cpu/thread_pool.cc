@@ -21,8 +21,9 @@ ThreadPool::~ThreadPool() = default;
 
 void ThreadPool::ParallelFor(int64_t n, double cost_per_item, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  // Blocks below ~100k scalar operations cost more to hand over (and to wake a worker for) than they save.
-  constexpr double kMinBlockCost = 100000.0;
+  // Waking a worker costs tens of microseconds on a shared machine: a block must be worth about 1M scalar
+  // operations (vectorized loops do that in well under that time) before it is handed over.
+  constexpr double kMinBlockCost = 1000000.0;
   int64_t max_blocks = static_cast<int64_t>(n * std::max(cost_per_item, 1e-3) / kMinBlockCost);
   int64_t blocks = std::min<int64_t>({static_cast<int64_t>(num_threads_), max_blocks, n});
   if (blocks <= 1 || !impl_) {

@@ -55,6 +55,39 @@ void ForEachPart(const std::vector<int64_t>& offsets, int64_t b, int64_t e, F&& 
   }
 }
 
+// The element loops of the updates, compiled for AVX-512, AVX2 and the baseline and chosen at load time
+// from the CPU (GCC's target_clones): the same IEEE operations in every version (no contraction into
+// FMAs under -std=c++17), so the results do not depend on which runs.
+struct AdamWParams {
+  float a, b, eps, lr, wd, ac, bc, lr_c;
+  bool mode0;
+};
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void AdamWRange(float* pw, float* pm, float* pv, const float* pg, int64_t lo, int64_t hi, const AdamWParams& p) {
+  const float a = p.a, b = p.b, eps = p.eps, lr = p.lr, wd = p.wd, ac = p.ac, bc = p.bc, lr_c = p.lr_c;
+  if (p.mode0) {
+    for (int64_t i = lo; i < hi; ++i) {
+      pw[i] -= pw[i] * lr * wd;
+      pm[i] = a * pm[i] + (1.0f - a) * pg[i];
+      pv[i] = b * pv[i] + (1.0f - b) * pg[i] * pg[i];
+      pw[i] -= lr * pm[i] / (ac * (std::sqrt(pv[i] / bc) + eps));
+    }
+  } else {
+    for (int64_t i = lo; i < hi; ++i) {
+      pm[i] = a * pm[i] + (1.0f - a) * pg[i];
+      pv[i] = b * pv[i] + (1.0f - b) * pg[i] * pg[i];
+      pw[i] -= lr_c * pm[i] / (std::sqrt(pv[i]) + eps);
+      pw[i] -= lr * wd * pw[i];
+    }
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void SgdRange(float* pw, const float* pg, int64_t lo, int64_t hi, float lr) {
+  for (int64_t i = lo; i < hi; ++i) pw[i] -= lr * pg[i];
+}
+
 // The optional bool update signal; absent means "update".
 bool UpdateSignal(const KernelContext& ctx, int i) {
   const Tensor* s = ctx.input(i);
@@ -110,29 +143,13 @@ class AdamWKernel : public OpKernel {
       bc = 1.0f - static_cast<float>(std::pow(static_cast<double>(beta_), static_cast<double>(step_)));
     }
     Offsets(w, &offsets_);
-    const float a = alpha_, b = beta_, eps = epsilon_, lr = lr_, wd = weight_decay_;
-    const float lr_c = lr * std::sqrt(bc) / ac;
-    const bool mode0 = adam_mode_ == 0;
+    const AdamWParams params{alpha_, beta_, epsilon_, lr_, weight_decay_, ac, bc, lr_ * std::sqrt(bc) / ac,
+                             adam_mode_ == 0};
     ParallelFor(ctx.thread_pool(), offsets_.back(), 12.0, [&](int64_t begin, int64_t end) {
       ForEachPart(offsets_, begin, end, [&](size_t k, int64_t lo, int64_t hi) {
         // In place: these are the session's parameter and moment buffers.
-        float* pw = const_cast<float*>(w[k].data<float>());
-        float* pm = const_cast<float*>(m[k].data<float>());
-        float* pv = const_cast<float*>(v[k].data<float>());
-        const float* pg = g[k].data<float>();
-        for (int64_t i = lo; i < hi; ++i) {
-          if (mode0) {
-            pw[i] -= pw[i] * lr * wd;
-            pm[i] = a * pm[i] + (1.0f - a) * pg[i];
-            pv[i] = b * pv[i] + (1.0f - b) * pg[i] * pg[i];
-            pw[i] -= lr * pm[i] / (ac * (std::sqrt(pv[i] / bc) + eps));
-          } else {
-            pm[i] = a * pm[i] + (1.0f - a) * pg[i];
-            pv[i] = b * pv[i] + (1.0f - b) * pg[i] * pg[i];
-            pw[i] -= lr_c * pm[i] / (std::sqrt(pv[i]) + eps);
-            pw[i] -= lr * wd * pw[i];
-          }
-        }
+        AdamWRange(const_cast<float*>(w[k].data<float>()), const_cast<float*>(m[k].data<float>()),
+                   const_cast<float*>(v[k].data<float>()), g[k].data<float>(), lo, hi, params);
       });
     });
     return Status::OK();
@@ -171,9 +188,7 @@ class SgdKernel : public OpKernel {
     const float lr = lr_;
     ParallelFor(ctx.thread_pool(), offsets_.back(), 2.0, [&](int64_t begin, int64_t end) {
       ForEachPart(offsets_, begin, end, [&](size_t k, int64_t lo, int64_t hi) {
-        float* pw = const_cast<float*>(w[k].data<float>());
-        const float* pg = g[k].data<float>();
-        for (int64_t i = lo; i < hi; ++i) pw[i] -= lr * pg[i];
+        SgdRange(const_cast<float*>(w[k].data<float>()), g[k].data<float>(), lo, hi, lr);
       });
     });
     return Status::OK();
