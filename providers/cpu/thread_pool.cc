@@ -1,47 +1,137 @@
-// ThreadPool on Eigen's non-blocking pool.
+// ThreadPool: workers that wait for a job by spinning briefly and then sleeping.
+//
+// A ParallelFor publishes one job (the function and its block count) under a new epoch; each worker and
+// the caller claim blocks with an atomic counter until none are left; the caller waits for the last block.
+// Handing a short job to a worker that is still spinning costs well under a microsecond, where waking a
+// sleeping thread costs tens on a shared machine. Spinning is bounded (kSpinNanos), so idle workers sleep
+// and leave the cores to other processes. Blocks are computed as before any thread sees them, so which
+// thread runs a block never changes a result.
 #include "providers/cpu/thread_pool.h"
 
 #include <algorithm>
-
-#define EIGEN_USE_THREADS
-#include <unsupported/Eigen/CXX11/ThreadPool>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace ontrain {
+namespace {
+
+constexpr int64_t kSpinNanos = 50000;  // how long an idle thread polls before it sleeps
+
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls `done` for up to kSpinNanos; true when it became true.
+template <typename F>
+bool SpinUntil(F done) {
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    CpuRelax();
+    if ((i & 255) == 255 &&
+        std::chrono::steady_clock::now() - start > std::chrono::nanoseconds(kSpinNanos)) {
+      return done();
+    }
+  }
+}
+
+thread_local bool in_pool_worker = false;
+
+}  // namespace
 
 struct ThreadPool::Impl {
-  explicit Impl(int n) : pool(n) {}
-  Eigen::ThreadPool pool;
+  std::mutex job_mu;  // one ParallelFor at a time; a concurrent caller runs its loop inline
+  std::mutex mu;
+  std::condition_variable wake, finished;
+  std::atomic<uint64_t> epoch{0};
+  std::atomic<int64_t> next_block{0}, done_blocks{0};
+  int64_t blocks = 0, per = 0, n = 0;
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  bool stop = false;
+  std::vector<std::thread> threads;
+
+  void RunBlocks() {
+    for (int64_t b = next_block.fetch_add(1); b < blocks; b = next_block.fetch_add(1)) {
+      (*fn)(b * per, std::min(n, (b + 1) * per));
+      if (done_blocks.fetch_add(1) + 1 == blocks) {
+        std::lock_guard<std::mutex> lock(mu);
+        finished.notify_one();
+      }
+    }
+  }
+
+  void Worker() {
+    in_pool_worker = true;
+    uint64_t seen = 0;
+    for (;;) {
+      if (!SpinUntil([&] { return epoch.load(std::memory_order_acquire) != seen; })) {
+        std::unique_lock<std::mutex> lock(mu);
+        wake.wait(lock, [&] { return stop || epoch.load(std::memory_order_acquire) != seen; });
+      }
+      if (stop) return;
+      seen = epoch.load(std::memory_order_acquire);
+      RunBlocks();
+    }
+  }
 };
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
-  if (num_threads_ > 1) impl_ = std::make_unique<Impl>(num_threads_ - 1);  // the caller is a worker too
+  if (num_threads_ <= 1) return;
+  impl_ = std::make_unique<Impl>();
+  for (int i = 1; i < num_threads_; ++i) impl_->threads.emplace_back([this] { impl_->Worker(); });
 }
 
-ThreadPool::~ThreadPool() = default;
+ThreadPool::~ThreadPool() {
+  if (!impl_) return;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->wake.notify_all();
+  for (std::thread& t : impl_->threads) t.join();
+}
 
 void ThreadPool::ParallelFor(int64_t n, double cost_per_item, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  // Waking a worker costs tens of microseconds on a shared machine: a block must be worth about 1M scalar
-  // operations (vectorized loops do that in well under that time) before it is handed over.
+  // A block must be worth about 1M scalar operations before it is handed over: below that, the hand-over
+  // and the caller's wait cost more than the work (measured on the MLPs of tools/bench_workloads.py).
   constexpr double kMinBlockCost = 1000000.0;
   int64_t max_blocks = static_cast<int64_t>(n * std::max(cost_per_item, 1e-3) / kMinBlockCost);
   int64_t blocks = std::min<int64_t>({static_cast<int64_t>(num_threads_), max_blocks, n});
-  if (blocks <= 1 || !impl_) {
+  if (blocks <= 1 || !impl_ || in_pool_worker) {
     fn(0, n);
     return;
   }
-  int64_t per = (n + blocks - 1) / blocks;
-  blocks = (n + per - 1) / per;
-  Eigen::Barrier barrier(static_cast<unsigned>(blocks - 1));
-  for (int64_t b = 1; b < blocks; ++b) {
-    int64_t begin = b * per, end = std::min(n, begin + per);
-    impl_->pool.Schedule([&fn, &barrier, begin, end] {
-      fn(begin, end);
-      barrier.Notify();
-    });
+  std::unique_lock<std::mutex> job(impl_->job_mu, std::try_to_lock);
+  if (!job.owns_lock()) {  // another thread is using the pool
+    fn(0, n);
+    return;
   }
-  fn(0, std::min(n, per));
-  barrier.Wait();
+  Impl& im = *impl_;
+  int64_t per = (n + blocks - 1) / blocks;
+  {
+    std::lock_guard<std::mutex> lock(im.mu);
+    im.n = n;
+    im.per = per;
+    im.blocks = (n + per - 1) / per;
+    im.fn = &fn;
+    im.next_block.store(0);
+    im.done_blocks.store(0);
+    im.epoch.fetch_add(1, std::memory_order_release);
+  }
+  im.wake.notify_all();
+  const int64_t total = im.blocks;
+  im.RunBlocks();
+  if (!SpinUntil([&] { return im.done_blocks.load(std::memory_order_acquire) == total; })) {
+    std::unique_lock<std::mutex> lock(im.mu);
+    im.finished.wait(lock, [&] { return im.done_blocks.load(std::memory_order_acquire) == total; });
+  }
 }
 
 void ParallelFor(ThreadPool* pool, int64_t n, double cost_per_item, const std::function<void(int64_t, int64_t)>& fn) {
