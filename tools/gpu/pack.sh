@@ -34,6 +34,12 @@ for f in "$B"/bin/* "$B/lib/libontrain_cuda.so"; do
   ldd "$f" | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/usr/local/cuda' \
   | while read -r lib; do cp -L "$lib" "$B/lib/"; done
+# ...and the CPU GEMM library the CPU provider loads at run time (oneDNN and its OpenMP runtime), so the CPU
+# figures on the GPU machine use the same kernels as here.
+for lib in libdnnl.so.2 libgomp.so.1; do
+  f="/usr/lib/x86_64-linux-gnu/$lib"
+  [ -e "$f" ] && cp -L "$f" "$B/lib/"
+done
 
 # 3. Data the tests read (relative to the workspace root, as in Bazel's runfiles).
 cp -r tests/data/torch tests/data/optimizer_models tests/data/ort_mlp "$B/ontrain/tests/data/"
