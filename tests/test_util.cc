@@ -74,5 +74,24 @@ std::vector<float> ToVector(const Tensor& t) {
   return std::vector<float>(t.data<float>(), t.data<float>() + t.NumElements());
 }
 
+double ElementAsDouble(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat32: return t.data<float>()[i];
+    case DType::kFloat64: return t.data<double>()[i];
+    case DType::kFloat16: return static_cast<float>(t.data<Float16>()[i]);
+    case DType::kBFloat16: return static_cast<float>(t.data<BFloat16>()[i]);
+    case DType::kInt8: return t.data<int8_t>()[i];
+    case DType::kInt16: return t.data<int16_t>()[i];
+    case DType::kInt32: return t.data<int32_t>()[i];
+    case DType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::kUInt8: return t.data<uint8_t>()[i];
+    case DType::kUInt16: return t.data<uint16_t>()[i];
+    case DType::kUInt32: return t.data<uint32_t>()[i];
+    case DType::kUInt64: return static_cast<double>(t.data<uint64_t>()[i]);
+    case DType::kBool: return t.data<bool>()[i];
+    default: return NAN;
+  }
+}
+
 }  // namespace testing
 }  // namespace ontrain

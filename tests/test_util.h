@@ -23,5 +23,8 @@ Model MakeSingleOpModel(const std::string& op, const std::vector<std::vector<int
 
 std::vector<float> ToVector(const Tensor& t);
 
+// Element i of a host tensor of any numeric or bool dtype, as double (NaN for other dtypes).
+double ElementAsDouble(const Tensor& t, int64_t i);
+
 }  // namespace testing
 }  // namespace ontrain

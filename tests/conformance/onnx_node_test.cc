@@ -26,6 +26,7 @@
 #include "graph/tensor_proto.h"
 #include "providers/cpu/cpu_provider.h"
 #include "providers/sim/sim_provider.h"
+#include "tests/test_util.h"
 #include "tests/conformance/onnx_test_cases.h"
 
 namespace ontrain {
@@ -95,25 +96,7 @@ std::vector<std::string> ListDir(const std::string& dir, const std::string& pref
   return out;
 }
 
-// Element i of a tensor as double (for comparison).
-double At(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kFloat32: return t.data<float>()[i];
-    case DType::kFloat64: return t.data<double>()[i];
-    case DType::kFloat16: return static_cast<float>(t.data<Float16>()[i]);
-    case DType::kBFloat16: return static_cast<float>(t.data<BFloat16>()[i]);
-    case DType::kInt8: return t.data<int8_t>()[i];
-    case DType::kInt16: return t.data<int16_t>()[i];
-    case DType::kInt32: return t.data<int32_t>()[i];
-    case DType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::kUInt8: return t.data<uint8_t>()[i];
-    case DType::kUInt16: return t.data<uint16_t>()[i];
-    case DType::kUInt32: return t.data<uint32_t>()[i];
-    case DType::kUInt64: return static_cast<double>(t.data<uint64_t>()[i]);
-    case DType::kBool: return t.data<bool>()[i];
-    default: return NAN;
-  }
-}
+double At(const Tensor& t, int64_t i) { return testing::ElementAsDouble(t, i); }
 
 // Empty string when equal within tolerance, else a description of the first mismatch.
 std::string Compare(const Tensor& expected, const Tensor& actual) {

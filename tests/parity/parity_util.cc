@@ -5,6 +5,8 @@
 #include <cstring>
 #include <random>
 
+#include "tests/test_util.h"
+
 namespace ontrain {
 namespace parity {
 
@@ -77,24 +79,7 @@ Tensor Ints(const std::vector<int64_t>& values, const Shape& shape, DType dtype)
   return Tensor::FromVector(values, shape);
 }
 
-double At(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kFloat32: return t.data<float>()[i];
-    case DType::kFloat64: return t.data<double>()[i];
-    case DType::kFloat16: return static_cast<float>(t.data<Float16>()[i]);
-    case DType::kBFloat16: return static_cast<float>(t.data<BFloat16>()[i]);
-    case DType::kInt8: return t.data<int8_t>()[i];
-    case DType::kInt16: return t.data<int16_t>()[i];
-    case DType::kInt32: return t.data<int32_t>()[i];
-    case DType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::kUInt8: return t.data<uint8_t>()[i];
-    case DType::kUInt16: return t.data<uint16_t>()[i];
-    case DType::kUInt32: return t.data<uint32_t>()[i];
-    case DType::kUInt64: return static_cast<double>(t.data<uint64_t>()[i]);
-    case DType::kBool: return t.data<bool>()[i];
-    default: return NAN;
-  }
-}
+double At(const Tensor& t, int64_t i) { return testing::ElementAsDouble(t, i); }
 
 std::string Compare(const Tensor& expected, const Tensor& actual, const Tolerance& tol) {
   if (expected.dtype() != actual.dtype()) {

@@ -9,9 +9,8 @@
                                    loss.item(): the host sees every loss, as `ontrain bench` does) and prints
                                    one JSON line per model.
 
-Workloads: an MLP 784-512-512-10 at batch 256, a CNN (two 3x3 conv + ReLU + 2x2 max-pool stages, 32 and 64
-channels, then 3136-128-10) at batch 64 on 1x28x28, and a transformer encoder layer (d_model 256, 8 heads,
-feed-forward 1024, no dropout) with mean pooling and a 10-class head at batch 32 x 64 tokens.
+Workloads: the CPU benchmark's (tools/bench_workloads.py: mlp_small, mlp_large, cnn, transformer) at larger
+batches (GPU_BATCH).
 """
 import json
 import os
@@ -20,43 +19,16 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-class Mlp(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2, self.fc3 = nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)
-
-    def forward(self, x):
-        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import bench_workloads as workloads  # noqa: E402  (beside this file in the bundle, in tools/ in the tree)
 
 
-class Cnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1, self.conv2 = nn.Conv2d(1, 32, 3, padding=1), nn.Conv2d(32, 64, 3, padding=1)
-        self.fc1, self.fc2 = nn.Linear(64 * 7 * 7, 128), nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
-
-
-class Encoder(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.enc = nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.0, batch_first=True)
-        self.head = nn.Linear(256, 10)
-
-    def forward(self, x):
-        return self.head(self.enc(x).mean(dim=1))
-
-
-# name, module, input shape (batch first), opset
-MODELS = [("mlp", Mlp, (256, 784), 14), ("cnn", Cnn, (64, 1, 28, 28), 14), ("encoder", Encoder, (32, 64, 256), 17)]
+# The reference workloads of the CPU benchmark (tools/bench_workloads.py), at batches that give a GPU work.
+GPU_BATCH = {"mlp_small": 256, "mlp_large": 512, "cnn": 256, "transformer": 64}
+MODELS = [(name, cls, (GPU_BATCH[name],) + tuple(shape[1:]), 14) for name, cls, shape in workloads.WORKLOADS]
 
 
 def export(out):

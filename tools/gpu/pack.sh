@@ -56,14 +56,14 @@ if ! /usr/bin/python3 -c "import torch, onnx" 2>/dev/null; then
   $sudo apt-get install -y python3-torch python3-onnx >/dev/null
 fi
 /usr/bin/python3 tools/gpu/bench_models.py export "$B/bench"
-for m in mlp cnn encoder; do
+for m in $(/usr/bin/python3 -c "import json; print(' '.join(json.load(open('$B/bench/models.json'))))"); do
   "$B/bin/ontrain" generate --model "$B/bench/$m/forward.onnx" --out "$B/bench/$m/artifacts" \
     --eps 1e-8 --weight-decay 0.01 --adam-mode 0 >/dev/null
   rm "$B/bench/$m/forward.onnx"
 done
 
 # 5. One compressed file; tools/gpu/run.sh (which travels with the working tree) unpacks and runs it.
-cp tools/gpu/bench_models.py "$B/"
+cp tools/gpu/bench_models.py tools/bench_workloads.py "$B/"
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
 tar -C "$B" -cJf "$OUTDIR/bundle.tar.xz" .

@@ -48,7 +48,7 @@ gpu_model=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || e
 {
   echo "machine: $gpu_model; CPU $cpu_model ($(nproc) cores)"
   : > "$OUT/bench.jsonl"
-  for m in mlp cnn encoder; do
+  for m in $(python3 -c "import json; print(' '.join(json.load(open('$B/bench/models.json'))))"); do
     batch=$(python3 -c "import json; print(json.load(open('$B/bench/models.json'))['$m']['batch'])" 2>/dev/null || echo 64)
     for p in cuda cpu; do
       steps=200

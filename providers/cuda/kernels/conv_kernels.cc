@@ -158,6 +158,16 @@ class ConvPlan {
   bool planned_ = false;
 };
 
+// Y += B along the channel dim (dim 1), in place; nothing when B is absent.
+Status AddChannelBias(const CudaResources& r, const Tensor* b, Tensor* y) {
+  if (b == nullptr) return Status::OK();
+  Shape bs(y->rank(), 1);
+  bs[1] = b->NumElements();
+  ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), y->shape(), bs}));
+  return CudaStatus(Binary(BinaryOp::kAdd, y->data<float>(), b->data<float>(), y->data<float>(), s, 0, r.stream),
+                    "Binary(Add)");
+}
+
 // Conv(X, W, B?) -> Y.
 class ConvKernel : public DelegatingKernel {
  public:
@@ -173,16 +183,7 @@ class ConvKernel : public DelegatingKernel {
     ONT_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(r.cudnn, &one, plan_.x_, x.raw_data(), plan_.w_, w.raw_data(),
                                                       plan_.conv_, plan_.fwd_, ws, plan_.workspace_, &zero, plan_.y_,
                                                       y->raw_data()));
-    if (const Tensor* b = ctx.input(2)) {
-      // Y += B along the channel dim: a broadcast add in place.
-      Shape bs(y->rank(), 1);
-      bs[1] = b->NumElements();
-      ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), y->shape(), bs}));
-      ONT_RETURN_IF_ERROR(CudaStatus(Binary(BinaryOp::kAdd, y->data<float>(), b->data<float>(), y->data<float>(), s, 0,
-                                            r.stream),
-                                     "Binary(Add)"));
-    }
-    return Status::OK();
+    return AddChannelBias(r, ctx.input(2), y);
   }
 
  private:
@@ -216,15 +217,7 @@ class ConvTransposeKernel : public DelegatingKernel {
     ONT_CUDNN_RETURN_IF_ERROR(cudnnConvolutionBackwardData(r.cudnn, &one, plan_.w_, w.raw_data(), plan_.y_, x.raw_data(),
                                                            plan_.conv_, plan_.bwd_data_, ws, plan_.workspace_, &zero,
                                                            plan_.x_, y->raw_data()));
-    if (const Tensor* b = ctx.input(2)) {
-      Shape bs(y->rank(), 1);
-      bs[1] = b->NumElements();
-      ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), y->shape(), bs}));
-      ONT_RETURN_IF_ERROR(CudaStatus(Binary(BinaryOp::kAdd, y->data<float>(), b->data<float>(), y->data<float>(), s, 0,
-                                            r.stream),
-                                     "Binary(Add)"));
-    }
-    return Status::OK();
+    return AddChannelBias(r, ctx.input(2), y);
   }
 
  private:
