@@ -94,15 +94,25 @@ template <typename T>
 void ReduceToShape(const T* full, const Shape& full_shape, const Shape& target, T* out) {
   using C = ComputeType<T>;
   int64_t n_out = ShapeNumElements(target), n = ShapeNumElements(full_shape);
+  if (n_out == n) {  // nothing was broadcast: the gradient is the full tensor
+    std::copy(full, full + n, out);
+    return;
+  }
   std::vector<C> acc(static_cast<size_t>(n_out), C(0));
   std::vector<int64_t> st = BroadcastStrides(target, full_shape);
+  // Walks `full` in order with an odometer over its dims, keeping the target offset up to date (no
+  // division per element); the sums are formed in the same order as a plain index walk.
+  const int64_t rank = static_cast<int64_t>(full_shape.size());
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+  int64_t off = 0;
   for (int64_t i = 0; i < n; ++i) {
-    int64_t rem = i, off = 0;
-    for (int64_t d = static_cast<int64_t>(full_shape.size()) - 1; d >= 0; --d) {
-      off += (rem % full_shape[d]) * st[d];
-      rem /= full_shape[d];
-    }
     acc[off] += static_cast<C>(full[i]);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      off += st[d];
+      if (++idx[d] < full_shape[d]) break;
+      off -= st[d] * full_shape[d];
+      idx[d] = 0;
+    }
   }
   for (int64_t i = 0; i < n_out; ++i) out[i] = static_cast<T>(acc[i]);
 }
