@@ -36,6 +36,7 @@ StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape, IAllocator* allocato
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  t.num_elements_ = ShapeNumElements(t.shape_);
   t.device_ = allocator->device();
   t.data_ = p;
   std::shared_ptr<IAllocator> keep = allocator->weak_from_this().lock();  // null if not shared-owned
@@ -47,6 +48,7 @@ Tensor Tensor::View(DType dtype, Shape shape, void* data, Device device) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  t.num_elements_ = ShapeNumElements(t.shape_);
   t.device_ = device;
   t.data_ = data;
   return t;
@@ -56,6 +58,7 @@ Tensor Tensor::SubView(size_t byte_offset, DType dtype, Shape shape) const {
   Tensor t = *this;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  t.num_elements_ = ShapeNumElements(t.shape_);
   t.data_ = static_cast<uint8_t*>(data_) + byte_offset;
   return t;
 }
@@ -66,6 +69,7 @@ StatusOr<Tensor> Tensor::Reshaped(Shape shape) const {
   }
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  t.num_elements_ = ShapeNumElements(t.shape_);
   return t;
 }
 

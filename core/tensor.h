@@ -39,7 +39,7 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   int64_t dim(int64_t i) const { return shape_[i]; }
-  int64_t NumElements() const { return ShapeNumElements(shape_); }
+  int64_t NumElements() const { return num_elements_; }  // computed once, when the shape is set
   size_t SizeInBytes() const { return static_cast<size_t>(NumElements()) * DTypeSize(dtype_); }
   Device device() const { return device_; }
   bool owns_data() const { return holder_ != nullptr; }
@@ -60,6 +60,7 @@ class Tensor {
  private:
   DType dtype_ = DType::kUndefined;
   Shape shape_;
+  int64_t num_elements_ = 1;  // ShapeNumElements(shape_)
   Device device_;
   void* data_ = nullptr;
   std::shared_ptr<void> holder_;  // owns data_ when set
@@ -70,6 +71,7 @@ Tensor Tensor::FromVector(const std::vector<T>& values, Shape shape) {
   Tensor t;
   t.dtype_ = DTypeOf<T>::value;
   t.shape_ = std::move(shape);
+  t.num_elements_ = ShapeNumElements(t.shape_);
   size_t bytes = values.size() * sizeof(T);
   std::shared_ptr<uint8_t> buf(new uint8_t[bytes > 0 ? bytes : 1], std::default_delete<uint8_t[]>());
   for (size_t i = 0; i < values.size(); ++i) reinterpret_cast<T*>(buf.get())[i] = values[i];
