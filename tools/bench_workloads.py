@@ -101,13 +101,13 @@ def cpu_description():
     return "%s, %d cores, %s" % (model, os.cpu_count(), isa)
 
 
-def time_pytorch(cls, shape, threads, steps):
-    torch.set_num_threads(threads)
+def step_times_pytorch(cls, shape, steps, device="cpu"):
+    """Milliseconds of each of `steps` full training steps (after 20 of warm-up), sorted."""
     torch.manual_seed(0)
-    model = cls().train()
+    model = cls().to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-    x = torch.rand(*shape) * 2 - 1
-    y = torch.zeros(shape[0], dtype=torch.long)
+    x = torch.rand(*shape, device=device) * 2 - 1
+    y = torch.zeros(shape[0], dtype=torch.long, device=device)
     times = []
     for s in range(20 + steps):
         t0 = time.perf_counter()
@@ -118,7 +118,12 @@ def time_pytorch(cls, shape, threads, steps):
         loss.item()
         if s >= 20:
             times.append((time.perf_counter() - t0) * 1e3)
-    return 1e3 / statistics.median(times)
+    return sorted(times)
+
+
+def time_pytorch(cls, shape, threads, steps):
+    torch.set_num_threads(threads)
+    return 1e3 / statistics.median(step_times_pytorch(cls, shape, steps))
 
 
 def time_pytorch_isolated(name, threads, steps):

@@ -16,10 +16,8 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -54,23 +52,9 @@ def bench(out, steps):
     torch.backends.cuda.matmul.allow_tf32 = False  # ontrain computes float32 without TF32
     torch.backends.cudnn.allow_tf32 = False
     for name, cls, shape, _ in MODELS:
-        torch.manual_seed(0)
-        model = cls().to(dev).train()
-        # as pack.sh generates the artifacts: lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01, PyTorch's AdamW
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-        x = torch.rand(*shape, device=dev) * 2 - 1
-        y = torch.zeros(shape[0], dtype=torch.long, device=dev)
-        times = []
-        for s in range(20 + steps):
-            t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=False)
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            loss.item()
-            if s >= 20:
-                times.append((time.perf_counter() - t0) * 1e3)
-        times.sort()
+        # the same loop and optimizer as the CPU benchmark (as pack.sh generates the artifacts: lr 1e-3,
+        # betas 0.9/0.999, eps 1e-8, weight decay 0.01, PyTorch's AdamW)
+        times = workloads.step_times_pytorch(cls, shape, steps, device=dev)
         med = statistics.median(times)
         print(json.dumps({"model": name, "engine": "pytorch-" + torch.__version__, "device": torch.cuda.get_device_name(),
                           "batch": shape[0], "median_ms": med, "p10_ms": times[len(times) // 10],
