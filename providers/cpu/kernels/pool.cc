@@ -93,7 +93,23 @@ void MaxPool2D(const T* x, T* y, int64_t* ind, int64_t p0, int64_t p1, const std
         using C = std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
         C best = std::numeric_limits<C>::lowest();
         int64_t arg = -1;
-        for (int64_t a = 0; a < w.kernel[0]; ++a) {
+        const int64_t r0 = i * w.strides[0] - w.pads[0], c0 = j * w.strides[1] - w.pads[1];
+        const bool interior = r0 >= 0 && c0 >= 0 && r0 + (w.kernel[0] - 1) * w.dilations[0] < h &&
+                              c0 + (w.kernel[1] - 1) * w.dilations[1] < wd;
+        if (interior) {  // no bounds to check: the same visit, without the branches
+          arg = r0 * wd + c0;
+          for (int64_t a = 0; a < w.kernel[0]; ++a) {
+            const T* row = px + (r0 + a * w.dilations[0]) * wd + c0;
+            for (int64_t b = 0; b < w.kernel[1]; ++b) {
+              C v = static_cast<C>(row[b * w.dilations[1]]);
+              if (v > best) {
+                best = v;
+                arg = (r0 + a * w.dilations[0]) * wd + c0 + b * w.dilations[1];
+              }
+            }
+          }
+        }
+        for (int64_t a = 0; !interior && a < w.kernel[0]; ++a) {
           int64_t r = i * w.strides[0] - w.pads[0] + a * w.dilations[0];
           if (r < 0 || r >= h) continue;
           for (int64_t b = 0; b < w.kernel[1]; ++b) {
