@@ -1,24 +1,22 @@
 // Kernel classes of the elementwise ops on CUDA: unary math and activations, broadcasting arithmetic,
-// activation gradients, comparisons, Where, Cast, Scale, and the ops that only relabel a buffer's shape
-// (Identity, Reshape, Squeeze, Unsqueeze, Flatten: one device-to-device copy).
+// activation gradients, comparisons, Where, Cast and Scale. Each takes its Prepare (checks, output dtype
+// and shape) from the CPU kernel of the same op (DelegatingKernel), so both providers accept the same
+// inputs; the broadcast layouts are derived here from the input and output shapes.
 #include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/kernels.h"
 #include "providers/cuda/kernels/cuda_kernels.h"
 
 namespace ontrain {
 namespace cuda {
 namespace {
 
-using cpu::RequireInput;
-
-class UnaryKernel : public CudaKernel {
+class UnaryKernel : public DelegatingKernel {
  public:
-  UnaryKernel(const NodeInfo& info, UnaryOp op)
-      : op_(op), alpha_(info.node->GetFloat("alpha", op == UnaryOp::kElu ? 1.0f : 0.01f)) {
+  UnaryKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, UnaryOp op)
+      : DelegatingKernel(info, std::move(cpu)),
+        op_(op),
+        alpha_(info.node->GetFloat("alpha", op == UnaryOp::kElu ? 1.0f : 0.01f)) {
     if (op == UnaryOp::kGelu && info.node->GetString("approximate", "none") == "tanh") op_ = UnaryOp::kGeluTanh;
-  }
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
-    return ctx.DeclareOutput(0, x->dtype(), x->shape());
   }
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
@@ -35,17 +33,10 @@ class UnaryKernel : public CudaKernel {
 };
 
 // com.microsoft Gelu / FastGelu: x (+ bias along the last axis), then the activation.
-class MsGeluKernel : public CudaKernel {
+class MsGeluKernel : public DelegatingKernel {
  public:
-  MsGeluKernel(const NodeInfo&, bool fast) : fast_(fast) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
-    const Tensor* bias = ctx.input(1);
-    if (bias && (x->rank() == 0 || bias->NumElements() != x->shape().back())) {
-      return InvalidArgument("bias has shape ", ShapeToString(bias->shape()), ", expected [", x->shape().back(), "]");
-    }
-    return ctx.DeclareOutput(0, x->dtype(), x->shape());
-  }
+  MsGeluKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, bool fast)
+      : DelegatingKernel(info, std::move(cpu)), fast_(fast) {}
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     Tensor* y = ctx.output(0);
@@ -64,29 +55,22 @@ class MsGeluKernel : public CudaKernel {
   bool fast_;
 };
 
-// Two inputs with numpy broadcasting, same dtype in and out.
-class BinaryKernel : public CudaKernel {
+// Two inputs with numpy broadcasting into the output, same dtype in and out: arithmetic and the activation
+// gradients (dY, X or Y).
+class BinaryKernel : public DelegatingKernel {
  public:
-  BinaryKernel(const NodeInfo& info, BinaryOp op) : op_(op), alpha_(info.node->GetFloat("alpha", 0.01f)) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
-    if (a->dtype() != b->dtype()) {
-      return InvalidArgument("input dtypes differ: ", DTypeName(a->dtype()), " and ", DTypeName(b->dtype()));
-    }
-    ONT_ASSIGN_OR_RETURN(Shape out, cpu::BroadcastShapes({a->shape(), b->shape()}));
-    ONT_ASSIGN_OR_RETURN(space_, BroadcastSpace(out, {out, a->shape(), b->shape()}));
-    return ctx.DeclareOutput(0, a->dtype(), out);
-  }
+  BinaryKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, BinaryOp op)
+      : DelegatingKernel(info, std::move(cpu)), op_(op), alpha_(info.node->GetFloat("alpha", 0.01f)) {}
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor &a = *ctx.input(0), &b = *ctx.input(1);
     Tensor* y = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), a.shape(), b.shape()}));
     cudaError_t e = cudaErrorInvalidValue;
     switch (a.dtype()) {
-      case DType::kFloat32: e = Binary(op_, a.data<float>(), b.data<float>(), y->data<float>(), space_, alpha_, r.stream); break;
-      case DType::kFloat64: e = Binary(op_, a.data<double>(), b.data<double>(), y->data<double>(), space_, alpha_, r.stream); break;
-      case DType::kInt32: e = Binary(op_, a.data<int32_t>(), b.data<int32_t>(), y->data<int32_t>(), space_, alpha_, r.stream); break;
-      case DType::kInt64: e = Binary(op_, a.data<int64_t>(), b.data<int64_t>(), y->data<int64_t>(), space_, alpha_, r.stream); break;
+      case DType::kFloat32: e = Binary(op_, a.data<float>(), b.data<float>(), y->data<float>(), s, alpha_, r.stream); break;
+      case DType::kFloat64: e = Binary(op_, a.data<double>(), b.data<double>(), y->data<double>(), s, alpha_, r.stream); break;
+      case DType::kInt32: e = Binary(op_, a.data<int32_t>(), b.data<int32_t>(), y->data<int32_t>(), s, alpha_, r.stream); break;
+      case DType::kInt64: e = Binary(op_, a.data<int64_t>(), b.data<int64_t>(), y->data<int64_t>(), s, alpha_, r.stream); break;
       default: return Unimplemented("dtype ", DTypeName(a.dtype()));
     }
     return CudaStatus(e, "Binary");
@@ -95,72 +79,38 @@ class BinaryKernel : public CudaKernel {
  private:
   BinaryOp op_;
   float alpha_;
-  StridedSpace space_;
 };
 
-// (dY, X or Y) -> dX of the same shape.
-class ActivationGradKernel : public BinaryKernel {
+class CompareKernel : public DelegatingKernel {
  public:
-  ActivationGradKernel(const NodeInfo& info, BinaryOp op) : BinaryKernel(info, op) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
-    if (dy->shape() != x->shape() || dy->dtype() != x->dtype()) {
-      return InvalidArgument("dY ", DTypeName(dy->dtype()), ShapeToString(dy->shape()), " and input ",
-                             DTypeName(x->dtype()), ShapeToString(x->shape()), " must match");
-    }
-    return BinaryKernel::Prepare(ctx);
-  }
-};
-
-class CompareKernel : public CudaKernel {
- public:
-  CompareKernel(const NodeInfo&, CompareOp op) : op_(op) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
-    if (a->dtype() != b->dtype()) return InvalidArgument("input dtypes differ");
-    ONT_ASSIGN_OR_RETURN(Shape out, cpu::BroadcastShapes({a->shape(), b->shape()}));
-    ONT_ASSIGN_OR_RETURN(space_, BroadcastSpace(out, {out, a->shape(), b->shape()}));
-    return ctx.DeclareOutput(0, DType::kBool, out);
-  }
+  CompareKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, CompareOp op)
+      : DelegatingKernel(info, std::move(cpu)), op_(op) {}
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor &a = *ctx.input(0), &b = *ctx.input(1);
-    uint8_t* y = static_cast<uint8_t*>(ctx.output(0)->raw_data());
+    Tensor* out = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(out->shape(), {out->shape(), a.shape(), b.shape()}));
+    uint8_t* y = static_cast<uint8_t*>(out->raw_data());
     if (a.dtype() == DType::kInt64) {
-      return CudaStatus(Compare(op_, a.data<int64_t>(), b.data<int64_t>(), y, space_, r.stream), "Compare");
+      return CudaStatus(Compare(op_, a.data<int64_t>(), b.data<int64_t>(), y, s, r.stream), "Compare");
     }
-    return CudaStatus(Compare(op_, a.data<float>(), b.data<float>(), y, space_, r.stream), "Compare");
+    return CudaStatus(Compare(op_, a.data<float>(), b.data<float>(), y, s, r.stream), "Compare");
   }
 
  private:
   CompareOp op_;
-  StridedSpace space_;
 };
 
-class WhereKernel : public CudaKernel {
+class WhereKernel : public DelegatingKernel {
  public:
-  explicit WhereKernel(const NodeInfo&) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* c, RequireInput(ctx, 0, "condition"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* y, RequireInput(ctx, 2, "Y"));
-    if (c->dtype() != DType::kBool) return InvalidArgument("condition must be bool, got ", DTypeName(c->dtype()));
-    if (x->dtype() != y->dtype()) return InvalidArgument("X and Y dtypes differ");
-    ONT_ASSIGN_OR_RETURN(Shape out, cpu::BroadcastShapes({c->shape(), x->shape(), y->shape()}));
-    ONT_ASSIGN_OR_RETURN(space_, BroadcastSpace(out, {c->shape(), x->shape(), y->shape()}));
-    return ctx.DeclareOutput(0, x->dtype(), out);
-  }
+  using DelegatingKernel::DelegatingKernel;
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
-    const Tensor& x = *ctx.input(1);
-    return CudaStatus(Where(static_cast<const uint8_t*>(ctx.input(0)->raw_data()), x.raw_data(),
-                            ctx.input(2)->raw_data(), ctx.output(0)->raw_data(), space_,
+    const Tensor &c = *ctx.input(0), &x = *ctx.input(1), &y = *ctx.input(2);
+    Tensor* out = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(out->shape(), {c.shape(), x.shape(), y.shape()}));
+    return CudaStatus(Where(static_cast<const uint8_t*>(c.raw_data()), x.raw_data(), y.raw_data(), out->raw_data(), s,
                             static_cast<int>(DTypeSize(x.dtype())), r.stream),
                       "Where");
   }
-
- private:
-  StridedSpace space_;
 };
 
 bool Castable(DType t) {
@@ -168,72 +118,47 @@ bool Castable(DType t) {
          t == DType::kBool;
 }
 
-class CastKernel : public CudaKernel {
+// Cast among float32, float64, int32, int64 and bool (other targets are rejected at planning: CastRejects).
+class CastKernel : public DelegatingKernel {
  public:
-  explicit CastKernel(const NodeInfo& info) : to_(static_cast<DType>(info.node->GetInt("to", 0))) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
-    if (!Castable(to_)) return Unimplemented("Cast to ", DTypeName(to_), " on CUDA");
-    return ctx.DeclareOutput(0, to_, x->shape());
-  }
+  using DelegatingKernel::DelegatingKernel;
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     Tensor* y = ctx.output(0);
-    if (x.dtype() == to_) {
+    if (x.dtype() == y->dtype()) {
       return CudaStatus(cudaMemcpyAsync(y->raw_data(), x.raw_data(), x.SizeInBytes(), cudaMemcpyDeviceToDevice, r.stream),
                         "cudaMemcpyAsync");
     }
-    return CudaStatus(Cast(static_cast<int>(x.dtype()), static_cast<int>(to_), x.raw_data(), y->raw_data(),
+    if (!Castable(y->dtype())) return Unimplemented("Cast to ", DTypeName(y->dtype()), " on CUDA");
+    return CudaStatus(Cast(static_cast<int>(x.dtype()), static_cast<int>(y->dtype()), x.raw_data(), y->raw_data(),
                            x.NumElements(), r.stream),
                       "Cast");
   }
-
- private:
-  DType to_;
 };
 
-// Scale(X, scale_as_tensor) with attribute scale_down: X * s or X / s.
-class ScaleKernel : public CudaKernel {
+// Scale(X, scale_as_tensor) with attribute scale_down: X * s or X / s (s a host scalar).
+class ScaleKernel : public DelegatingKernel {
  public:
-  explicit ScaleKernel(const NodeInfo& info) : down_(info.node->GetInt("scale_down", 0) != 0) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "scale"));
-    ONT_ASSIGN_OR_RETURN(double v, cpu::ReadScalar(*s, "scale"));
-    scale_ = down_ ? static_cast<float>(1.0 / v) : static_cast<float>(v);
-    return ctx.DeclareOutput(0, x->dtype(), x->shape());
-  }
+  using DelegatingKernel::DelegatingKernel;
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
-    return CudaStatus(ScaleBy(x.data<float>(), ctx.output(0)->data<float>(), x.NumElements(), scale_, r.stream),
+    ONT_ASSIGN_OR_RETURN(double v, cpu::ReadScalar(*ctx.input(1), "scale"));
+    float scale = node_.GetInt("scale_down", 0) != 0 ? static_cast<float>(1.0 / v) : static_cast<float>(v);
+    return CudaStatus(ScaleBy(x.data<float>(), ctx.output(0)->data<float>(), x.NumElements(), scale, r.stream),
                       "ScaleBy");
   }
-
- private:
-  bool down_;
-  float scale_ = 1;
 };
 
-template <UnaryOp op>
-StatusOr<std::unique_ptr<OpKernel>> MakeUnary(const NodeInfo& i) {
-  return std::unique_ptr<OpKernel>(new UnaryKernel(i, op));
+// Factories: the CUDA kernel over the CPU kernel of the same op, with the device op as a constant.
+template <typename K, typename Op, Op op, const KernelFactory* cpu_factory>
+StatusOr<std::unique_ptr<OpKernel>> WrapOp(const NodeInfo& info) {
+  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
+  return std::unique_ptr<OpKernel>(new K(info, std::move(cpu), op));
 }
-template <BinaryOp op>
-StatusOr<std::unique_ptr<OpKernel>> MakeBinary(const NodeInfo& i) {
-  return std::unique_ptr<OpKernel>(new BinaryKernel(i, op));
-}
-template <BinaryOp op>
-StatusOr<std::unique_ptr<OpKernel>> MakeGrad(const NodeInfo& i) {
-  return std::unique_ptr<OpKernel>(new ActivationGradKernel(i, op));
-}
-template <CompareOp op>
-StatusOr<std::unique_ptr<OpKernel>> MakeCompare(const NodeInfo& i) {
-  return std::unique_ptr<OpKernel>(new CompareKernel(i, op));
-}
-template <bool fast>
-StatusOr<std::unique_ptr<OpKernel>> MakeMsGelu(const NodeInfo& i) {
-  return std::unique_ptr<OpKernel>(new MsGeluKernel(i, fast));
-}
+template <UnaryOp op, const KernelFactory* f> constexpr KernelFactory kUnaryOf = WrapOp<UnaryKernel, UnaryOp, op, f>;
+template <BinaryOp op, const KernelFactory* f> constexpr KernelFactory kBinaryOf = WrapOp<BinaryKernel, BinaryOp, op, f>;
+template <CompareOp op, const KernelFactory* f>
+constexpr KernelFactory kCompareOf = WrapOp<CompareKernel, CompareOp, op, f>;
 
 }  // namespace
 
@@ -242,44 +167,44 @@ const char* CastRejects(const Node& n) {
                                                          : "Cast to a dtype other than float32, float64, int32, int64, bool";
 }
 
-KernelFactory kNeg = MakeUnary<UnaryOp::kNeg>;
-KernelFactory kAbs = MakeUnary<UnaryOp::kAbs>;
-KernelFactory kSqrt = MakeUnary<UnaryOp::kSqrt>;
-KernelFactory kExp = MakeUnary<UnaryOp::kExp>;
-KernelFactory kLog = MakeUnary<UnaryOp::kLog>;
-KernelFactory kTanh = MakeUnary<UnaryOp::kTanh>;
-KernelFactory kSigmoid = MakeUnary<UnaryOp::kSigmoid>;
-KernelFactory kRelu = MakeUnary<UnaryOp::kRelu>;
-KernelFactory kErf = MakeUnary<UnaryOp::kErf>;
-KernelFactory kReciprocal = MakeUnary<UnaryOp::kReciprocal>;
-KernelFactory kGelu = MakeUnary<UnaryOp::kGelu>;
-KernelFactory kLeakyRelu = MakeUnary<UnaryOp::kLeakyRelu>;
-KernelFactory kSoftplus = MakeUnary<UnaryOp::kSoftplus>;
-KernelFactory kFloor = MakeUnary<UnaryOp::kFloor>;
-KernelFactory kCeil = MakeUnary<UnaryOp::kCeil>;
-KernelFactory kSin = MakeUnary<UnaryOp::kSin>;
-KernelFactory kCos = MakeUnary<UnaryOp::kCos>;
-KernelFactory kElu = MakeUnary<UnaryOp::kElu>;
-KernelFactory kMsGelu = MakeMsGelu<false>;
-KernelFactory kMsFastGelu = MakeMsGelu<true>;
-KernelFactory kAdd = MakeBinary<BinaryOp::kAdd>;
-KernelFactory kSub = MakeBinary<BinaryOp::kSub>;
-KernelFactory kMul = MakeBinary<BinaryOp::kMul>;
-KernelFactory kDiv = MakeBinary<BinaryOp::kDiv>;
-KernelFactory kReluGrad = MakeGrad<BinaryOp::kReluGrad>;
-KernelFactory kSigmoidGrad = MakeGrad<BinaryOp::kSigmoidGrad>;
-KernelFactory kTanhGrad = MakeGrad<BinaryOp::kTanhGrad>;
-KernelFactory kGeluGrad = MakeGrad<BinaryOp::kGeluGrad>;
-KernelFactory kFastGeluGrad = MakeGrad<BinaryOp::kFastGeluGrad>;
-KernelFactory kLeakyReluGrad = MakeGrad<BinaryOp::kLeakyReluGrad>;
-KernelFactory kEqual = MakeCompare<CompareOp::kEqual>;
-KernelFactory kLess = MakeCompare<CompareOp::kLess>;
-KernelFactory kGreater = MakeCompare<CompareOp::kGreater>;
-KernelFactory kLessOrEqual = MakeCompare<CompareOp::kLessOrEqual>;
-KernelFactory kGreaterOrEqual = MakeCompare<CompareOp::kGreaterOrEqual>;
-KernelFactory kWhere = MakeKernel<WhereKernel>;
-KernelFactory kCast = MakeKernel<CastKernel>;
-KernelFactory kScale = MakeKernel<ScaleKernel>;
+KernelFactory kNeg = kUnaryOf<UnaryOp::kNeg, &cpu::kNeg>;
+KernelFactory kAbs = kUnaryOf<UnaryOp::kAbs, &cpu::kAbs>;
+KernelFactory kSqrt = kUnaryOf<UnaryOp::kSqrt, &cpu::kSqrt>;
+KernelFactory kExp = kUnaryOf<UnaryOp::kExp, &cpu::kExp>;
+KernelFactory kLog = kUnaryOf<UnaryOp::kLog, &cpu::kLog>;
+KernelFactory kTanh = kUnaryOf<UnaryOp::kTanh, &cpu::kTanh>;
+KernelFactory kSigmoid = kUnaryOf<UnaryOp::kSigmoid, &cpu::kSigmoid>;
+KernelFactory kRelu = kUnaryOf<UnaryOp::kRelu, &cpu::kRelu>;
+KernelFactory kErf = kUnaryOf<UnaryOp::kErf, &cpu::kErf>;
+KernelFactory kReciprocal = kUnaryOf<UnaryOp::kReciprocal, &cpu::kReciprocal>;
+KernelFactory kGelu = kUnaryOf<UnaryOp::kGelu, &cpu::kGelu>;
+KernelFactory kLeakyRelu = kUnaryOf<UnaryOp::kLeakyRelu, &cpu::kLeakyRelu>;
+KernelFactory kSoftplus = kUnaryOf<UnaryOp::kSoftplus, &cpu::kSoftplus>;
+KernelFactory kFloor = kUnaryOf<UnaryOp::kFloor, &cpu::kFloor>;
+KernelFactory kCeil = kUnaryOf<UnaryOp::kCeil, &cpu::kCeil>;
+KernelFactory kSin = kUnaryOf<UnaryOp::kSin, &cpu::kSin>;
+KernelFactory kCos = kUnaryOf<UnaryOp::kCos, &cpu::kCos>;
+KernelFactory kElu = kUnaryOf<UnaryOp::kElu, &cpu::kElu>;
+KernelFactory kMsGelu = WrapOp<MsGeluKernel, bool, false, &cpu::kMsGelu>;
+KernelFactory kMsFastGelu = WrapOp<MsGeluKernel, bool, true, &cpu::kMsFastGelu>;
+KernelFactory kAdd = kBinaryOf<BinaryOp::kAdd, &cpu::kAdd>;
+KernelFactory kSub = kBinaryOf<BinaryOp::kSub, &cpu::kSub>;
+KernelFactory kMul = kBinaryOf<BinaryOp::kMul, &cpu::kMul>;
+KernelFactory kDiv = kBinaryOf<BinaryOp::kDiv, &cpu::kDiv>;
+KernelFactory kReluGrad = kBinaryOf<BinaryOp::kReluGrad, &cpu::kReluGrad>;
+KernelFactory kSigmoidGrad = kBinaryOf<BinaryOp::kSigmoidGrad, &cpu::kSigmoidGrad>;
+KernelFactory kTanhGrad = kBinaryOf<BinaryOp::kTanhGrad, &cpu::kTanhGrad>;
+KernelFactory kGeluGrad = kBinaryOf<BinaryOp::kGeluGrad, &cpu::kGeluGrad>;
+KernelFactory kFastGeluGrad = kBinaryOf<BinaryOp::kFastGeluGrad, &cpu::kFastGeluGrad>;
+KernelFactory kLeakyReluGrad = kBinaryOf<BinaryOp::kLeakyReluGrad, &cpu::kLeakyReluGrad>;
+KernelFactory kEqual = kCompareOf<CompareOp::kEqual, &cpu::kEqual>;
+KernelFactory kLess = kCompareOf<CompareOp::kLess, &cpu::kLess>;
+KernelFactory kGreater = kCompareOf<CompareOp::kGreater, &cpu::kGreater>;
+KernelFactory kLessOrEqual = kCompareOf<CompareOp::kLessOrEqual, &cpu::kLessOrEqual>;
+KernelFactory kGreaterOrEqual = kCompareOf<CompareOp::kGreaterOrEqual, &cpu::kGreaterOrEqual>;
+KernelFactory kWhere = Wrap<WhereKernel, &cpu::kWhere>;
+KernelFactory kCast = Wrap<CastKernel, &cpu::kCast>;
+KernelFactory kScale = Wrap<ScaleKernel, &cpu::kScale>;
 
 }  // namespace cuda
 }  // namespace ontrain
