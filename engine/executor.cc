@@ -323,7 +323,11 @@ Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>
     auto t0 = std::chrono::steady_clock::now();
     if (Status s = provider->Run(*st.kernel, st.ctx); !s.ok()) return s.WithContext(n.Describe());
     auto t1 = std::chrono::steady_clock::now();
-    AddOpTime(n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type,
+    std::string key = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
+    if (OpProfileByShape()) {
+      for (int i = 0; i < st.ctx.num_inputs(); ++i) key += st.ctx.input(i) ? " " + ShapeToString(st.ctx.input(i)->shape()) : " -";
+    }
+    AddOpTime(key,
               std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
   } else if (Status s = provider->Run(*st.kernel, st.ctx); !s.ok()) {
     return s.WithContext(n.Describe());

@@ -9,7 +9,7 @@
 namespace ontrain {
 namespace {
 
-std::atomic<bool> enabled{false};
+std::atomic<bool> enabled{false}, by_shape{false};
 std::mutex mu;
 std::map<std::string, OpTime>& Tally() {
   static auto* t = new std::map<std::string, OpTime>();
@@ -18,8 +18,12 @@ std::map<std::string, OpTime>& Tally() {
 
 }  // namespace
 
-void EnableOpProfile(bool on) { enabled = on; }
+void EnableOpProfile(bool on, bool shapes) {
+  by_shape = shapes;
+  enabled = on;
+}
 bool OpProfileEnabled() { return enabled.load(std::memory_order_relaxed); }
+bool OpProfileByShape() { return by_shape.load(std::memory_order_relaxed); }
 
 void AddOpTime(const std::string& op, int64_t nanos) {
   std::lock_guard<std::mutex> lock(mu);

@@ -15,8 +15,10 @@ struct OpTime {
   int64_t nanos = 0;
 };
 
-void EnableOpProfile(bool on);
+// by_shape: tally per op type and input shapes ("MatMul [64,784] [784,128]") instead of per op type.
+void EnableOpProfile(bool on, bool by_shape = false);
 bool OpProfileEnabled();
+bool OpProfileByShape();
 void AddOpTime(const std::string& op, int64_t nanos);
 // Every op seen, by total time, largest first.
 std::vector<OpTime> OpProfile();

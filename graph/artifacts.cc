@@ -335,6 +335,7 @@ StatusOr<Artifacts> GenerateArtifacts(const Model& forward, const ArtifactOption
   a.eval = m;
   MakeEvalModel(&a.eval);
   a.training = m;
+  if (options.fuse) a.fused = FuseForTraining(&a.training);
   ONT_RETURN_IF_ERROR(PrepareForGradients(&a.training));
   ONT_RETURN_IF_ERROR(BuildGradientGraph(&a.training, m.graph.outputs[0].name, trainable));
   ONT_RETURN_IF_ERROR(AddRunningStatUpdates(&a.training, options.bn_running_stats, running));

@@ -18,6 +18,7 @@
 
 #include "checkpoint/checkpoint_state.h"
 #include "core/status.h"
+#include "graph/fusion.h"
 #include "graph/graph.h"
 #include "graph/optimizer_model.h"
 
@@ -51,6 +52,8 @@ struct ArtifactOptions {
   // Running statistics that are initializers are updated; ones fed as graph inputs or made by nodes are
   // left alone (nothing could receive the update).
   BnRunningStats bn_running_stats = BnRunningStats::kPyTorch;
+  // Fuse the exporter's LayerNorm and GELU sequences in the training model (graph/fusion.h).
+  bool fuse = true;
 };
 
 struct Artifacts {
@@ -58,6 +61,7 @@ struct Artifacts {
   Model eval;
   Model optimizer;
   CheckpointState checkpoint;
+  FusionCounts fused;  // what options.fuse fused in the training model
 };
 
 StatusOr<Artifacts> GenerateArtifacts(const Model& forward, const ArtifactOptions& options);

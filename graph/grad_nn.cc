@@ -51,6 +51,18 @@ Status MatMulGrad(GradContext& c) {
     if (c.wants(1)) c.Emit("Gemm", {c.in(0), c.dy[0]}, {c.dx[1]}, {AttrFloat("beta", 0.0f), AttrInt("transA", 1)});
     return Status::OK();
   }
+  if (b->dims.size() == 2 && b->dims[0].known() && b->dims[1].known()) {
+    // A [..., M, K] times a matrix B [K, N] (a Linear layer over a sequence): dA has A's shape as it is, and
+    // dB is one GEMM over all rows, A and dY viewed as [rows, K] and [rows, N], instead of a product per
+    // batch and a sum over the batches.
+    if (c.wants(0)) c.Emit("FusedMatMul", {c.dy[0], c.in(1)}, {c.dx[0]}, {AttrInt("transB", 1)}, kMs);
+    if (c.wants(1)) {
+      std::string a2 = c.Emit("Reshape", {c.in(0), c.ConstInts("a_rows", {-1, b->dims[0].value})}, {c.Tmp("a_rows")});
+      std::string g2 = c.Emit("Reshape", {c.dy[0], c.ConstInts("dy_rows", {-1, b->dims[1].value})}, {c.Tmp("dy_rows")});
+      c.Emit("Gemm", {a2, g2}, {c.dx[1]}, {AttrFloat("beta", 0.0f), AttrInt("transA", 1)});
+    }
+    return Status::OK();
+  }
   if (c.wants(0)) {
     std::string t = c.Emit("FusedMatMul", {c.dy[0], c.in(1)}, {c.Tmp("dA")}, {AttrInt("transB", 1)}, kMs);
     ONT_RETURN_IF_ERROR(c.ReduceTo(0, t, ""));
@@ -115,7 +127,10 @@ Status BatchNormGrad(GradContext& c) {
   return Status::OK();
 }
 Status LayerNormGrad(GradContext& c) {
-  std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};
+  // dX always has a name: ONNX Runtime's LayerNormalizationGrad kernel fails when its first output is omitted
+  // (a LayerNorm applied to the graph input, as in a pre-LayerNorm transformer's first block).
+  std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : c.Tmp("unused_dx"), c.wants(1) ? c.dx[1] : "",
+                                   c.wants(2) ? c.dx[2] : ""};
   c.Emit("LayerNormalizationGrad", {c.dy[0], c.in(0), c.in(1), c.out(1), c.out(2)}, outs, CopyAttrs(c.node()), kMs);
   return Status::OK();
 }

@@ -18,11 +18,13 @@ namespace {
 // Output types of a com.microsoft node whose outputs follow from its inputs' types, or false when the op
 // has no rule here or its first input is untyped. BatchNormInternal: Y like X, the four statistics [C];
 // ConcatTraining: Concat's rule and int64 [inputs]; the elementwise activations: Y like X.
+// Without `need_shape`, an input known by type alone gives outputs known by type alone.
 bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueInfo*>& known,
-                        std::vector<ValueInfo>* out) {
+                        std::vector<ValueInfo>* out, bool need_shape) {
   if (n.inputs.empty()) return false;
   auto x = known.find(n.inputs[0]);
   if (x == known.end() || x->second->dtype == DType::kUndefined) return false;
+  if (need_shape && !x->second->has_shape) return false;
   const ValueInfo& xi = *x->second;
   auto like = [&](size_t i, bool channels) {
     if (i >= n.outputs.size() || n.outputs[i].empty() || known.count(n.outputs[i])) return;
@@ -94,7 +96,8 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
 bool InferRank(const Node& n, const std::map<std::string, const ValueInfo*>& known, std::vector<ValueInfo>* out) {
   static const std::set<std::string> kSameShape = {
       "Abs", "Cast", "Ceil", "Celu", "Clip", "Cos", "Dropout", "Elu", "Erf", "Exp", "Floor", "Gelu",
-      "HardSigmoid", "HardSwish", "Identity", "LeakyRelu", "Log", "LogSoftmax", "Neg", "Not", "Reciprocal",
+      "HardSigmoid", "HardSwish", "Identity", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "Neg", "Not",
+      "Reciprocal",
       "Relu", "Selu", "Sigmoid", "Sign", "Sin", "Softmax", "Softplus", "Softsign", "Sqrt", "Tanh"};
   static const std::set<std::string> kBroadcast = {"Add", "And", "Div", "Equal", "Greater", "Less", "Max",
                                                    "Mean", "Min", "Mod", "Mul", "Or", "Pow", "Sub", "Sum", "Where"};
@@ -204,10 +207,15 @@ Status InferShapes(Model* model) {
     for (const ValueInfo& v : model->graph.outputs) if (v.dtype != DType::kUndefined) known[v.name] = &v;
     std::vector<ValueInfo> added;
     for (const Node& n : model->graph.nodes) {
-      if (n.domain == "com.microsoft") InferMicrosoftNode(n, known, &added);
+      if (n.domain == "com.microsoft") InferMicrosoftNode(n, known, &added, true);
     }
     if (added.empty()) {  // only once ONNX's rules have gone as far as they can: ranks past its gaps
       for (const Node& n : model->graph.nodes) InferRank(n, known, &added);
+    }
+    if (added.empty()) {  // and only then types without shapes, which would stop a later shape
+      for (const Node& n : model->graph.nodes) {
+        if (n.domain == "com.microsoft") InferMicrosoftNode(n, known, &added, false);
+      }
     }
     if (added.empty()) break;
     seeds.insert(seeds.end(), added.begin(), added.end());

@@ -72,6 +72,9 @@ const std::vector<ArtifactSet>& ReferenceSets() {
        "tests/data/torch/pad_pool/forward.onnx"},
       {"gen-unet", {{"input", "float", {2, 1, 8, 8}}, {"labels", "int64", {2, 8, 8}, 5}}, {}, "", "",
        "tests/data/torch/unet/forward.onnx"},
+      // LayerNorm and GELU as PyTorch exports them at opset 14: the generator fuses both in the training model.
+      {"gen-transformer", {{"input", "float", {4, 6, 8}}, {"labels", "int64", {4}, 5}}, {}, "", "",
+       "tests/data/torch/transformer/forward.onnx"},
   };
   // The built-in MLP with optimizer models that surround the optimizer node with other nodes.
   for (const char* name : {"lr-scaled", "warmup", "clip", "sequence-ops", "sgd-clip-lr"}) {

@@ -1,20 +1,45 @@
 #!/usr/bin/python3
-"""The CPU reference workloads of the provider benchmark, timed in ontrain and in PyTorch in one run.
+"""The reference workloads of the provider benchmark, timed in ontrain and, on request, in PyTorch and ONNX
+Runtime in the same run.
 
   /usr/bin/python3 tools/bench_workloads.py [--threads 1,2] [--steps 200] [--json FILE] [--only NAME,...]
+      [--compare-pytorch] [--compare-ort] [--providers cpu,cuda]
 
-For each workload: the forward model is built in PyTorch (seeded) and exported to ONNX, `ontrain generate`
-makes training artifacts from it (cross-entropy, PyTorch's AdamW: lr 1e-3, eps 1e-8, weight decay 0.01),
-`ontrain bench` times full training steps on synthetic inputs, and PyTorch times the same module, batch,
-initial weights and optimizer (zero_grad, forward, cross-entropy, backward, step, loss.item()) with the
-same thread count. Needs python3-torch, python3-onnx and libopenblas0-pthread (without it Debian's PyTorch
-runs on the reference BLAS, 3x slower: the script refuses to compare then). Prints a table of steps/s and
-ontrain / PyTorch ratios, with the CPU model and its vector ISA.
+For each workload: the forward model is built in PyTorch (seeded) and exported to ONNX at opset 14,
+`ontrain generate` makes training artifacts from it (cross-entropy, PyTorch's AdamW: lr 1e-3, eps 1e-8,
+weight decay 0.01), and `ontrain bench` times full training steps on synthetic inputs on each provider
+(a provider that cannot start here, such as cuda without a GPU, is reported and skipped).
 
-Workloads: mlp_small (784-128-10, batch 64), mlp_large (784-512-512-10, batch 128), cnn (Conv 1->32 3x3,
-ReLU, MaxPool 2, Conv 32->64 3x3, ReLU, MaxPool 2, Flatten, Linear ->128, ReLU, Linear ->10 on 1x28x28,
-batch 64), transformer (one pre-LayerNorm encoder block, seq 64, d_model 128, 4 heads, FFN 512, GELU,
-mean-pool, Linear ->10, batch 16).
+--compare-pytorch: PyTorch times the same module, batch, initial weights and optimizer (zero_grad, forward,
+cross-entropy, backward, step, loss.item()) with the same thread count, in a child process whose OpenBLAS
+and OpenMP pools have that many threads; it also reports PyTorch's peak RSS. Needs libopenblas0-pthread
+(without it Debian's PyTorch runs on the reference BLAS, 3x slower: the script refuses to compare then).
+
+--compare-ort: ONNX Runtime's native CPU inference (onnxruntime-node) runs the forward model with the same
+thread count, giving ontrain's step time over ORT's forward time; and ONNX Runtime's own training engine
+(onnxruntime-web 1.19.2, wasm, one thread) trains the same artifacts (tools/ort_reference/bench_ort.js,
+npm-installed there when missing).
+
+Prints a table with the CPU model and its vector ISA; --json writes one record per workload, provider and
+thread count: {"workload", "provider", "threads", "steps_per_s", "peak_rss_mb", "allocs_per_step"}, plus
+"pytorch_steps_per_s" and "pytorch_peak_rss_mb", and "ort_forward_ms", "step_over_ort_forward" and
+"ort_web_steps_per_s", when compared.
+
+Workloads (the issue's four, then three architectures as people build them):
+  mlp_small    MLP 784-128-10 (ReLU), batch 64
+  mlp_large    MLP 784-512-512-10, batch 128
+  cnn          Conv 1->32 3x3, ReLU, MaxPool 2, Conv 32->64 3x3, ReLU, MaxPool 2, Flatten, Linear ->128,
+               ReLU, Linear ->10 on 1x28x28, batch 64
+  transformer  one pre-LayerNorm encoder block (seq 64, d_model 128, 4 heads, FFN 512, GELU), mean-pool,
+               Linear ->10, batch 16
+  resnet       a CIFAR-style ResNet: 3x3 stem (16), three stages of two BasicBlocks (16, 32, 64 channels,
+               stride-2 1x1 shortcuts), BatchNorm, global average pool, Linear ->10 on 3x32x32, batch 32
+  mobilenet    a MobileNetV2-style net: stride-2 stem (32), inverted residual blocks (expand 1x1, depthwise
+               3x3, project 1x1, ReLU6, BatchNorm, residual where shapes allow), 1x1 to 256, global average
+               pool, Linear ->10 on 3x32x32, batch 32
+  gpt          a GPT-style decoder: token and position embeddings (vocabulary 256, 64 positions, d 128), two
+               pre-LayerNorm causal self-attention blocks (4 heads, FFN 512, GELU), final LayerNorm, the next
+               token's logits from the last position, batch 16
 """
 import argparse
 import json
@@ -84,9 +109,110 @@ class Transformer(nn.Module):
         return self.head(x.mean(dim=1))
 
 
-# name, module, input shape
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+        self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+        self.short = None
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        return F.relu(y + (x if self.short is None else self.short(x)))
+
+
+class ResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16)
+        blocks, cin = [], 16
+        for cout, stride in [(16, 1), (32, 2), (64, 2)]:
+            blocks += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = self.blocks(F.relu(self.bn(self.stem(x))))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin, cout, stride, expand=4):
+        super().__init__()
+        mid = cin * expand
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU6(),
+            nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), nn.BatchNorm2d(mid), nn.ReLU6(),
+            nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+class MobileNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layers = [nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU6()]
+        cin = 32
+        for cout, stride in [(16, 1), (24, 2), (24, 1), (32, 2), (32, 1), (64, 1), (64, 1)]:
+            layers.append(InvertedResidual(cin, cout, stride))
+            cin = cout
+        layers += [nn.Conv2d(cin, 256, 1, bias=False), nn.BatchNorm2d(256), nn.ReLU6()]
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.fc(F.adaptive_avg_pool2d(self.features(x), 1).flatten(1))
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, t, d, heads, ff):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ff1, self.ff2 = nn.Linear(d, ff), nn.Linear(ff, d)
+        self.heads, self.d, self.t = heads, d, t
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q = q.reshape(b, t, h, d // h).transpose(1, 2)
+        k = k.reshape(b, t, h, d // h).transpose(1, 2)
+        v = v.reshape(b, t, h, d // h).transpose(1, 2)
+        pos = torch.arange(self.t)
+        future = pos.unsqueeze(0) > pos.unsqueeze(1)  # computed in the graph: no mask parameter to freeze
+        att = (q @ k.transpose(2, 3) / (d // h) ** 0.5).masked_fill(future, float("-inf"))
+        x = x + self.proj((torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab=256, t=64, d=128, heads=4, ff=512, layers=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(t, d) * 0.02)
+        self.blocks = nn.Sequential(*[DecoderBlock(t, d, heads, ff) for _ in range(layers)])
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def forward(self, idx):
+        x = self.blocks(self.tok(idx) + self.pos)
+        return self.head(self.ln(x)[:, -1])
+
+
+# name, module, input shape (an int64 input: token ids, below the vocabulary)
 WORKLOADS = [("mlp_small", MlpSmall, (64, 784)), ("mlp_large", MlpLarge, (128, 784)), ("cnn", Cnn, (64, 1, 28, 28)),
-             ("transformer", Transformer, (16, 64, 128))]
+             ("transformer", Transformer, (16, 64, 128)), ("resnet", ResNet, (32, 3, 32, 32)),
+             ("mobilenet", MobileNet, (32, 3, 32, 32)), ("gpt", Gpt, (16, 64))]
+TOKENS = {"gpt"}  # workloads whose input is token ids
+
+
+def example_input(name, shape):
+    return torch.zeros(*shape, dtype=torch.long) if name in TOKENS else torch.rand(*shape) * 2 - 1
 
 
 def cpu_description():
@@ -101,12 +227,12 @@ def cpu_description():
     return "%s, %d cores, %s" % (model, os.cpu_count(), isa)
 
 
-def step_times_pytorch(cls, shape, steps, device="cpu"):
+def step_times_pytorch(name, cls, shape, steps, device="cpu"):
     """Milliseconds of each of `steps` full training steps (after 20 of warm-up), sorted."""
     torch.manual_seed(0)
     model = cls().to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
-    x = torch.rand(*shape, device=device) * 2 - 1
+    x = example_input(name, shape).to(device)
     y = torch.zeros(shape[0], dtype=torch.long, device=device)
     times = []
     for s in range(20 + steps):
@@ -121,9 +247,21 @@ def step_times_pytorch(cls, shape, steps, device="cpu"):
     return sorted(times)
 
 
-def time_pytorch(cls, shape, threads, steps):
+def peak_rss_mb():
+    """This process's peak resident set (VmHWM; getrusage's ru_maxrss would include the parent's, as Linux
+    carries it across exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def time_pytorch(name, cls, shape, threads, steps):
+    """Steps/s and peak RSS (MB) of this process."""
     torch.set_num_threads(threads)
-    return 1e3 / statistics.median(step_times_pytorch(cls, shape, steps))
+    per_s = 1e3 / statistics.median(step_times_pytorch(name, cls, shape, steps))
+    return per_s, peak_rss_mb()
 
 
 def time_pytorch_isolated(name, threads, steps):
@@ -132,15 +270,37 @@ def time_pytorch_isolated(name, threads, steps):
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--pytorch-worker", name, str(threads), str(steps)],
                          env=env, check=True, capture_output=True, text=True).stdout
-    return float(out.strip().splitlines()[-1])
+    per_s, rss = out.strip().splitlines()[-1].split()
+    return float(per_s), float(rss)
 
 
-def time_ontrain(ontrain, artifacts, batch, threads, steps):
+def time_ontrain(ontrain, artifacts, provider, batch, threads, steps):
+    """ontrain bench's JSON record, or the error line when the provider cannot run here."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([ontrain, "bench", "--artifacts", artifacts, "--provider", "cpu", "--threads", str(threads),
-                        "--batch-size", str(batch), "--steps", str(steps), "--json", f.name], check=True,
+        r = subprocess.run([ontrain, "bench", "--artifacts", artifacts, "--provider", provider, "--threads",
+                            str(threads), "--batch-size", str(batch), "--steps", str(steps), "--json", f.name],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+        return json.load(open(f.name)), None
+
+
+def ort_dir():
+    """tools/ort_reference in the source tree (also under `bazel run`), with its npm packages installed."""
+    src = os.environ.get("BUILD_WORKSPACE_DIRECTORY", ROOT)
+    d = os.path.join(src, "tools", "ort_reference")
+    if not os.path.isdir(os.path.join(d, "node_modules", "onnxruntime-node")) or \
+            not os.path.isdir(os.path.join(d, "node_modules", "onnxruntime-web")):
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=d, check=True,
                        stdout=subprocess.DEVNULL)
-        return json.load(open(f.name))["steps_per_s"]
+    return d
+
+
+def time_ort(name, forward, artifacts, shape, threads, steps):
+    out = subprocess.run(["node", os.path.join(ort_dir(), "bench_ort.js"), forward, artifacts, str(threads),
+                          str(steps), ",".join(str(d) for d in shape), "int64" if name in TOKENS else "float"],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -149,40 +309,76 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--json")
     ap.add_argument("--only")
+    ap.add_argument("--providers", default="cpu,cuda")
+    ap.add_argument("--compare-pytorch", action="store_true")
+    ap.add_argument("--compare-ort", action="store_true")
     ap.add_argument("--ontrain", default=os.path.join(ROOT, ".bazel/bin/tools/ontrain"))
     ap.add_argument("--pytorch-worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.pytorch_worker:
         name, threads, steps = args.pytorch_worker
         cls, shape = next((c, s) for n, c, s in WORKLOADS if n == name)
-        print(time_pytorch(cls, shape, int(threads), int(steps)))
+        print("%f %f" % time_pytorch(name, cls, shape, int(threads), int(steps)))
         return
-    blas = torch.__config__.show()
-    if "OpenBLAS" not in blas and "MKL" not in blas:
-        sys.exit("PyTorch is not using an optimized BLAS; install libopenblas0-pthread")
+    if args.compare_pytorch:
+        blas = torch.__config__.show()
+        if "OpenBLAS" not in blas and "MKL" not in blas:
+            sys.exit("PyTorch is not using an optimized BLAS; install libopenblas0-pthread")
     work = tempfile.mkdtemp(prefix="ontrain-bench-")
-    records = []
+    records, skipped = [], {}
     print("CPU: %s; PyTorch %s" % (cpu_description(), torch.__version__))
-    print("%-12s %7s %14s %14s %7s" % ("workload", "threads", "ontrain st/s", "PyTorch st/s", "ratio"))
+    head = "%-12s %-6s %3s %10s %8s %9s" % ("workload", "prov", "thr", "st/s", "RSS MB", "allocs/st")
+    if args.compare_pytorch:
+        head += " %10s %8s %6s" % ("torch st/s", "torch MB", "ratio")
+    if args.compare_ort:
+        head += " %9s %10s %9s" % ("ORT fw ms", "step/fw", "ORT-web")
+    print(head)
     for name, cls, shape in WORKLOADS:
         if args.only and name not in args.only.split(","):
             continue
         torch.manual_seed(0)
-        model = cls().eval()
+        model = cls().train()
         d = os.path.join(work, name)
         os.makedirs(d)
-        torch.onnx.export(model, torch.randn(*shape), os.path.join(d, "forward.onnx"), input_names=["input"],
+        forward = os.path.join(d, "forward.onnx")
+        # Training mode: BatchNormalization stays (normalizing with batch statistics, as PyTorch trains it)
+        # instead of being folded into the convolutions as an eval-mode export does.
+        torch.onnx.export(model, example_input(name, shape), forward, input_names=["input"],
                           output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                          opset_version=14, do_constant_folding=False)
-        subprocess.run([args.ontrain, "generate", "--model", os.path.join(d, "forward.onnx"), "--out",
-                        os.path.join(d, "artifacts"), "--eps", "1e-8", "--weight-decay", "0.01", "--adam-mode", "0"],
-                       check=True, stdout=subprocess.DEVNULL)
-        for threads in [int(t) for t in args.threads.split(",")]:
-            ours = time_ontrain(args.ontrain, os.path.join(d, "artifacts"), shape[0], threads, args.steps)
-            theirs = time_pytorch_isolated(name, threads, args.steps)
-            print("%-12s %7d %14.1f %14.1f %7.2f" % (name, threads, ours, theirs, ours / theirs))
-            records.append({"workload": name, "provider": "cpu", "threads": threads, "steps_per_s": ours,
-                            "pytorch_steps_per_s": theirs})
+                          opset_version=14, do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
+        artifacts = os.path.join(d, "artifacts")
+        subprocess.run([args.ontrain, "generate", "--model", forward, "--out", artifacts, "--eps", "1e-8",
+                        "--weight-decay", "0.01", "--adam-mode", "0"], check=True, stdout=subprocess.DEVNULL)
+        for provider in args.providers.split(","):
+            if provider in skipped:
+                continue
+            for threads in [int(t) for t in args.threads.split(",")]:
+                ours, error = time_ontrain(args.ontrain, artifacts, provider, shape[0], threads, args.steps)
+                if error:
+                    skipped[provider] = error
+                    break
+                rec = {"workload": name, "provider": provider, "threads": threads, "steps_per_s": ours["steps_per_s"],
+                       "peak_rss_mb": ours["peak_rss_mb"], "allocs_per_step": ours["allocs_per_step"]}
+                line = "%-12s %-6s %3d %10.1f %8.1f %9.1f" % (name, provider, threads, rec["steps_per_s"],
+                                                           rec["peak_rss_mb"], rec["allocs_per_step"])
+                if args.compare_pytorch and provider == "cpu":
+                    rec["pytorch_steps_per_s"], rec["pytorch_peak_rss_mb"] = time_pytorch_isolated(name, threads, args.steps)
+                    line += " %10.1f %8.1f %6.2f" % (rec["pytorch_steps_per_s"], rec["pytorch_peak_rss_mb"],
+                                                     rec["steps_per_s"] / rec["pytorch_steps_per_s"])
+                if args.compare_ort and provider == "cpu":
+                    o = time_ort(name, forward, artifacts, shape, threads, args.steps)
+                    rec["ort_forward_ms"] = o["forward_ms"]
+                    rec["step_over_ort_forward"] = 1e3 / rec["steps_per_s"] / o["forward_ms"]
+                    if "train_steps_per_s" in o:
+                        rec["ort_web_steps_per_s"] = o["train_steps_per_s"]
+                    web = "%9.1f" % o["train_steps_per_s"] if "train_steps_per_s" in o else "%9s" % "failed"
+                    line += " %9.3f %10.2f %s" % (o["forward_ms"], rec["step_over_ort_forward"], web)
+                    if "train_error" in o:
+                        skipped["onnxruntime-web on " + name] = o["train_error"]
+                print(line, flush=True)
+                records.append(rec)
+    for what, why in skipped.items():
+        print("not measured: %s: %s" % (what, why))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(records, f, indent=1)

@@ -1,6 +1,6 @@
 // ontrain's generated artifacts against PyTorch (tests/data/torch, from tools/make_torch_fixtures.py): for
 // an MLP, a CNN, a pre-LayerNorm transformer block (LayerNorm decomposed, GELU through Erf, as PyTorch
-// exports them) and a model with BatchNormalization (training mode: batch statistics) and Dropout (ratio 0),
+// exports them; trained with the generator's fusions of both, and without) and a model with BatchNormalization (training mode: batch statistics) and Dropout (ratio 0),
 // the gradients at initialisation match within 1e-4 (relative to each tensor's largest entry) and the
 // losses of 10 AdamW steps (PyTorch semantics: adam_mode 0) within 1e-4 relative; the eval model's logits
 // match PyTorch's eval mode at initialisation and after the 10 steps, and BatchNorm's running statistics
@@ -53,7 +53,10 @@ Reference Read(const std::string& path) {
 class TorchParityTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
-  const std::string dir = "tests/data/torch/" + GetParam();
+  // "NAME:unfused": the same model with the training model's LayerNorm and GELU fusions off.
+  const std::string name = GetParam().substr(0, GetParam().find(':'));
+  const bool unfused = GetParam().find(":unfused") != std::string::npos;
+  const std::string dir = "tests/data/torch/" + name;
   Reference ref = Read(dir + "/reference.txt");
   ASSERT_EQ(ref.losses.size(), 10u);
   auto forward = LoadModel(dir + "/forward.onnx");
@@ -61,9 +64,14 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
   ArtifactOptions o;
   o.adamw = {0.9f, 0.999f, 1e-8f, 0.01f, 0, true};  // torch.optim.AdamW
   o.extra_outputs = {"logits"};
+  o.fuse = !unfused;
   auto artifacts = GenerateArtifacts(forward.value(), o);
   ASSERT_TRUE(artifacts.ok()) << artifacts.status().ToString();
-  std::string out = ::testing::TempDir() + "/torch_" + GetParam();
+  if (name == "transformer") {
+    EXPECT_EQ(artifacts->fused.layer_norms, unfused ? 0 : 2);
+    EXPECT_EQ(artifacts->fused.gelus, unfused ? 0 : 1);
+  }
+  std::string out = ::testing::TempDir() + "/torch_" + name + (unfused ? "_unfused" : "");
   ASSERT_TRUE(WriteArtifacts(artifacts.value(), out).ok());
   auto cpu = CpuExecutionProvider::Create({}).value();
   CheckpointState state = LoadCheckpoint(out + "/checkpoint").value();
@@ -156,7 +164,8 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
               worst_loss, worst_eval, worst_trained, worst_stat);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "bn_dropout", "encoder_layer",
+INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "transformer:unfused",
+                                                                "bn_dropout", "encoder_layer",
                                                                 "pad_pool", "unet"));
 
 }  // namespace

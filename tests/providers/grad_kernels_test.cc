@@ -157,6 +157,10 @@ TEST(GradKernelsTest, ConvGradAllOutputs) {
       {{2, 2, 5}, {3, 2, 3}, {AttrInts("pads", {1, 1})}},
       {{1, 4, 5, 4}, {4, 2, 3, 2}, {AttrInt("group", 2), AttrInts("strides", {2, 1}), AttrInts("pads", {1, 0, 0, 1})}},
       {{1, 2, 6, 6}, {2, 2, 3, 3}, {AttrInts("dilations", {2, 1}), AttrString("auto_pad", "SAME_UPPER")}},
+      // depthwise (group = channels): the direct kernels of depthwise.h
+      {{2, 3, 6, 5}, {3, 1, 3, 3}, {AttrInt("group", 3), AttrInts("pads", {1, 1, 1, 1})}},
+      {{1, 4, 7, 6}, {4, 1, 3, 2},
+       {AttrInt("group", 4), AttrInts("strides", {2, 2}), AttrInts("pads", {1, 0, 1, 1}), AttrInts("dilations", {1, 2})}},
   };
   for (size_t k = 0; k < cases.size(); ++k) {
     SCOPED_TRACE(k);
@@ -171,6 +175,34 @@ TEST(GradKernelsTest, ConvGradAllOutputs) {
                   wt, dy, g[1]);
     CheckGradient([&](const Tensor& bb) { return RunNode("Conv", "", {{"x", x}, {"w", wt}, {"b", bb}}, 1, c.attrs)[0]; },
                   b, dy, g[2]);
+  }
+}
+
+// The depthwise kernels against the im2col path: a depthwise convolution equals a dense one (group 1) whose
+// weight is block-diagonal over the channels.
+TEST(GradKernelsTest, DepthwiseConvMatchesDenseConvolution) {
+  std::vector<onnx::AttributeProto> attrs = {AttrInts("strides", {2, 1}), AttrInts("pads", {1, 2, 0, 1}),
+                                             AttrInts("dilations", {1, 2})};
+  const int64_t c = 3, kh = 3, kw = 2;
+  Tensor x = Random({2, c, 7, 8}, 70), w = Random({c, 1, kh, kw}, 71), b = Random({c}, 72);
+  Tensor dense = Tensor::FromVector(std::vector<double>(c * c * kh * kw, 0.0), {c, c, kh, kw});
+  for (int64_t ch = 0; ch < c; ++ch) {
+    for (int64_t k = 0; k < kh * kw; ++k) dense.data<double>()[(ch * c + ch) * kh * kw + k] = w.data<double>()[ch * kh * kw + k];
+  }
+  std::vector<onnx::AttributeProto> grouped = attrs;
+  grouped.push_back(AttrInt("group", c));
+  Tensor y = RunNode("Conv", "", {{"x", x}, {"w", w}, {"b", b}}, 1, grouped)[0];
+  Tensor want = RunNode("Conv", "", {{"x", x}, {"w", dense}, {"b", b}}, 1, attrs)[0];
+  ASSERT_EQ(y.shape(), want.shape());
+  for (int64_t i = 0; i < y.NumElements(); ++i) EXPECT_NEAR(y.data<double>()[i], want.data<double>()[i], 1e-12) << i;
+  Tensor dy = Random(y.shape(), 73);
+  std::vector<Tensor> g = RunNode("ConvGrad", kMs, {{"dy", dy}, {"x", x}, {"w", w}}, 3, grouped);
+  std::vector<Tensor> gd = RunNode("ConvGrad", kMs, {{"dy", dy}, {"x", x}, {"w", dense}}, 3, attrs);
+  for (int64_t i = 0; i < x.NumElements(); ++i) EXPECT_NEAR(g[0].data<double>()[i], gd[0].data<double>()[i], 1e-12) << i;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    for (int64_t k = 0; k < kh * kw; ++k) {
+      EXPECT_NEAR(g[1].data<double>()[ch * kh * kw + k], gd[1].data<double>()[(ch * c + ch) * kh * kw + k], 1e-12);
+    }
   }
 }
 

@@ -3,14 +3,15 @@
 // uniform in [-1, 1) from a fixed seed, integer inputs (class labels) zero. Symbolic dims take
 // --batch-size. Prints the median step time with its 10th and 90th percentiles, the steps per second that
 // the median gives, the median of each part, peak RSS and C++ heap allocations per step after warm-up;
-// --json FILE writes the same; --profile adds kernel time per op type.
+// --json FILE writes the same; --profile adds kernel time per op type, --profile-shapes per op type and
+// input shapes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
-#include <sys/resource.h>
 
 #include "core/file_io.h"
 #include "engine/op_profile.h"
@@ -50,12 +51,26 @@ double Percentile(std::vector<double> v, double q) {
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
+// This process's peak resident set (VmHWM). Not getrusage's ru_maxrss: Linux carries that across exec, so a
+// process started by a large one (PyTorch running the comparison) would report its parent's size.
+double PeakRssMb() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  double kb = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atof(line + 6);
+  }
+  std::fclose(f);
+  return kb / 1024.0;
+}
+
 }  // namespace
 
 Status Bench(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "provider", "batch-size", "steps", "warmup", "threads",
                                                     "json"},
-                                             {"profile", "gemm"}));
+                                             {"profile", "profile-shapes", "gemm"}));
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", 200));
   ONT_ASSIGN_OR_RETURN(int64_t warmup, f.GetInt("warmup", 20));
@@ -77,9 +92,9 @@ Status Bench(const std::vector<std::string>& args) {
   for (int64_t s = 0; s < warmup + steps; ++s) {
     if (s == warmup) {
       allocs_before = HeapAllocations();
-      if (f.Has("profile")) {
+      if (f.Has("profile") || f.Has("profile-shapes")) {
         ResetOpProfile();
-        EnableOpProfile(true);
+        EnableOpProfile(true, f.Has("profile-shapes"));
       }
     }
     auto t0 = Clock::now();
@@ -98,9 +113,7 @@ Status Bench(const std::vector<std::string>& args) {
     if (!out.empty() && out[0].dtype() == DType::kFloat32 && out[0].NumElements() > 0) loss = out[0].data<float>()[0];
   }
   double allocs_per_step = static_cast<double>(HeapAllocations() - allocs_before) / static_cast<double>(steps);
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  double peak_rss_mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  double peak_rss_mb = PeakRssMb();
   double median = Percentile(ms, 0.5), p10 = Percentile(ms, 0.1), p90 = Percentile(ms, 0.9);
   std::string providers;
   for (IExecutionProvider* p : o.providers.ordered) providers += (providers.empty() ? "" : ",") + p->name();
@@ -112,13 +125,13 @@ Status Bench(const std::vector<std::string>& args) {
               "%.1f heap allocations per step\n",
               Percentile(train_ms, 0.5), Percentile(opt_ms, 0.5), Percentile(reset_ms, 0.5), peak_rss_mb,
               allocs_per_step);
-  if (f.Has("profile")) {
+  if (f.Has("profile") || f.Has("profile-shapes")) {
     EnableOpProfile(false);
     double total = 0;
     for (const OpTime& t : OpProfile()) total += static_cast<double>(t.nanos);
-    std::printf("%-40s %8s %10s %7s\n", "op", "calls", "ms/step", "share");
+    std::printf("%-48s %8s %10s %7s\n", "op", "calls", "ms/step", "share");
     for (const OpTime& t : OpProfile()) {
-      std::printf("%-40s %8lld %10.3f %6.1f%%\n", t.op.c_str(), static_cast<long long>(t.calls / steps),
+      std::printf("%-48s %8lld %10.3f %6.1f%%\n", t.op.c_str(), static_cast<long long>(t.calls / steps),
                   static_cast<double>(t.nanos) / 1e6 / static_cast<double>(steps), 100.0 * static_cast<double>(t.nanos) / total);
     }
     std::printf("kernels: %.3f ms/step of the %.3f ms median step\n", total / 1e6 / static_cast<double>(steps), median);

@@ -15,7 +15,7 @@ Status Generate(const std::vector<std::string>& args) {
                                                     "frozen", "optimizer", "beta1", "beta2", "eps", "weight-decay",
                                                     "adam-mode", "extra-outputs", "label-dtype", "seed", "reduction",
                                                     "ignore-index", "bn-running-stats"},
-                                             {}));
+                                             {"no-fuse"}));
   if (!f.Has("out")) return InvalidArgument("generate needs --out DIR");
   if (f.Has("model") == f.Has("builtin")) return InvalidArgument("generate needs exactly one of --model FILE or --builtin mlp|cnn");
   Model forward;
@@ -57,6 +57,7 @@ Status Generate(const std::vector<std::string>& args) {
     o.has_ignore_index = true;
   }
   ONT_ASSIGN_OR_RETURN(o.bn_running_stats, ParseBnRunningStats(f.Get("bn-running-stats", "pytorch")));
+  o.fuse = !f.Has("no-fuse");
   std::string ld = f.Get("label-dtype", "int64");
   if (ld == "int32") o.label_dtype = DType::kInt32;
   else if (ld != "int64") return InvalidArgument("--label-dtype must be int32 or int64");
@@ -67,6 +68,10 @@ Status Generate(const std::vector<std::string>& args) {
   std::printf("wrote %s/{training_model.onnx, eval_model.onnx, optimizer_model.onnx, checkpoint}: %zu trainable and "
               "%zu frozen parameters, %zu training nodes\n",
               f.Get("out").c_str(), trainable, frozen, a.training.graph.nodes.size());
+  if (a.fused.layer_norms + a.fused.gelus > 0) {
+    std::printf("fused in the training model: %d LayerNorm and %d GELU sequences (--no-fuse keeps them as exported)\n",
+                a.fused.layer_norms, a.fused.gelus);
+  }
   return Status::OK();
 }
 

@@ -14,7 +14,7 @@ const char* kUsage =
     "           BCEWithLogitsLoss|L1Loss | --loss-output NAME] [--requires-grad a,b] [--frozen c,d]\n"
     "           [--optimizer AdamW|SGD] [--beta1 B] [--beta2 B] [--eps E] [--weight-decay W] [--adam-mode 0|1]\n"
     "           [--extra-outputs logits,...] [--label-dtype int64|int32] [--reduction mean|sum|none]\n"
-    "           [--ignore-index N] [--bn-running-stats pytorch|onnx|constant]\n"
+    "           [--ignore-index N] [--bn-running-stats pytorch|onnx|constant] [--no-fuse]\n"
     "  train    --artifacts DIR --data SPEC [--eval-data SPEC] [--batch-size N]\n"
     "           [--epochs N | --steps N] [--lr X] [--scheduler constant|linear|cosine|step|exponential]\n"
     "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--out DIR] [--resume]\n"
@@ -26,7 +26,8 @@ const char* kUsage =
     "  info     --artifacts DIR [--provider LIST] [--json]   what runs where, copies, state per device\n"
     "  run      --model FILE.onnx --inputs FILE.npz [--outputs FILE.npz] [--provider LIST]\n"
     "  bench    --artifacts DIR [--provider LIST] [--batch-size N] [--steps N] [--warmup N] [--threads N]\n"
-    "           [--json FILE] [--profile]   time full training steps on synthetic inputs\n"
+    "           [--json FILE] [--profile] [--profile-shapes]\n"
+    "                                      time full training steps on synthetic inputs\n"
     "  bench    --gemm [--threads N]   the CPU's FP32 FMA peak and the GEMM's share of it\n"
     "  LIST: providers in priority order, comma-separated, ending with cpu (appended when missing):\n"
     "        cpu | sim (a device simulated on the host, to check placement) | cuda | cuda:N\n";

@@ -129,21 +129,31 @@ class CompareKernel : public BroadcastBinaryKernel {
     return DispatchAll(a.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
-      Compare op = op_;
-      MapBinary<T, T, bool>(a, b, ctx.output(0), ctx.thread_pool(), [op](T x0, T y0) {
-        C x = static_cast<C>(x0), y = static_cast<C>(y0);
-        switch (op) {
-          case Compare::kEqual: return x == y;
-          case Compare::kLess: return x < y;
-          case Compare::kGreater: return x > y;
-          case Compare::kLessOrEqual: return x <= y;
-          case Compare::kGreaterOrEqual: return x >= y;
-          case Compare::kAnd: return static_cast<bool>(x) && static_cast<bool>(y);
-          case Compare::kOr: return static_cast<bool>(x) || static_cast<bool>(y);
-          case Compare::kXor: return static_cast<bool>(x) != static_cast<bool>(y);
-        }
-        return false;
-      });
+      // One loop per op (the op a constant in each), so that the loops vectorize.
+      auto run = [&](auto op_tag) {
+        constexpr Compare kOp = decltype(op_tag)::value;
+        MapBinary<T, T, bool>(a, b, ctx.output(0), ctx.thread_pool(), [](T x0, T y0) {
+          C x = static_cast<C>(x0), y = static_cast<C>(y0);
+          if constexpr (kOp == Compare::kEqual) return x == y;
+          else if constexpr (kOp == Compare::kLess) return x < y;
+          else if constexpr (kOp == Compare::kGreater) return x > y;
+          else if constexpr (kOp == Compare::kLessOrEqual) return x <= y;
+          else if constexpr (kOp == Compare::kGreaterOrEqual) return x >= y;
+          else if constexpr (kOp == Compare::kAnd) return static_cast<bool>(x) && static_cast<bool>(y);
+          else if constexpr (kOp == Compare::kOr) return static_cast<bool>(x) || static_cast<bool>(y);
+          else return static_cast<bool>(x) != static_cast<bool>(y);
+        });
+      };
+      switch (op_) {
+        case Compare::kEqual: run(std::integral_constant<Compare, Compare::kEqual>{}); break;
+        case Compare::kLess: run(std::integral_constant<Compare, Compare::kLess>{}); break;
+        case Compare::kGreater: run(std::integral_constant<Compare, Compare::kGreater>{}); break;
+        case Compare::kLessOrEqual: run(std::integral_constant<Compare, Compare::kLessOrEqual>{}); break;
+        case Compare::kGreaterOrEqual: run(std::integral_constant<Compare, Compare::kGreaterOrEqual>{}); break;
+        case Compare::kAnd: run(std::integral_constant<Compare, Compare::kAnd>{}); break;
+        case Compare::kOr: run(std::integral_constant<Compare, Compare::kOr>{}); break;
+        case Compare::kXor: run(std::integral_constant<Compare, Compare::kXor>{}); break;
+      }
       return Status::OK();
     });
   }
@@ -166,11 +176,25 @@ class PowKernel : public BroadcastBinaryKernel {
         if constexpr (std::is_same_v<A, bool> || std::is_same_v<B, bool>) {
           return Unimplemented("bool inputs");
         } else {
-          // x^2 (LayerNorm as PyTorch exports it): a product, which is what a correctly rounded pow
-          // returns for an exponent of 2.
+          // Exponents with an exact elementwise form, which is what a correctly rounded pow returns: x^2 (LayerNorm
+          // as PyTorch exports it), x^1 (its gradient's x^(2-1)), and x^0.5 (sqrt, except that pow(-0, 0.5) is +0
+          // and pow(-inf, 0.5) is +inf).
           if constexpr (std::is_floating_point_v<A>) {
-            if (b.NumElements() == 1 && ConvertValue<double>(b.data<B>()[0]) == 2.0) {
-              MapUnary(a.data<A>(), ctx.output(0)->data<A>(), a.NumElements(), ctx.thread_pool(), [](A x) { return x * x; });
+            const double e = b.NumElements() == 1 ? ConvertValue<double>(b.data<B>()[0]) : 0.0;
+            const A* px = a.data<A>();
+            A* py = ctx.output(0)->data<A>();
+            if (b.NumElements() == 1 && e == 2.0) {
+              MapUnary(px, py, a.NumElements(), ctx.thread_pool(), [](A x) { return x * x; });
+              return Status::OK();
+            }
+            if (b.NumElements() == 1 && e == 1.0) {
+              MapUnary(px, py, a.NumElements(), ctx.thread_pool(), [](A x) { return x; });
+              return Status::OK();
+            }
+            if (b.NumElements() == 1 && e == 0.5) {
+              MapUnary(px, py, a.NumElements(), ctx.thread_pool(), [](A x) {
+                return x == -std::numeric_limits<A>::infinity() ? std::numeric_limits<A>::infinity() : std::sqrt(x) + A(0);
+              });
               return Status::OK();
             }
           }
@@ -276,6 +300,25 @@ class VariadicKernel : public OpKernel {
         return Unimplemented("bool inputs");
       } else {
         Arith op = op_;
+        // Sum of same-shape float inputs (gradient accumulation): one pass, added left to right as below.
+        if constexpr (std::is_floating_point_v<T>) {
+          bool same = op == Arith::kAdd && !mean_ && ctx.num_inputs() <= 8;
+          for (int i = 0; i < ctx.num_inputs() && same; ++i) same = ctx.input(i)->shape() == y->shape();
+          if (same) {
+            const T* in[8];
+            int k = ctx.num_inputs();
+            for (int i = 0; i < k; ++i) in[i] = ctx.input(i)->data<T>();
+            T* py = y->data<T>();
+            ParallelFor(ctx.thread_pool(), y->NumElements(), 1.0 * k, [&](int64_t s, int64_t e) {
+              for (int64_t j = s; j < e; ++j) py[j] = in[0][j];
+              for (int i = 1; i < k; ++i) {
+                const T* p = in[i];
+                for (int64_t j = s; j < e; ++j) py[j] += p[j];
+              }
+            });
+            return Status::OK();
+          }
+        }
         // y = broadcast(x0), then y = op(y, xi) in place.
         MapBinary<T, T, T>(*ctx.input(0), *ctx.input(0), y, ctx.thread_pool(), [](T a, T) { return a; });
         for (int i = 1; i < ctx.num_inputs(); ++i) {
@@ -315,6 +358,19 @@ class WhereKernel : public OpKernel {
     Tensor* out = ctx.output(0);
     return DispatchBySize(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
+      // Every input either whole or a single value (a masked gradient: Where(mask, dY, 0)): one flat loop.
+      const int64_t n = out->NumElements();
+      auto flat = [n](const Tensor& t) { return t.NumElements() == n || t.NumElements() == 1; };
+      if (flat(c) && flat(x) && flat(y) && n > 0) {
+        const bool* pc = c.data<bool>();
+        const T *px = x.data<T>(), *py = y.data<T>();
+        T* po = out->data<T>();
+        const int64_t sc = c.NumElements() == n, sx = x.NumElements() == n, sy = y.NumElements() == n;
+        ParallelFor(ctx.thread_pool(), n, 2.0, [&](int64_t s, int64_t e) {
+          for (int64_t i = s; i < e; ++i) po[i] = pc[i * sc] ? px[i * sx] : py[i * sy];
+        });
+        return Status::OK();
+      }
       BroadcastRows rows({c.shape(), x.shape(), y.shape()}, out->shape());
       const bool* pc = c.data<bool>();
       const T *px = x.data<T>(), *py = y.data<T>();

@@ -4,6 +4,7 @@
 #include "graph/conv_pads.h"
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/conv_geometry.h"
+#include "providers/cpu/kernels/depthwise.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
 
@@ -51,6 +52,11 @@ class ConvKernel : public OpKernel {
     return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
+      if (IsDepthwise2D(c, m, group_, in_.size())) {
+        DepthwiseForward<T>(x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y->data<T>(), n, c, in_.data(),
+                            out_.data(), geo_, ctx.thread_pool());
+        return Status::OK();
+      }
       int64_t cg = c / group_, mg = m / group_;
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
       std::atomic<int> next_slot{0};

@@ -6,6 +6,7 @@
 
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/conv_geometry.h"
+#include "providers/cpu/kernels/depthwise.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
 
@@ -61,8 +62,17 @@ class ConvGradKernel : public OpKernel {
       int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0), cg = c / group_, mg = m / group_;
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
       T* scratch = static_cast<T*>(ctx.scratch());
+      const bool depthwise = IsDepthwise2D(c, m, group_, in_.size());
+      if (depthwise && dx) {
+        DepthwiseBackwardData<T>(dy.data<T>(), w.data<T>(), dx->data<T>(), n, c, in_.data(), out_.data(), geo_,
+                                 ctx.thread_pool());
+      }
+      if (depthwise && dw) {
+        DepthwiseBackwardWeights<T>(dy.data<T>(), x.data<T>(), dw->data<T>(), n, c, in_.data(), out_.data(), geo_,
+                                    ctx.thread_pool());
+      }
       // 1. dX: images in parallel, each with its own patch matrix (the same calls whatever the threads).
-      if (dx) {
+      if (dx && !depthwise) {
         std::atomic<int> next_slot{0};
         ParallelFor(ctx.thread_pool(), n, 2.0 * static_cast<double>(m * cg * ksize * osize), [&](int64_t i0, int64_t i1) {
           T* col = scratch + (next_slot++ % slots_) * col_;
@@ -77,7 +87,7 @@ class ConvGradKernel : public OpKernel {
         });
       }
       // 2. dW_g = dY_g [mg, N*O] * col(X_g)^T [N*O, cg*K]: one GEMM over the batch, or per image.
-      if (dw && batched_) {
+      if (dw && !depthwise && batched_) {
         int64_t ld = n * osize;
         T* col_all = scratch;
         T* dy_t = scratch + cg * ksize * ld;
@@ -93,7 +103,7 @@ class ConvGradKernel : public OpKernel {
           Gemm<T>(false, true, mg, cg * ksize, ld, T(1), dy_t, col_all, T(0), dw->data<T>() + g * mg * cg * ksize,
                   ctx.thread_pool());
         }
-      } else if (dw) {
+      } else if (dw && !depthwise) {
         T* col = scratch;
         for (int64_t i = 0; i < n; ++i) {
           for (int64_t g = 0; g < group_; ++g) {

@@ -4,6 +4,7 @@
 
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/vmath.h"
 
 namespace ontrain {
 namespace cpu {
@@ -33,6 +34,13 @@ class ActivationGradKernel : public OpKernel {
       T* out = ctx.output(0)->data<T>();
       GradKind kind = kind_;
       C alpha = static_cast<C>(alpha_);
+      if constexpr (std::is_same_v<T, float>) {
+        if (kind == GradKind::kGelu) {
+          ParallelFor(ctx.thread_pool(), dy.NumElements(), 30.0,
+                      [&](int64_t s, int64_t e) { VGeluGrad(pd + s, px + s, out + s, e - s); });
+          return Status::OK();
+        }
+      }
       ParallelFor(ctx.thread_pool(), dy.NumElements(), 20.0, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) {
           C g = static_cast<C>(pd[i]), v = static_cast<C>(px[i]);

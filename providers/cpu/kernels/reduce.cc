@@ -3,6 +3,7 @@
 //
 // A reduction visits, for each output element, the same set of input offsets shifted by a base; Prepare
 // sizes a scratch table for those offsets so Compute allocates nothing.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -133,6 +134,10 @@ class ReduceKernel : public OpKernel {
   void SumRows(const T* x, T* y, int64_t outer, int64_t len, int64_t inner, ThreadPool* pool) const {
     const bool mean = kind_ == Reduce::kMean;
     const T count = static_cast<T>(len);
+    if (len == 1) {  // nothing reduced (noop_with_empty_axes, or size-1 axes): a copy, -0 kept
+      ParallelFor(pool, outer * inner, 0.5, [&](int64_t b, int64_t e) { std::copy(x + b, x + e, y + b); });
+      return;
+    }
     if (inner == 1) {
       ParallelFor(pool, outer, static_cast<double>(len), [&](int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; ++o) {

@@ -6,6 +6,7 @@
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/vmath.h"
 
 namespace ontrain {
 namespace cpu {
@@ -42,6 +43,28 @@ class SoftmaxKernel : public OpKernel {
       const T* px = x.data<T>();
       T* py = ctx.output(0)->data<T>();
       int64_t len = len_, inner = inner_;
+      if constexpr (std::is_same_v<T, float>) {
+        if (inner == 1 && kind_ != SoftKind::kHardmax) {
+          // Rows are contiguous: exp(x - max) once per element through vmath.h, into y.
+          ParallelFor(ctx.thread_pool(), outer_, 12.0 * len, [&](int64_t s, int64_t e) {
+            for (int64_t r = s; r < e; ++r) {
+              const float* x = px + r * len;
+              float* y = py + r * len;
+              float mx = -std::numeric_limits<float>::infinity();
+              for (int64_t i = 0; i < len; ++i) mx = x[i] > mx ? x[i] : mx;
+              if (kind_ == SoftKind::kSoftmax) {
+                float sum = VExpShiftSum(x, mx, y, len);
+                for (int64_t i = 0; i < len; ++i) y[i] /= sum;
+              } else {
+                // y is scratch for the exponentials until the last loop overwrites it.
+                float lse = std::log(VExpShiftSum(x, mx, y, len));
+                for (int64_t i = 0; i < len; ++i) y[i] = x[i] - mx - lse;
+              }
+            }
+          });
+          return Status::OK();
+        }
+      }
       ParallelFor(ctx.thread_pool(), outer_ * inner, 10.0 * len, [&](int64_t s, int64_t e) {
         for (int64_t r = s; r < e; ++r) {
           int64_t base = (r / inner) * len * inner + r % inner;

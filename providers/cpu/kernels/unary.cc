@@ -5,6 +5,7 @@
 
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/vmath.h"
 
 namespace ontrain {
 namespace cpu {
@@ -132,6 +133,16 @@ Status DeclareLikeInput0(KernelContext& ctx) {
   return ctx.DeclareOutput(0, x->dtype(), x->shape());
 }
 
+// The float array version of a functor, where vmath.h has one (null otherwise).
+using FloatArrayFn = void (*)(const float*, float*, int64_t);
+template <typename Fn>
+FloatArrayFn ArrayVersion(const Fn&) { return nullptr; }
+FloatArrayFn ArrayVersion(const ExpFn&) { return VExp; }
+FloatArrayFn ArrayVersion(const ErfFn&) { return VErf; }
+FloatArrayFn ArrayVersion(const TanhFn&) { return VTanh; }
+FloatArrayFn ArrayVersion(const SigmoidFn&) { return VSigmoid; }
+FloatArrayFn ArrayVersion(const GeluFn& f) { return f.tanh_approx ? nullptr : VGelu; }
+
 template <typename Fn>
 class FloatUnary : public OpKernel {
  public:
@@ -143,6 +154,14 @@ class FloatUnary : public OpKernel {
     return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
+      if constexpr (std::is_same_v<T, float>) {
+        if (FloatArrayFn vf = ArrayVersion(fn_)) {
+          const float* px = x.data<float>();
+          float* py = y->data<float>();
+          ParallelFor(ctx.thread_pool(), x.NumElements(), 20.0, [&](int64_t b, int64_t e) { vf(px + b, py + b, e - b); });
+          return Status::OK();
+        }
+      }
       MapUnary(x.data<T>(), y->data<T>(), x.NumElements(), ctx.thread_pool(),
                [this](T v) { return static_cast<T>(fn_(static_cast<C>(v))); });
       return Status::OK();
@@ -244,6 +263,12 @@ class MsGeluKernel : public OpKernel {
       const T* pb = bias ? bias->data<T>() : nullptr;
       T* py = y->data<T>();
       int64_t n = x.NumElements(), inner = x.rank() ? x.shape().back() : 1;
+      if constexpr (std::is_same_v<T, float>) {
+        if (!fast_ && !pb) {
+          ParallelFor(ctx.thread_pool(), n, 30.0, [&](int64_t s, int64_t e) { VGelu(px + s, py + s, e - s); });
+          return Status::OK();
+        }
+      }
       ParallelFor(ctx.thread_pool(), n, 30.0, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i) {
           C v = static_cast<C>(px[i]) + (pb ? static_cast<C>(pb[i % inner]) : C(0));

@@ -1,0 +1,142 @@
+// The CPU provider's vectorized float math (providers/cpu/kernels/vmath.h) against the C library's double
+// functions rounded to float: over a stride through every float bit pattern, at most 1 ulp apart and equal
+// in all but a few cases, plus the special values.
+#include "providers/cpu/kernels/vmath.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+int64_t Ordered(float f) {
+  int32_t i;
+  std::memcpy(&i, &f, sizeof i);
+  return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) : i;
+}
+
+int64_t UlpDistance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INT64_MAX;
+  int64_t d = Ordered(a) - Ordered(b);
+  return d < 0 ? -d : d;
+}
+
+// Every 251st float bit pattern (all signs and exponents, NaNs included), then the specials.
+std::vector<float> Inputs() {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b <= 0xffffffffull; b += 251) {
+    uint32_t u = static_cast<uint32_t>(b);
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    xs.push_back(f);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float f : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e-30f, -1e-30f, 88.7f, 88.8f,
+                  -87.0f, -100.0f, -103.9f, -104.5f, 3.9f, 3.95f, 0.5f, -0.5f, 1.0f, 4.0f, 9.0f, 20.0f}) {
+    xs.push_back(f);
+  }
+  return xs;
+}
+
+void ExpectClose(const char* name, const std::vector<float>& xs, const std::vector<float>& got,
+                 const std::function<double(double)>& ref) {
+  int64_t differ = 0, worst = 0;
+  float worst_x = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    float want = static_cast<float>(ref(xs[i]));
+    int64_t d = UlpDistance(got[i], want);
+    if (d > 0) ++differ;
+    if (d > worst) worst = d, worst_x = xs[i];
+  }
+  EXPECT_LE(worst, 1) << name << "(" << worst_x << ") is " << worst << " ulp from the C library's";
+  EXPECT_LE(differ, static_cast<int64_t>(xs.size() / 100000)) << name << ": " << differ << " of " << xs.size()
+                                                              << " results not the C library's";
+}
+
+TEST(VMathTest, ExpMatchesTheCLibrary) {
+  std::vector<float> xs = Inputs(), y(xs.size());
+  VExp(xs.data(), y.data(), xs.size());
+  ExpectClose("exp", xs, y, [](double x) { return std::exp(x); });
+  EXPECT_EQ(y[0], 1.0f);
+}
+
+TEST(VMathTest, ExpGivesDenormalsAndOverflow) {
+  std::vector<float> xs = {-90.0f, -100.0f, -103.0f, -104.0f, -200.0f, 88.72f, 88.73f, 1000.0f};
+  std::vector<float> y(xs.size());
+  VExp(xs.data(), y.data(), xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_EQ(y[i], static_cast<float>(std::exp(static_cast<double>(xs[i])))) << "exp(" << xs[i] << ")";
+  }
+  EXPECT_GT(y[1], 0.0f);  // exp(-100) = 3.7e-44: a denormal, not flushed to zero
+  EXPECT_TRUE(std::isinf(y[7]));
+}
+
+TEST(VMathTest, ErfMatchesTheCLibrary) {
+  std::vector<float> xs = Inputs(), y(xs.size());
+  VErf(xs.data(), y.data(), xs.size());
+  ExpectClose("erf", xs, y, [](double x) { return std::erf(x); });
+  float neg_zero = -0.0f, out;
+  VErf(&neg_zero, &out, 1);
+  EXPECT_TRUE(std::signbit(out));
+}
+
+TEST(VMathTest, TanhMatchesTheCLibrary) {
+  std::vector<float> xs = Inputs(), y(xs.size());
+  VTanh(xs.data(), y.data(), xs.size());
+  ExpectClose("tanh", xs, y, [](double x) { return std::tanh(x); });
+}
+
+TEST(VMathTest, SigmoidMatchesDoubleFormula) {
+  std::vector<float> xs = Inputs(), y(xs.size());
+  VSigmoid(xs.data(), y.data(), xs.size());
+  ExpectClose("sigmoid", xs, y, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+}
+
+TEST(VMathTest, GeluAndItsGradientMatchDoubleFormulas) {
+  std::vector<float> xs = Inputs(), y(xs.size()), dy(xs.size()), dx(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) dy[i] = static_cast<float>(std::sin(0.37 * i));
+  VGelu(xs.data(), y.data(), xs.size());
+  VGeluGrad(dy.data(), xs.data(), dx.data(), xs.size());
+  // The references take Phi from erfc, as the kernels do, so that they do not cancel for negative x.
+  int64_t worst = 0, worst_grad = 0;
+  float worst_x = 0, worst_grad_x = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double x = xs[i];
+    if (std::isinf(x) || std::isnan(x)) continue;  // inf * 0 in the formulas; NaN is checked below
+    double cdf = 0.5 * std::erfc(-x * M_SQRT1_2);
+    double want = x * cdf, want_grad = dy[i] * (cdf + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI));
+    int64_t d = UlpDistance(y[i], static_cast<float>(want)), dg = UlpDistance(dx[i], static_cast<float>(want_grad));
+    if (d > worst) worst = d, worst_x = xs[i];
+    if (dg > worst_grad) worst_grad = dg, worst_grad_x = xs[i];
+  }
+  EXPECT_LE(worst, 1) << "gelu(" << worst_x << ")";
+  EXPECT_LE(worst_grad, 1) << "gelu'(" << worst_grad_x << ")";
+  float nan = std::numeric_limits<float>::quiet_NaN(), out;
+  VGelu(&nan, &out, 1);
+  EXPECT_TRUE(std::isnan(out));
+}
+
+TEST(VMathTest, ExpShiftSumAddsTheResultsInPlace) {
+  std::vector<float> x(1000), y(1000);
+  for (int i = 0; i < 1000; ++i) x[i] = static_cast<float>(std::cos(0.1 * i) * 5);
+  std::vector<float> copy = x;
+  float sum = VExpShiftSum(x.data(), 2.5f, x.data(), x.size());  // in place
+  double want = 0;
+  for (int i = 0; i < 1000; ++i) {
+    float e = static_cast<float>(std::exp(static_cast<double>(copy[i] - 2.5f)));
+    EXPECT_LE(UlpDistance(x[i], e), 1) << i;
+    want += e;
+  }
+  EXPECT_NEAR(sum, want, want * 1e-6);
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ontrain
