@@ -40,15 +40,20 @@ class ConvGradKernel : public OpKernel {
     if (dy->shape() != expect) {
       return InvalidArgument("dY has shape ", ShapeToString(dy->shape()), ", expected ", ShapeToString(expect));
     }
-    // Scratch: one patch matrix per thread (dX), or for dW the whole batch's patch matrix and dY laid out
-    // as [mg, N * O] (one GEMM over the batch) when that fits in kBatchedBytes.
+    // Scratch: one patch matrix per thread (dX); for dW, per thread the patch matrix of a chunk of images
+    // and their dY laid out as [mg, images * O] (one GEMM per chunk), and each chunk's partial dW. The chunk
+    // size depends only on the shapes (about kChunkBytes of patches), so the sums do not depend on the
+    // thread count.
     int64_t ck = (c / group_) * ShapeNumElements(geo_.kernel), o = ShapeNumElements(out_), n = x->dim(0);
+    int64_t mg = m / group_;
     col_ = ck * o;
     slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
-    int64_t batched = (ck + m / group_) * n * o;
-    batched_ = ctx.output_requested(1) && batched * static_cast<int64_t>(DTypeSize(x->dtype())) <= kBatchedBytes;
-    int64_t elems = std::max(col_ * slots_, batched_ ? batched : col_);
-    ctx.RequestScratch(static_cast<size_t>(elems) * DTypeSize(x->dtype()));
+    const int64_t elem = static_cast<int64_t>(DTypeSize(x->dtype()));
+    chunk_ = std::max<int64_t>(1, std::min<int64_t>(n, kChunkBytes / std::max<int64_t>(1, (ck + mg) * o * elem)));
+    chunks_ = n > 0 ? (n + chunk_ - 1) / chunk_ : 0;
+    int64_t dw_elems = ctx.output_requested(1) ? (ck + mg) * chunk_ * o * slots_ + chunks_ * mg * ck : 0;
+    int64_t elems = std::max(col_ * slots_, dw_elems);
+    ctx.RequestScratch(static_cast<size_t>(elems * elem));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, w->dtype(), w->shape()));
     if (ctx.output_requested(2)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, w->dtype(), {m}));
@@ -86,31 +91,35 @@ class ConvGradKernel : public OpKernel {
           }
         });
       }
-      // 2. dW_g = dY_g [mg, N*O] * col(X_g)^T [N*O, cg*K]: one GEMM over the batch, or per image.
-      if (dw && !depthwise && batched_) {
-        int64_t ld = n * osize;
-        T* col_all = scratch;
-        T* dy_t = scratch + cg * ksize * ld;
+      // 2. dW_g = sum over chunks of dY_g [mg, images*O] * col(X_g)^T [images*O, cg*K]: chunks in parallel,
+      // each one GEMM into its partial, then the partials added in chunk order.
+      if (dw && !depthwise && chunks_ > 0) {
+        const int64_t ck = cg * ksize, per_slot = (ck + mg) * chunk_ * osize;
+        T* partials = scratch + per_slot * slots_;
         for (int64_t g = 0; g < group_; ++g) {
-          ParallelFor(ctx.thread_pool(), n, static_cast<double>((cg * ksize + mg) * osize), [&](int64_t i0, int64_t i1) {
-            for (int64_t i = i0; i < i1; ++i) {
-              Im2ColStrided(x.data<T>() + (i * c + g * cg) * isize, cg, in_, out_, geo_, col_all + i * osize, ld);
-              for (int64_t r = 0; r < mg; ++r) {
-                std::copy_n(dy.data<T>() + (i * m + g * mg + r) * osize, osize, dy_t + r * ld + i * osize);
+          std::atomic<int> next_slot{0};
+          ParallelFor(ctx.thread_pool(), chunks_, 2.0 * static_cast<double>(mg * ck * chunk_ * osize), [&](int64_t k0, int64_t k1) {
+            T* col = scratch + (next_slot++ % slots_) * per_slot;
+            T* dy_t = col + ck * chunk_ * osize;
+            for (int64_t k = k0; k < k1; ++k) {
+              const int64_t i0 = k * chunk_, i1 = std::min(n, i0 + chunk_), ld = (i1 - i0) * osize;
+              for (int64_t i = i0; i < i1; ++i) {
+                Im2ColStrided(x.data<T>() + (i * c + g * cg) * isize, cg, in_, out_, geo_, col + (i - i0) * osize, ld);
+                for (int64_t r = 0; r < mg; ++r) {
+                  std::copy_n(dy.data<T>() + (i * m + g * mg + r) * osize, osize, dy_t + r * ld + (i - i0) * osize);
+                }
               }
+              Gemm<T>(false, true, mg, ck, ld, T(1), dy_t, col, T(0), partials + k * mg * ck, nullptr);
             }
           });
-          Gemm<T>(false, true, mg, cg * ksize, ld, T(1), dy_t, col_all, T(0), dw->data<T>() + g * mg * cg * ksize,
-                  ctx.thread_pool());
-        }
-      } else if (dw && !depthwise) {
-        T* col = scratch;
-        for (int64_t i = 0; i < n; ++i) {
-          for (int64_t g = 0; g < group_; ++g) {
-            Im2Col(x.data<T>() + (i * c + g * cg) * isize, cg, in_, out_, geo_, col);
-            Gemm<T>(false, true, mg, cg * ksize, osize, T(1), dy.data<T>() + (i * m + g * mg) * osize, col,
-                    i == 0 ? T(0) : T(1), dw->data<T>() + g * mg * cg * ksize, ctx.thread_pool());
-          }
+          T* out = dw->data<T>() + g * mg * ck;
+          ParallelFor(ctx.thread_pool(), mg * ck, static_cast<double>(chunks_), [&](int64_t e0, int64_t e1) {
+            for (int64_t e = e0; e < e1; ++e) {
+              T acc = partials[e];
+              for (int64_t k = 1; k < chunks_; ++k) acc += partials[k * mg * ck + e];
+              out[e] = acc;
+            }
+          });
         }
       }
       if (db) {
@@ -129,7 +138,7 @@ class ConvGradKernel : public OpKernel {
   }
 
  private:
-  static constexpr int64_t kBatchedBytes = int64_t{64} << 20;
+  static constexpr int64_t kChunkBytes = int64_t{4} << 20;
 
   const Node& node_;
   int64_t group_;
@@ -137,7 +146,7 @@ class ConvGradKernel : public OpKernel {
   std::vector<int64_t> in_, out_;
   int64_t col_ = 0;
   int slots_ = 1;
-  bool batched_ = false;
+  int64_t chunk_ = 1, chunks_ = 0;
 };
 
 // dX's shape is not a function of dY: it is the forward input's shape, which the graph declares for this

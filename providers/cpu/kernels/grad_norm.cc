@@ -33,28 +33,35 @@ class BatchNormGradKernel : public OpKernel {
       int64_t n = x.dim(0), c = x.dim(1), inner = (n * c) != 0 ? x.NumElements() / (n * c) : 0;
       double m = static_cast<double>(n * inner);
       auto at = [&](int i, int64_t j) { return static_cast<double>(static_cast<float>(ctx.input(i)->data<T>()[j])); };
-      for (int64_t ch = 0; ch < c; ++ch) {
-        double mean = at(3, ch), inv = at(4, ch), db = 0, ds = 0;
-        for (int64_t b = 0; b < n; ++b) {
-          for (int64_t i = 0; i < inner; ++i) {
-            int64_t k = (b * c + ch) * inner + i;
-            double g = static_cast<float>(dy.data<T>()[k]);
-            db += g;
-            ds += g * (static_cast<float>(x.data<T>()[k]) - mean) * inv;
+      const T *pdy = dy.data<T>(), *px = x.data<T>();
+      T* pdx = ctx.output(0) ? ctx.output(0)->data<T>() : nullptr;
+      Tensor *dsc = ctx.output(1), *dbi = ctx.output(2);
+      // Channels in parallel; each channel's sums in a fixed order (LaneSum per row, rows in order).
+      ParallelFor(ctx.thread_pool(), c, 8.0 * static_cast<double>(n * inner), [&](int64_t c0, int64_t c1) {
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          double mean = at(3, ch), inv = at(4, ch), db = 0, ds = 0;
+          for (int64_t b = 0; b < n; ++b) {
+            const T *g = pdy + (b * c + ch) * inner, *xv = px + (b * c + ch) * inner;
+            db += LaneSum(inner, [g](int64_t i) { return static_cast<double>(static_cast<float>(g[i])); });
+            ds += LaneSum(inner, [g, xv, mean, inv](int64_t i) {
+              return static_cast<double>(static_cast<float>(g[i])) * (static_cast<float>(xv[i]) - mean) * inv;
+            });
           }
-        }
-        double coef = at(2, ch) * inv / m;
-        for (int64_t b = 0; b < n; ++b) {
-          for (int64_t i = 0; i < inner; ++i) {
-            int64_t k = (b * c + ch) * inner + i;
-            double xh = (static_cast<float>(x.data<T>()[k]) - mean) * inv;
-            double g = static_cast<float>(dy.data<T>()[k]);
-            if (Tensor* dx = ctx.output(0)) dx->data<T>()[k] = static_cast<T>(static_cast<float>(coef * (m * g - db - xh * ds)));
+          double coef = at(2, ch) * inv / m;
+          if (pdx) {
+            for (int64_t b = 0; b < n; ++b) {
+              const int64_t base = (b * c + ch) * inner;
+              for (int64_t i = 0; i < inner; ++i) {
+                double xh = (static_cast<float>(px[base + i]) - mean) * inv;
+                double g = static_cast<float>(pdy[base + i]);
+                pdx[base + i] = static_cast<T>(static_cast<float>(coef * (m * g - db - xh * ds)));
+              }
+            }
           }
+          if (dsc) dsc->data<T>()[ch] = static_cast<T>(static_cast<float>(ds));
+          if (dbi) dbi->data<T>()[ch] = static_cast<T>(static_cast<float>(db));
         }
-        if (Tensor* dsc = ctx.output(1)) dsc->data<T>()[ch] = static_cast<T>(static_cast<float>(ds));
-        if (Tensor* dbi = ctx.output(2)) dbi->data<T>()[ch] = static_cast<T>(static_cast<float>(db));
-      }
+      });
       return Status::OK();
     });
   }

@@ -65,15 +65,19 @@ class BatchNormKernel : public OpKernel {
           C mean = at(3, ch), var = at(4, ch);
           if (training_) {
             double s = 0, s2 = 0;
-            for (int64_t b = 0; b < n; ++b)
-              for (int64_t i = 0; i < inner; ++i) s += static_cast<double>(static_cast<C>(px[(b * c + ch) * inner + i]));
+            for (int64_t b = 0; b < n; ++b) {
+              const T* row = px + (b * c + ch) * inner;
+              s += LaneSum(inner, [row](int64_t i) { return static_cast<double>(static_cast<C>(row[i])); });
+            }
             double cnt = static_cast<double>(n * inner);
             double bm = s / cnt;
-            for (int64_t b = 0; b < n; ++b)
-              for (int64_t i = 0; i < inner; ++i) {
-                double d = static_cast<double>(static_cast<C>(px[(b * c + ch) * inner + i])) - bm;
-                s2 += d * d;
-              }
+            for (int64_t b = 0; b < n; ++b) {
+              const T* row = px + (b * c + ch) * inner;
+              s2 += LaneSum(inner, [row, bm](int64_t i) {
+                double d = static_cast<double>(static_cast<C>(row[i])) - bm;
+                return d * d;
+              });
+            }
             double bv = s2 / cnt;
             if (Tensor* rm = ctx.output(1)) rm->data<T>()[ch] = static_cast<T>(static_cast<C>(mean * momentum_ + bm * (1 - momentum_)));
             if (Tensor* rv = ctx.output(2)) rv->data<T>()[ch] = static_cast<T>(static_cast<C>(var * momentum_ + bv * (1 - momentum_)));
