@@ -9,8 +9,8 @@
                                    loss.item(): the host sees every loss, as `ontrain bench` does) and prints
                                    one JSON line per model.
 
-Workloads: the CPU benchmark's (tools/bench_workloads.py: mlp_small, mlp_large, cnn, transformer) at larger
-batches (GPU_BATCH).
+Workloads: the CPU benchmark's (tools/bench_workloads.py: mlp_small, mlp_large, cnn, transformer, resnet,
+mobilenet, gpt) at larger batches (GPU_BATCH), exported in training mode as the CPU benchmark does.
 """
 import json
 import os
@@ -25,7 +25,8 @@ import bench_workloads as workloads  # noqa: E402  (beside this file in the bund
 
 
 # The reference workloads of the CPU benchmark (tools/bench_workloads.py), at batches that give a GPU work.
-GPU_BATCH = {"mlp_small": 256, "mlp_large": 512, "cnn": 256, "transformer": 64}
+GPU_BATCH = {"mlp_small": 256, "mlp_large": 512, "cnn": 256, "transformer": 64, "resnet": 128, "mobilenet": 128,
+             "gpt": 64}
 MODELS = [(name, cls, (GPU_BATCH[name],) + tuple(shape[1:]), 14) for name, cls, shape in workloads.WORKLOADS]
 
 
@@ -34,11 +35,12 @@ def export(out):
     meta = {}
     for name, cls, shape, opset in MODELS:
         torch.manual_seed(0)
-        model = cls().eval()
+        model = cls().train()
         os.makedirs(os.path.join(out, name), exist_ok=True)
-        torch.onnx.export(model, torch.randn(*shape), os.path.join(out, name, "forward.onnx"), input_names=["input"],
-                          output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
-                          opset_version=opset, do_constant_folding=False)
+        torch.onnx.export(model, workloads.example_input(name, shape), os.path.join(out, name, "forward.onnx"),
+                          input_names=["input"], output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=opset,
+                          do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
         meta[name] = {"batch": shape[0], "shape": list(shape)}
     with open(os.path.join(out, "models.json"), "w") as f:
         json.dump(meta, f, indent=1)
@@ -54,7 +56,7 @@ def bench(out, steps):
     for name, cls, shape, _ in MODELS:
         # the same loop and optimizer as the CPU benchmark (as pack.sh generates the artifacts: lr 1e-3,
         # betas 0.9/0.999, eps 1e-8, weight decay 0.01, PyTorch's AdamW)
-        times = workloads.step_times_pytorch(cls, shape, steps, device=dev)
+        times = workloads.step_times_pytorch(name, cls, shape, steps, device=dev)
         med = statistics.median(times)
         print(json.dumps({"model": name, "engine": "pytorch-" + torch.__version__, "device": torch.cuda.get_device_name(),
                           "batch": shape[0], "median_ms": med, "p10_ms": times[len(times) // 10],

@@ -92,7 +92,7 @@ class ConvGradKernel : public OpKernel {
         });
       }
       // 2. dW_g = sum over chunks of dY_g [mg, images*O] * col(X_g)^T [images*O, cg*K]: chunks in parallel,
-      // each one GEMM into its partial, then the partials added in chunk order.
+      // each one GEMM into its (transposed) partial, then the partials added in chunk order.
       if (dw && !depthwise && chunks_ > 0) {
         const int64_t ck = cg * ksize, per_slot = (ck + mg) * chunk_ * osize;
         T* partials = scratch + per_slot * slots_;
@@ -109,14 +109,17 @@ class ConvGradKernel : public OpKernel {
                   std::copy_n(dy.data<T>() + (i * m + g * mg + r) * osize, osize, dy_t + r * ld + (i - i0) * osize);
                 }
               }
-              Gemm<T>(false, true, mg, ck, ld, T(1), dy_t, col, T(0), partials + k * mg * ck, nullptr);
+              // dW^T [ck, mg] = col [ck, ld] * dY_t^T: the long side as M runs about twice as fast in the GEMM
+              // as dW = dY_t * col^T (measured with oneDNN on mg = 16, ck = 144).
+              Gemm<T>(false, true, ck, mg, ld, T(1), col, dy_t, T(0), partials + k * mg * ck, nullptr);
             }
           });
           T* out = dw->data<T>() + g * mg * ck;
           ParallelFor(ctx.thread_pool(), mg * ck, static_cast<double>(chunks_), [&](int64_t e0, int64_t e1) {
             for (int64_t e = e0; e < e1; ++e) {
-              T acc = partials[e];
-              for (int64_t k = 1; k < chunks_; ++k) acc += partials[k * mg * ck + e];
+              const int64_t t = (e % ck) * mg + e / ck;  // dW[r, q] is dW^T[q, r]
+              T acc = partials[t];
+              for (int64_t k = 1; k < chunks_; ++k) acc += partials[k * mg * ck + t];
               out[e] = acc;
             }
           });
