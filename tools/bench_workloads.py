@@ -87,6 +87,17 @@ class Cnn(nn.Module):
         return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
 
 
+def self_attention(qkv, proj, x, heads, future=None):
+    """Multi-head self-attention of x [b, t, d] through the fused q/k/v projection `qkv` and the output
+    projection `proj`; `future` (a bool [t, t] mask) hides later positions."""
+    b, t, d = x.shape
+    q, k, v = (z.reshape(b, t, heads, d // heads).transpose(1, 2) for z in qkv(x).split(d, dim=2))
+    att = q @ k.transpose(2, 3) / (d // heads) ** 0.5
+    if future is not None:
+        att = att.masked_fill(future, float("-inf"))
+    return proj((torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, t, d))
+
+
 class Transformer(nn.Module):
     def __init__(self, d=128, heads=4, ff=512):
         super().__init__()
@@ -94,17 +105,10 @@ class Transformer(nn.Module):
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.ff1, self.ff2 = nn.Linear(d, ff), nn.Linear(ff, d)
         self.head = nn.Linear(d, 10)
-        self.heads, self.d = heads, d
+        self.heads = heads
 
     def forward(self, x):
-        b, t, d = x.shape
-        h = self.heads
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-        q = q.reshape(b, t, h, d // h).transpose(1, 2)
-        k = k.reshape(b, t, h, d // h).transpose(1, 2)
-        v = v.reshape(b, t, h, d // h).transpose(1, 2)
-        att = torch.softmax(q @ k.transpose(2, 3) / (d // h) ** 0.5, dim=-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        x = x + self_attention(self.qkv, self.proj, self.ln1(x), self.heads)
         x = x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
         return self.head(x.mean(dim=1))
 
@@ -175,19 +179,12 @@ class DecoderBlock(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
         self.ff1, self.ff2 = nn.Linear(d, ff), nn.Linear(ff, d)
-        self.heads, self.d, self.t = heads, d, t
+        self.heads, self.t = heads, t
 
     def forward(self, x):
-        b, t, d = x.shape
-        h = self.heads
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-        q = q.reshape(b, t, h, d // h).transpose(1, 2)
-        k = k.reshape(b, t, h, d // h).transpose(1, 2)
-        v = v.reshape(b, t, h, d // h).transpose(1, 2)
         pos = torch.arange(self.t)
         future = pos.unsqueeze(0) > pos.unsqueeze(1)  # computed in the graph: no mask parameter to freeze
-        att = (q @ k.transpose(2, 3) / (d // h) ** 0.5).masked_fill(future, float("-inf"))
-        x = x + self.proj((torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, t, d))
+        x = x + self_attention(self.qkv, self.proj, self.ln1(x), self.heads, future)
         return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
 
 

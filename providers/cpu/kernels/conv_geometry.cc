@@ -103,35 +103,6 @@ void ForEachPatch(int64_t channels, const std::vector<int64_t>& in, const std::v
   }
 }
 
-// The same visit as ForEachPatch for two spatial dims, without per-element index arithmetic: for each
-// patch row (channel, kernel row, kernel column) and output row, the in-bounds output columns form one
-// range [j0, j1) (computed once), and fn_row(col_offset, x_offset, j0, j1) handles it, x_offset being the
-// offset of output column 0 (negative when it falls in the left padding); the columns outside [j0, j1)
-// are padding, and a row in the top or bottom padding gets j0 = j1 = its width. Visiting order and
-// offsets are exactly ForEachPatch's.
-template <typename Fn>
-void ForEachPatchRow2D(int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
-                       const WindowAttrs& w, Fn fn_row) {
-  const int64_t h = in[0], wd = in[1], oh = out[0], ow = out[1];
-  const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
-  const int64_t dh = w.dilations[0], dw = w.dilations[1], ph = w.pads[0], pw = w.pads[1];
-  for (int64_t c = 0; c < channels; ++c) {
-    for (int64_t a = 0; a < kh; ++a) {
-      for (int64_t b = 0; b < kw; ++b) {
-        int64_t row = ((c * kh + a) * kw + b) * oh * ow;
-        // Output columns j with 0 <= j * sw - pw + b * dw < wd.
-        int64_t first = pw - b * dw, j0 = first <= 0 ? 0 : (first + sw - 1) / sw;
-        int64_t last = wd - 1 + pw - b * dw, j1 = last < 0 ? 0 : std::min(ow, last / sw + 1);
-        for (int64_t i = 0; i < oh; ++i) {
-          int64_t r = i * sh - ph + a * dh;
-          bool inside = r >= 0 && r < h;
-          fn_row(row + i * ow, inside ? c * h * wd + r * wd + b * dw - pw : -1, inside ? j0 : ow, inside ? j1 : ow);
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
 
 template <typename T>
@@ -150,17 +121,39 @@ void Im2ColStrided(const T* x, int64_t channels, const std::vector<int64_t>& in,
   // A flat offset of the dense [rows, osize] matrix -> the same element with rows ld apart.
   auto at = [&](int64_t i) { return i / osize * ld + i % osize; };
   if (in.size() == 2) {
-    const int64_t ow = out[1], sw = w.strides[1];
-    ForEachPatchRow2D(channels, in, out, w, [&](int64_t dst, int64_t src, int64_t j0, int64_t j1) {
-      T* d = col + at(dst);
-      for (int64_t j = 0; j < j0; ++j) d[j] = T(0);
-      if (sw == 1) {
-        for (int64_t j = j0; j < j1; ++j) d[j] = x[src + j];
-      } else {
-        for (int64_t j = j0; j < j1; ++j) d[j] = x[src + j * sw];
+    // Two spatial dims, the same visit as ForEachPatch without per-element index arithmetic: for each patch
+    // row (channel, kernel row a, kernel column b) the in-bounds output columns form one range [j0, j1),
+    // computed once; output row i reads input row i * sh - ph + a * dh (all padding when outside).
+    const int64_t h = in[0], wd = in[1], oh = out[0], ow = out[1];
+    const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
+    const int64_t dh = w.dilations[0], dw = w.dilations[1], ph = w.pads[0], pw = w.pads[1];
+    for (int64_t c = 0; c < channels; ++c) {
+      const T* xc = x + c * h * wd;
+      for (int64_t a = 0; a < kh; ++a) {
+        for (int64_t b = 0; b < kw; ++b) {
+          T* base = col + ((c * kh + a) * kw + b) * ld;
+          int64_t first = pw - b * dw, j0 = first <= 0 ? 0 : (first + sw - 1) / sw;
+          int64_t last = wd - 1 + pw - b * dw, j1 = last < 0 ? 0 : std::min(ow, last / sw + 1);
+          j1 = std::max(j0, j1);
+          for (int64_t i = 0; i < oh; ++i) {
+            T* d = base + i * ow;
+            const int64_t r = i * sh - ph + a * dh;
+            if (r < 0 || r >= h) {
+              std::fill(d, d + ow, T(0));
+              continue;
+            }
+            const int64_t src = r * wd + b * dw - pw;  // output column 0's offset (negative in the left padding)
+            std::fill(d, d + j0, T(0));
+            if (sw == 1) {
+              std::copy(xc + src + j0, xc + src + j1, d + j0);
+            } else {
+              for (int64_t j = j0; j < j1; ++j) d[j] = xc[src + j * sw];
+            }
+            std::fill(d + j1, d + ow, T(0));
+          }
+        }
       }
-      for (int64_t j = std::max(j0, j1); j < ow; ++j) d[j] = T(0);
-    });
+    }
     return;
   }
   ForEachPatch(channels, in, out, w, [&](int64_t i, int64_t src) { col[at(i)] = src >= 0 ? x[src] : T(0); });
@@ -170,13 +163,32 @@ template <typename T>
 void Col2Im(const T* col, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
             const WindowAttrs& w, T* x) {
   if (in.size() == 2) {
-    const int64_t sw = w.strides[1];
-    ForEachPatchRow2D(channels, in, out, w, [&](int64_t src, int64_t dst, int64_t j0, int64_t j1) {
-      // dst may be negative (the row's first columns are padding): only [j0, j1) is touched, and it is
-      // empty for a row that lies in the padding.
-      const T* s = col + src;
-      for (int64_t j = j0; j < j1; ++j) x[dst + j * sw] += s[j];
-    });
+    // Two spatial dims: Im2ColStrided's visit, adding back instead of copying (the additions in
+    // ForEachPatch's order).
+    const int64_t h = in[0], wd = in[1], oh = out[0], ow = out[1];
+    const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
+    const int64_t dh = w.dilations[0], dw = w.dilations[1], ph = w.pads[0], pw = w.pads[1];
+    for (int64_t c = 0; c < channels; ++c) {
+      T* xc = x + c * h * wd;
+      for (int64_t a = 0; a < kh; ++a) {
+        for (int64_t b = 0; b < kw; ++b) {
+          const T* base = col + ((c * kh + a) * kw + b) * oh * ow;
+          int64_t first = pw - b * dw, j0 = first <= 0 ? 0 : (first + sw - 1) / sw;
+          int64_t last = wd - 1 + pw - b * dw, j1 = last < 0 ? 0 : std::min(ow, last / sw + 1);
+          for (int64_t i = 0; i < oh; ++i) {
+            const int64_t r = i * sh - ph + a * dh;
+            if (r < 0 || r >= h) continue;
+            const T* s = base + i * ow;
+            const int64_t dst = r * wd + b * dw - pw;  // output column 0's offset (negative in the left padding)
+            if (sw == 1) {
+              for (int64_t j = j0; j < j1; ++j) xc[dst + j] += s[j];
+            } else {
+              for (int64_t j = j0; j < j1; ++j) xc[dst + j * sw] += s[j];
+            }
+          }
+        }
+      }
+    }
     return;
   }
   ForEachPatch(channels, in, out, w, [&](int64_t i, int64_t dst) {
