@@ -36,6 +36,13 @@ class Matcher {
     return c[0];
   }
 
+  // The node that writes `value`, if any.
+  std::optional<size_t> Producer(const std::string& value) const {
+    auto it = producer_.find(value);
+    if (it == producer_.end()) return std::nullopt;
+    return it->second;
+  }
+
   bool Is(size_t i, const std::string& op) const { return g_.nodes[i].domain.empty() && g_.nodes[i].op_type == op; }
 
   // The value of a one-element float constant (an initializer or a Constant node's output).
@@ -158,17 +165,17 @@ bool FuseLayerNorm(Matcher& m, size_t r1) {
 // =>  com.microsoft Gelu(x).
 bool FuseGelu(Matcher& m, size_t erf) {
   if (!m.Is(erf, "Erf")) return false;
-  // Erf's input comes from the scaling node: find it among the consumers of its operand.
+  // Erf's input is the scaled x: Div(x, sqrt 2) or Mul by 1/sqrt 2, in either operand order.
   const std::string a = m.node(erf).inputs[0];
-  std::optional<size_t> scaling;
+  std::optional<size_t> scaling = m.Producer(a);
   std::string x;
-  for (size_t i = 0; i < m.size(); ++i) {
-    const Node& n = m.node(i);
-    if (n.outputs.size() != 1 || n.outputs[0] != a || n.inputs.size() != 2) continue;
-    if (m.Is(i, "Div") && Near(m.Scalar(n.inputs[1]), M_SQRT2)) scaling = i, x = n.inputs[0];
-    else if (m.Is(i, "Mul") && Near(m.Scalar(n.inputs[1]), M_SQRT1_2)) scaling = i, x = n.inputs[0];
-    else if (m.Is(i, "Mul") && Near(m.Scalar(n.inputs[0]), M_SQRT1_2)) scaling = i, x = n.inputs[1];
+  if (scaling && m.node(*scaling).inputs.size() == 2) {
+    const Node& n = m.node(*scaling);
+    if (m.Is(*scaling, "Div") && Near(m.Scalar(n.inputs[1]), M_SQRT2)) x = n.inputs[0];
+    else if (m.Is(*scaling, "Mul") && Near(m.Scalar(n.inputs[1]), M_SQRT1_2)) x = n.inputs[0];
+    else if (m.Is(*scaling, "Mul") && Near(m.Scalar(n.inputs[0]), M_SQRT1_2)) x = n.inputs[1];
   }
+  if (x.empty()) return false;
   if (!scaling || m.Consumers(a).size() != 1) return false;
   auto plus1 = m.OnlyConsumer(m.node(erf).outputs[0], "Add");
   if (!plus1 || !Near(m.Scalar(*m.Other(*plus1, m.node(erf).outputs[0])), 1.0)) return false;
@@ -183,12 +190,11 @@ bool FuseGelu(Matcher& m, size_t erf) {
     gone.push_back(*half);
     y = m.node(*half).outputs[0];
   } else {  // (x * 0.5) * (1 + erf)
-    std::optional<size_t> half;
-    for (size_t i = 0; i < m.size(); ++i) {
-      const Node& n = m.node(i);
-      if (m.Is(i, "Mul") && n.outputs.size() == 1 && n.outputs[0] == other && m.Other(i, x) && Near(m.Scalar(*m.Other(i, x)), 0.5)) half = i;
+    std::optional<size_t> half = m.Producer(other);
+    if (!half || !m.Is(*half, "Mul") || !m.Other(*half, x) || !Near(m.Scalar(*m.Other(*half, x)), 0.5) ||
+        m.Consumers(other).size() != 1) {
+      return false;
     }
-    if (!half || m.Consumers(other).size() != 1) return false;
     gone.push_back(*half);
     y = m.node(*mul1).outputs[0];
   }

@@ -84,6 +84,30 @@ TEST(FusionTest, LayerNormAndGeluBecomeOneNodeEachAndComputeTheSame) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6 * (1 + std::fabs(want[i]))) << i;
 }
 
+// The other spellings of GELU: x scaled by Mul(1/sqrt 2) with the constant first, and 0.5 applied to x
+// before the product with (1 + erf).
+TEST(FusionTest, GeluInItsOtherOrder) {
+  Model plain;
+  plain.opset_imports[""] = 14;
+  Graph& g = plain.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat32, {2, 3, 4})};
+  g.AddInitializer("inv_sqrt2", Tensor::FromVector<float>({0.70710676908493042f}, {}));
+  g.AddInitializer("one", Tensor::FromVector<float>({1.0f}, {}));
+  g.AddInitializer("half", Tensor::FromVector<float>({0.5f}, {}));
+  g.nodes = {MakeNode("Mul", {"inv_sqrt2", "x"}, {"s"}, {}, "scale"), MakeNode("Erf", {"s"}, {"e"}, {}, "erf"),
+             MakeNode("Add", {"one", "e"}, {"e1"}, {}, "add"), MakeNode("Mul", {"x", "half"}, {"hx"}, {}, "half"),
+             MakeNode("Mul", {"hx", "e1"}, {"y"}, {}, "product")};
+  g.outputs = {TensorInfo("y", DType::kFloat32, {2, 3, 4})};
+  Model fused = plain;
+  EXPECT_EQ(FuseForTraining(&fused).gelus, 1);
+  ASSERT_EQ(Ops(fused), (std::vector<std::string>{"Gelu"}));
+  std::vector<float> x(24);
+  for (int i = 0; i < 24; ++i) x[i] = static_cast<float>(std::cos(0.9 * i) * 4.0);
+  std::vector<float> want = RunModel(plain, x), got = RunModel(fused, x);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6 * (1 + std::fabs(want[i]))) << i;
+}
+
 TEST(FusionTest, NearMissesStayUnfused) {
   struct Case {
     const char* what;

@@ -142,9 +142,10 @@ TEST(TrainingOptimizersTest, AdamWErrorsLeaveTheStateUntouched) {
 
 TEST(TrainingOptimizersTest, AdamWIsIndependentOfTheThreadCount) {
   // Many tensors of odd sizes, so that thread blocks straddle tensor boundaries, and enough elements (460k)
-  // that the pool splits the update at all (below ~85k it runs on one thread). A block boundary that is not
-  // a multiple of the vector width moves elements between a loop's vector body and its scalar remainder,
-  // which compute the same only without FMA contraction (copts.bzl).
+  // that the pool splits the update at all (below ~85k it runs on one thread): a block boundary that is not
+  // a multiple of the vector width moves elements between a loop's vector body and its scalar remainder.
+  // (These values did not expose the FMA contraction that once made a ResNet's AdamW thread-dependent;
+  // docs/notes.md.)
   std::mt19937 rng(7);
   std::normal_distribution<float> d;
   std::vector<std::vector<float>> w, g;
