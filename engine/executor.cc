@@ -1,13 +1,12 @@
 // Executor: creation (partition, plan, constants), binding, kernel and copy steps, and the arenas.
 #include "engine/executor.h"
 
-#include <chrono>
-
-#include "engine/op_profile.h"
-
 #include <algorithm>
+#include <chrono>
+#include <set>
 
 #include "engine/memory_plan.h"
+#include "engine/op_profile.h"
 #include "graph/tensor_proto.h"
 #include "graph/value_types.h"
 #include "providers/kernel_registry.h"
@@ -62,6 +61,18 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   Model folded = model;
   FoldConstantNodes(&folded.graph);
   ONT_ASSIGN_OR_RETURN(GraphPartition partition, PartitionGraph(folded, options.providers));
+  // Values some node may write in place (an in-place input, or any input of a node whose kernel row is not
+  // known yet): the executor never lets an output view them or be viewed by one.
+  std::set<std::string> written;
+  for (size_t idx : partition.order) {
+    const Node& n = folded.graph.nodes[idx];
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      InputUse use = UseOfInput(partition.nodes[idx], n, static_cast<int>(i));
+      if (use == InputUse::kInPlace || (partition.nodes[idx].def == nullptr && use != InputUse::kNone)) {
+        written.insert(n.inputs[i]);
+      }
+    }
+  }
   ONT_ASSIGN_OR_RETURN(ex->plan_, PlanExecution(folded, std::move(partition), options.providers, options.input_devices));
   ex->graph_ = folded.graph;
   ex->graph_.initializers.clear();
@@ -93,6 +104,11 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   size_t nv = plan.values.size();
   ex->last_use_.assign(nv, -1);
   ex->keep_.assign(nv, false);
+  ex->written_.assign(nv, false);
+  for (const std::string& w : written) {
+    auto it = plan.ids.find(w);
+    if (it != plan.ids.end()) ex->written_[it->second] = true;
+  }
   for (size_t pos = 0; pos < ex->steps_.size(); ++pos) {
     for (int v : ex->steps_[pos]->plan.inputs) if (v >= 0) ex->last_use_[v] = static_cast<int>(pos);
   }
@@ -252,6 +268,17 @@ Status Executor::PlaceOutputs(Step* step, MemoryArenas* arenas, std::vector<size
         return Internal(n.Describe(), ": kernel did not declare output ", i);
       case KernelContext::OutputKind::kTensor: {
         const Shape& shape = st.ctx.declared_shape(k);
+        int in = st.ctx.view_input(k);
+        int out_v = st.plan.outputs[i], in_v = in >= 0 ? st.plan.inputs[in] : -1;
+        if (in_v >= 0 && !keep_[out_v] && !written_[out_v] && !written_[in_v] && st.in_ptrs[in] &&
+            st.in_ptrs[in]->defined() && !st.in_ptrs[in]->is_sequence() && st.in_ptrs[in]->tensor().dtype() == dt) {
+          auto view = st.in_ptrs[in]->tensor().Reshaped(shape);
+          if (view.ok()) {
+            st.ctx.outputs()[i] = Value(std::move(view).value());
+            st.aliases.push_back({out_v, in_v});
+            break;
+          }
+        }
         size_t bytes = static_cast<size_t>(ShapeNumElements(shape)) * DTypeSize(dt);
         ONT_ASSIGN_OR_RETURN(Tensor t, Place(slot, st.plan.provider, bytes, dt, shape, arenas, sizes));
         st.ctx.outputs()[i] = Value(std::move(t));
@@ -452,10 +479,6 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   }
   for (size_t v = 0; v < values_.size(); ++v) {
     if (!keep_[v]) values_[v] = Value();
-  }
-  last_value_bytes_.assign(plan_.values.size(), 0);
-  for (size_t slot = 0; slot < sizes.size(); ++slot) {
-    if (slot_value_[slot] >= 0) last_value_bytes_[slot_value_[slot]] = sizes[slot];
   }
   last_value_bytes_.assign(plan_.values.size(), 0);
   for (size_t slot = 0; slot < sizes.size(); ++slot) {

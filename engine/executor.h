@@ -85,6 +85,7 @@ class Executor {
   std::vector<Value> values_;          // current run, by value id
   std::vector<int> last_use_;          // by value id: last step position reading it
   std::vector<bool> keep_;             // by value id: graph outputs, alive to the end of a run
+  std::vector<bool> written_;          // by value id: some node may write it in place (no views of it)
   std::vector<int> slot_provider_;     // by slot: the provider whose arena holds it
   std::vector<int> slot_value_;        // by slot: the value it holds (-1 for scratch)
   std::vector<std::string> required_inputs_;

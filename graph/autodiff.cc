@@ -140,7 +140,14 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
   for (size_t idx : order) {
     const Node& n = g.nodes[idx];
     bool hit = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& i) { return from_x.count(i) > 0; });
-    if (hit) for (const auto& o : n.outputs) if (!o.empty()) from_x.insert(o);
+    if (!hit) continue;
+    // Only float values carry a gradient: Shape, Size, comparisons and casts to integers end the forward
+    // reach, so a value computed from a shape (attention's sqrt(head_dim)) is a constant to the sweep.
+    for (const auto& o : n.outputs) {
+      auto t = types.find(o);
+      bool non_float = t != types.end() && t->second.dtype != DType::kUndefined && !IsFloat(t->second.dtype);
+      if (!o.empty() && !non_float) from_x.insert(o);
+    }
   }
   std::set<std::string> to_loss = {loss};
   std::vector<size_t> active;

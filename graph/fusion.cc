@@ -1,4 +1,4 @@
-// The LayerNorm and GELU fusions of fusion.h: pattern matchers over the producer/consumer maps of the
+// The LayerNorm, GELU and MatMul-Transpose fusions of fusion.h: pattern matchers over the producer/consumer maps of the
 // graph, each rewriting one matched sequence into one node put in place of the sequence's last op.
 #include "graph/fusion.h"
 
@@ -203,6 +203,22 @@ bool FuseGelu(Matcher& m, size_t erf) {
   return true;
 }
 
+// MatMul(a, Transpose(w)) with w a matrix (perm [1, 0]) read by nothing else  =>  com.microsoft
+// FusedMatMul(a, w, transB=1): PyTorch exports nn.Linear without constant folding this way, and the
+// transposed copy of w (and, in the gradient, of dW) is then never made.
+bool FuseMatMulTranspose(Matcher& m, size_t mm) {
+  if (!m.Is(mm, "MatMul") || m.node(mm).inputs.size() != 2) return false;
+  const std::string a = m.node(mm).inputs[0], wt = m.node(mm).inputs[1];
+  std::optional<size_t> t = m.Producer(wt);
+  if (!t || !m.Is(*t, "Transpose") || a == wt || m.Consumers(wt).size() != 1) return false;
+  if (m.node(*t).GetInts("perm") != std::vector<int64_t>{1, 0}) return false;
+  const std::string w = m.node(*t).inputs[0], y = m.node(mm).outputs[0];
+  const std::string name = m.node(mm).name.empty() ? y : m.node(mm).name;
+  m.Replace({*t, mm}, MakeNode("FusedMatMul", {a, w}, {y}, {AttrInt("transB", 1), AttrFloat("alpha", 1.0f)},
+                               name + ".fused_transpose", "com.microsoft"));
+  return true;
+}
+
 }  // namespace
 
 FusionCounts FuseForTraining(Model* model) {
@@ -216,11 +232,14 @@ FusionCounts FuseForTraining(Model* model) {
     } else if (FuseGelu(m, i)) {
       ++counts.gelus;
       i = 0;
+    } else if (FuseMatMulTranspose(m, i)) {
+      ++counts.matmul_transposes;
+      i = 0;
     } else {
       ++i;
     }
   }
-  if (counts.gelus > 0 && model->OpsetFor("com.microsoft") == 0) model->opset_imports["com.microsoft"] = 1;
+  if (counts.gelus + counts.matmul_transposes > 0 && model->OpsetFor("com.microsoft") == 0) model->opset_imports["com.microsoft"] = 1;
   // The Constant nodes that only fed fused sequences (epsilon, sqrt 2, 1, 0.5, the exponent 2).
   if (counts.layer_norms + counts.gelus > 0) {
     Graph& g = model->graph;

@@ -74,6 +74,35 @@ Status MatMulGrad(GradContext& c) {
   return Status::OK();
 }
 
+// FusedMatMul(A, B) with B a matrix, transB either way, transA 0 and alpha 1 (what graph/fusion makes of
+// MatMul(x, Transpose(W))): Y = A op(B). dA = dY op(B)^T; dB = dY_rows^T A_rows (transB) or A_rows^T dY_rows,
+// one GEMM over all of A's rows.
+Status FusedMatMulGrad(GradContext& c) {
+  const Node& n = c.node();
+  if (n.GetInt("transA", 0) != 0 || n.GetFloat("alpha", 1.0f) != 1.0f || n.GetInt("transBatchA", 0) != 0 ||
+      n.GetInt("transBatchB", 0) != 0) {
+    return Unimplemented("FusedMatMul gradient with transA, alpha != 1 or transBatch (", n.Describe(), ")");
+  }
+  const ValueInfo *a = c.Type(c.in(0)), *b = c.Type(c.in(1));
+  if (!a || !b || !a->has_shape || !b->has_shape || b->dims.size() != 2 || a->dims.size() < 2 ||
+      !b->dims[0].known() || !b->dims[1].known()) {
+    return Unimplemented("FusedMatMul gradient needs A of rank >= 2 and B a matrix of known dims (", n.Describe(), ")");
+  }
+  const bool tb = n.GetInt("transB", 0) != 0;
+  const int64_t k = tb ? b->dims[1].value : b->dims[0].value, nn = tb ? b->dims[0].value : b->dims[1].value;
+  if (c.wants(0)) c.Emit("FusedMatMul", {c.dy[0], c.in(1)}, {c.dx[0]}, {AttrInt("transB", tb ? 0 : 1)}, kMs);
+  if (c.wants(1)) {
+    std::string a2 = c.in(0), g2 = c.dy[0];
+    if (a->dims.size() > 2) {
+      a2 = c.Emit("Reshape", {c.in(0), c.ConstInts("a_rows", {-1, k})}, {c.Tmp("a_rows")});
+      g2 = c.Emit("Reshape", {c.dy[0], c.ConstInts("dy_rows", {-1, nn})}, {c.Tmp("dy_rows")});
+    }
+    if (tb) c.Emit("Gemm", {g2, a2}, {c.dx[1]}, {AttrFloat("beta", 0.0f), AttrInt("transA", 1)});
+    else c.Emit("Gemm", {a2, g2}, {c.dx[1]}, {AttrFloat("beta", 0.0f), AttrInt("transA", 1)});
+  }
+  return Status::OK();
+}
+
 // ---- convolution, pooling, normalization ----
 Status ConvGrad(GradContext& c) {
   std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};

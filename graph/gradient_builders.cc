@@ -145,6 +145,7 @@ const std::vector<Row>& Rules() {
       {kMs, "BatchNormInternal", {BatchNormGrad, {3, 4, 5}}},
       {kMs, "ConcatTraining", {ConcatTrainingGrad, {}}},
       {kMs, "FastGelu", {FastGeluGrad, {}}},
+      {kMs, "FusedMatMul", {FusedMatMulGrad, {}}},
       {kMs, "Gelu", {GeluGrad, {}}},
       {kMs, "LayerNormalization", {LayerNormGrad, {}}},
   };

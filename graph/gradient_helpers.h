@@ -56,6 +56,7 @@ Status IdentityGrad(GradContext& c);
 Status LayerNormGrad(GradContext& c);
 Status LogGrad(GradContext& c);
 Status MatMulGrad(GradContext& c);
+Status FusedMatMulGrad(GradContext& c);
 Status MaxMinGrad(GradContext& c);
 Status MeanGrad(GradContext& c);
 Status MulGrad(GradContext& c);

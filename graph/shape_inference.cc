@@ -17,7 +17,8 @@ namespace {
 
 // Output types of a com.microsoft node whose outputs follow from its inputs' types, or false when the op
 // has no rule here or its first input is untyped. BatchNormInternal: Y like X, the four statistics [C];
-// ConcatTraining: Concat's rule and int64 [inputs]; the elementwise activations: Y like X.
+// ConcatTraining: Concat's rule and int64 [inputs]; the elementwise activations: Y like X; FusedMatMul:
+// MatMul's rule on the (optionally) transposed operands.
 // Without `need_shape`, an input known by type alone gives outputs known by type alone.
 bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueInfo*>& known,
                         std::vector<ValueInfo>* out, bool need_shape) {
@@ -84,6 +85,27 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
   }
   if (n.op_type == "Gelu" || n.op_type == "FastGelu" || n.op_type == "QuickGelu" || n.op_type == "BiasGelu") {
     like(0, false);
+    return true;
+  }
+  if (n.op_type == "FusedMatMul") {  // MatMul's rule with A and B transposed in their last two dims on request
+    if (n.inputs.size() < 2 || n.outputs.empty() || known.count(n.outputs[0])) return false;
+    auto b = known.find(n.inputs[1]);
+    if (b == known.end() || (need_shape && !b->second->has_shape)) return false;
+    const ValueInfo& bi = *b->second;
+    ValueInfo y;
+    y.name = n.outputs[0];
+    y.dtype = xi.dtype;
+    const size_t ra = xi.dims.size(), rb = bi.dims.size();
+    if (xi.has_shape && bi.has_shape && ra >= 2 && rb >= 2 && (rb == 2 || ra == rb)) {
+      y.has_shape = true;
+      for (size_t d = 0; d + 2 < ra; ++d) {
+        Dim da = xi.dims[d], db = rb == 2 ? Dim{1, ""} : bi.dims[d];
+        y.dims.push_back(da.known() && da.value == 1 ? db : (db.known() && db.value == 1 ? da : (da.known() ? da : db)));
+      }
+      y.dims.push_back(n.GetInt("transA", 0) ? xi.dims[ra - 1] : xi.dims[ra - 2]);
+      y.dims.push_back(n.GetInt("transB", 0) ? bi.dims[rb - 2] : bi.dims[rb - 1]);
+    }
+    out->push_back(std::move(y));
     return true;
   }
   return false;

@@ -73,6 +73,7 @@ void KernelContext::Reset(const std::vector<const Value*>& inputs, const std::ve
   sequence_shapes_.resize(n);
   for (auto& s : sequence_shapes_) s.clear();
   alias_input_.assign(n, -1);
+  view_input_.assign(n, -1);
   outputs_.resize(n);
   for (Value& v : outputs_) v = Value();
   scratch_bytes_ = 0;

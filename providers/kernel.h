@@ -48,6 +48,13 @@ class KernelContext {
   Status DeclareSequenceOutput(int i, DType dtype, std::vector<Shape> shapes);
   // Prepare: output i is input `input` itself (a kernel that updates a sequence in place and returns it).
   Status AliasOutput(int i, int input);
+  // Prepare, after DeclareOutput(i, ...): output i holds input `input`'s bytes unchanged (Identity, Reshape,
+  // Squeeze), so the executor may give it the input's storage under the declared shape instead of new
+  // memory; Compute then finds the two pointers equal and copies nothing. The executor does so only where
+  // nothing writes either value in place and the output is not a graph output.
+  void AllowViewOfInput(int i, int input) {
+    if (i >= 0 && i < num_outputs() && input >= 0 && input < num_inputs()) view_input_[i] = input;
+  }
   // Prepare: asks for `bytes` of scratch memory, valid during Compute only.
   void RequestScratch(size_t bytes) { scratch_bytes_ = bytes; }
 
@@ -65,6 +72,7 @@ class KernelContext {
   const Shape& declared_shape(int i) const { return declared_shapes_[i]; }
   const std::vector<Shape>& declared_sequence_shapes(int i) const { return sequence_shapes_[i]; }
   int alias_input(int i) const { return alias_input_[i]; }
+  int view_input(int i) const { return view_input_[i]; }
   std::vector<Value>& outputs() { return outputs_; }
   size_t scratch_bytes() const { return scratch_bytes_; }
   void set_scratch(void* p) { scratch_ = p; }
@@ -79,6 +87,7 @@ class KernelContext {
   std::vector<Shape> declared_shapes_;
   std::vector<std::vector<Shape>> sequence_shapes_;
   std::vector<int> alias_input_;
+  std::vector<int> view_input_;
   std::vector<Value> outputs_;
   size_t scratch_bytes_ = 0;
   void* scratch_ = nullptr;

@@ -80,6 +80,40 @@ TEST(ExecutorTest, ArenaReusesBuffersAfterLastUse) {
   for (int64_t i = 0; i < n; i += 997) EXPECT_EQ(out[0].data<float>()[i], std::max(0.0f, x.data<float>()[i]));
 }
 
+// Reshape, Identity, Squeeze and Unsqueeze outputs share their input's storage (no arena slot, no copy)
+// unless the output is a graph output; the values read through the views are the right ones, and the arena
+// keeps a viewed buffer alive for as long as its view is read.
+TEST(ExecutorTest, ReshapesAreViewsOfTheirInput) {
+  Model m;
+  m.opset_imports[""] = 17;
+  const int64_t n = 64 * 1024;
+  m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {n}));
+  m.graph.AddInitializer("shape", Tensor::FromVector<int64_t>({256, -1}, {2}));
+  m.graph.AddInitializer("axes", Tensor::FromVector<int64_t>({0}, {1}));
+  m.graph.nodes = {MakeNode("Relu", {"x"}, {"r"}, {}, "relu"),
+                   MakeNode("Reshape", {"r", "shape"}, {"r2"}, {}, "reshape"),
+                   MakeNode("Identity", {"r2"}, {"r3"}, {}, "identity"),
+                   MakeNode("Unsqueeze", {"r3", "axes"}, {"r4"}, {}, "unsqueeze"),
+                   MakeNode("Squeeze", {"r4", "axes"}, {"r5"}, {}, "squeeze"),
+                   MakeNode("Neg", {"r5"}, {"y"}, {}, "neg"),
+                   MakeNode("Reshape", {"y", "shape"}, {"out"}, {}, "reshape_out")};
+  m.graph.outputs = {TensorInfo("out", DType::kFloat32, {256, n / 256})};
+  auto cpu = CpuExecutionProvider::Create({1}).value();
+  auto ex = Executor::Create(m, cpu.get()).value();
+  std::vector<Tensor> out;
+  Tensor x = Tensor::FromVector(Iota(n, 0.013f), {n});
+  for (int run = 0; run < 3; ++run) {  // the first run allocates per value, the later ones use the arena
+    ASSERT_TRUE(ex->Run({{"x", x}}, {"out"}, &out).ok());
+    ASSERT_EQ(out[0].shape(), (Shape{256, n / 256}));
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[0].data<float>()[i], -std::max(0.0f, x.data<float>()[i])) << i;
+  }
+  const std::vector<size_t>& bytes = ex->last_value_bytes();
+  size_t total = 0;
+  for (size_t b : bytes) total += b;
+  // r, y and the graph output "out" (a copy: graph outputs never view) own memory; r2..r5 are views of r.
+  EXPECT_EQ(total, 3 * n * sizeof(float));
+}
+
 TEST(ExecutorTest, ThreadCountDoesNotChangeResults) {
   Model m;
   m.opset_imports[""] = 17;

@@ -421,6 +421,48 @@ TEST(AutodiffTest, ModWithBroadcastDivisor) {
   }
 }
 
+// com.microsoft FusedMatMul as graph/fusion writes it (B a matrix, transB either way), with A of rank 3 and 2.
+TEST(AutodiffTest, FusedMatMulWithTransposedAndPlainMatrix) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  c.model.opset_imports["com.microsoft"] = 1;
+  g.inputs = {TensorInfo("a", DType::kFloat64, {2, 3, 4}), TensorInfo("w", DType::kFloat64, {5, 4}),
+              TensorInfo("v", DType::kFloat64, {5, 3}), TensorInfo("m", DType::kFloat64, {3, 5})};
+  g.nodes = {MakeNode("FusedMatMul", {"a", "w"}, {"h"}, {AttrInt("transB", 1)}, "linear", "com.microsoft"),
+             MakeNode("FusedMatMul", {"h", "v"}, {"o"}, {}, "plain", "com.microsoft"),
+             MakeNode("FusedMatMul", {"m", "w"}, {"o2"}, {AttrInt("transB", 0)}, "matrix", "com.microsoft"),
+             MakeNode("ReduceSum", {"o2"}, {"s"}, {AttrInt("keepdims", 0)}, "sum"),
+             MakeNode("Mul", {"o", "s"}, {"y"}, {}, "mul")};
+  AddWeightedLoss(&c.model, {2, 3, 3}, 41);
+  c.feeds = {{"a", Random({2, 3, 4}, 42)}, {"w", Random({5, 4}, 43)}, {"v", Random({5, 3}, 44)},
+             {"m", Random({3, 5}, 45)}};
+  c.xs = {"a", "w", "v", "m"};
+  CheckGradients(c, 1e-5);
+}
+
+// A value computed from a shape (Shape -> Cast -> Sqrt, as attention scales by sqrt(head_dim)) is a
+// constant to the sweep: Div by it gets Div's gradient for the dividend only, not DivGrad.
+TEST(AutodiffTest, ValuesComputedFromShapesGetNoGradient) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {2, 4})};
+  g.AddInitializer("idx", Tensor::FromVector<int64_t>({1}, {}));
+  g.nodes = {MakeNode("Exp", {"x"}, {"e"}, {}, "exp"), MakeNode("Shape", {"e"}, {"sh"}, {}, "shape"),
+             MakeNode("Gather", {"sh", "idx"}, {"d"}, {AttrInt("axis", 0)}, "dim"),
+             MakeNode("Cast", {"d"}, {"df"}, {AttrInt("to", 11)}, "cast"), MakeNode("Sqrt", {"df"}, {"s"}, {}, "sqrt"),
+             MakeNode("Div", {"e", "s"}, {"y"}, {}, "scale")};
+  AddWeightedLoss(&c.model, {2, 4}, 46);
+  c.feeds = {{"x", Random({2, 4}, 47)}};
+  c.xs = {"x"};
+  Model built = c.model;
+  ASSERT_TRUE(BuildGradientGraph(&built, "loss", {"x"}).ok());
+  for (const Node& n : built.graph.nodes) {
+    EXPECT_NE(n.op_type, "DivGrad") << "the divisor comes from a shape";
+    EXPECT_NE(n.op_type, "SqrtGrad");
+  }
+  CheckGradients(c);
+}
+
 TEST(AutodiffTest, ErrorsNameTheOpAndUnreachableInputs) {
   Model m = Base();
   m.graph.inputs = {TensorInfo("x", DType::kFloat64, {3}), TensorInfo("z", DType::kFloat64, {3})};

@@ -145,5 +145,47 @@ TEST(FusionTest, NearMissesStayUnfused) {
   EXPECT_EQ(FuseForTraining(&m).gelus, 0);
 }
 
+// nn.Linear exported without constant folding: MatMul(x, Transpose(W)) becomes FusedMatMul(x, W, transB=1)
+// and computes the same; a Transpose that something else reads too, or another perm, stays.
+TEST(FusionTest, MatMulByTransposedWeightBecomesFusedMatMul) {
+  auto linear = [](std::vector<int64_t> perm, bool shared) {
+    Model m;
+    m.opset_imports[""] = 14;
+    Graph& g = m.graph;
+    g.inputs = {TensorInfo("x", DType::kFloat32, {2, 3, 4})};
+    std::vector<float> w(20);
+    for (int i = 0; i < 20; ++i) w[i] = static_cast<float>(std::sin(0.37 * i));
+    g.AddInitializer("w", Tensor::FromVector<float>(w, perm == std::vector<int64_t>{1, 0} ? Shape{5, 4} : Shape{4, 5}));
+    g.nodes = {MakeNode("Transpose", {"w"}, {"wt"}, {AttrInts("perm", perm)}, "t"),
+               MakeNode("MatMul", {"x", "wt"}, {"y"}, {}, "mm")};
+    g.outputs = {TensorInfo("y", DType::kFloat32, {2, 3, 5})};
+    if (shared) g.outputs.push_back(TensorInfo("wt", DType::kFloat32, {4, 5}));
+    return m;
+  };
+  Model plain = linear({1, 0}, false), fused = plain;
+  EXPECT_EQ(FuseForTraining(&fused).matmul_transposes, 1);
+  ASSERT_EQ(Ops(fused), (std::vector<std::string>{"FusedMatMul"}));
+  EXPECT_EQ(fused.graph.nodes[0].inputs, (std::vector<std::string>{"x", "w"}));
+  EXPECT_EQ(fused.graph.nodes[0].GetInt("transB", 0), 1);
+  EXPECT_EQ(fused.OpsetFor("com.microsoft"), 1);
+  std::vector<float> x(24);
+  for (int i = 0; i < 24; ++i) x[i] = static_cast<float>(std::cos(0.9 * i) * 2.0);
+  auto run = [&](const Model& m) {
+    auto cpu = CpuExecutionProvider::Create({1}).value();
+    auto ex = Executor::Create(m, cpu.get());
+    EXPECT_TRUE(ex.ok()) << ex.status().ToString();
+    std::vector<Tensor> out;
+    EXPECT_TRUE(ex.value()->Run(ToNamedValues({{"x", Tensor::FromVector(x, {2, 3, 4})}}), {"y"}, &out).ok());
+    return std::vector<float>(out[0].data<float>(), out[0].data<float>() + out[0].NumElements());
+  };
+  std::vector<float> want = run(plain), got = run(fused);
+  ASSERT_EQ(got.size(), 30u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * (1 + std::fabs(want[i]))) << i;
+  Model shared = linear({1, 0}, true);
+  EXPECT_EQ(FuseForTraining(&shared).matmul_transposes, 0) << "the transposed weight is also a graph output";
+  Model other = linear({0, 1}, false);
+  EXPECT_EQ(FuseForTraining(&other).matmul_transposes, 0) << "perm [0, 1] is no transpose";
+}
+
 }  // namespace
 }  // namespace ontrain

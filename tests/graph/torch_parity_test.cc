@@ -71,6 +71,9 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
     EXPECT_EQ(artifacts->fused.layer_norms, unfused ? 0 : 2);
     EXPECT_EQ(artifacts->fused.gelus, unfused ? 0 : 1);
   }
+  if (name == "encoder_layer") {  // nn.MultiheadAttention's output projection and the feed-forward Linears
+    EXPECT_EQ(artifacts->fused.matmul_transposes, unfused ? 0 : 3);
+  }
   std::string out = ::testing::TempDir() + "/torch_" + name + (unfused ? "_unfused" : "");
   ASSERT_TRUE(WriteArtifacts(artifacts.value(), out).ok());
   auto cpu = CpuExecutionProvider::Create({}).value();
@@ -165,7 +168,7 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "transformer:unfused",
-                                                                "bn_dropout", "encoder_layer",
+                                                                "bn_dropout", "encoder_layer", "encoder_layer:unfused",
                                                                 "pad_pool", "unet"));
 
 }  // namespace

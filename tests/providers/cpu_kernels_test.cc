@@ -1,6 +1,7 @@
 // CPU kernels and helpers checked against hand-computed values, for what ONNX's conformance data does not
 // cover: com.microsoft Gelu/FastGelu, Dropout in training mode, BatchNormalization running statistics,
-// half-precision conversion, and the thread pool.
+// half-precision conversion, Transpose's tiled path on sizes that leave partial tiles, and the thread pool.
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -48,6 +49,42 @@ TEST(CpuKernelsTest, MicrosoftGeluAndFastGeluWithBias) {
       EXPECT_NEAR(out[0].data<float>()[i], expect, 1e-6) << (fast ? "FastGelu " : "Gelu ") << i;
     }
   }
+}
+
+// Every permutation of a [37, 19, 21] tensor (and one of a 4-D one) against index arithmetic: the perms
+// that move the contiguous dim away from the end take the tiled path, whose 16 x 16 tiles do not divide
+// these sizes.
+TEST(CpuKernelsTest, TransposeEveryPermutation) {
+  auto check = [](const Shape& in, const std::vector<int64_t>& perm) {
+    Model m;
+    m.opset_imports[""] = 17;
+    Shape out(in.size());
+    for (size_t d = 0; d < in.size(); ++d) out[d] = in[perm[d]];
+    m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, in));
+    m.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, out));
+    m.graph.nodes.push_back(MakeNode("Transpose", {"x"}, {"y"}, {AttrInts("perm", perm)}, "t"));
+    int64_t n = ShapeNumElements(in);
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i);
+    std::vector<Tensor> y = RunModel(m, {{"x", Tensor::FromVector(x, in)}});
+    ASSERT_EQ(y[0].shape(), out);
+    std::vector<int64_t> in_strides(in.size(), 1);
+    for (int64_t d = static_cast<int64_t>(in.size()) - 2; d >= 0; --d) in_strides[d] = in_strides[d + 1] * in[d + 1];
+    for (int64_t o = 0; o < n; ++o) {
+      int64_t rem = o, src = 0;
+      for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+        src += (rem % out[d]) * in_strides[perm[d]];
+        rem /= out[d];
+      }
+      ASSERT_EQ(y[0].data<float>()[o], static_cast<float>(src)) << ShapeToString(perm) << " at " << o;
+    }
+  };
+  std::vector<int64_t> perm = {0, 1, 2};
+  do {
+    check({37, 19, 21}, perm);
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  check({3, 40, 5, 33}, {0, 3, 1, 2});
+  check({3, 40, 5, 33}, {2, 3, 0, 1});
 }
 
 Model DropoutModel(int64_t seed) {

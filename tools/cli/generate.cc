@@ -68,9 +68,10 @@ Status Generate(const std::vector<std::string>& args) {
   std::printf("wrote %s/{training_model.onnx, eval_model.onnx, optimizer_model.onnx, checkpoint}: %zu trainable and "
               "%zu frozen parameters, %zu training nodes\n",
               f.Get("out").c_str(), trainable, frozen, a.training.graph.nodes.size());
-  if (a.fused.layer_norms + a.fused.gelus > 0) {
-    std::printf("fused in the training model: %d LayerNorm and %d GELU sequences (--no-fuse keeps them as exported)\n",
-                a.fused.layer_norms, a.fused.gelus);
+  if (a.fused.layer_norms + a.fused.gelus + a.fused.matmul_transposes > 0) {
+    std::printf("fused in the training model: %d LayerNorm and %d GELU sequences, %d MatMul(x, Transpose(W)) (--no-fuse "
+                "keeps them as exported)\n",
+                a.fused.layer_norms, a.fused.gelus, a.fused.matmul_transposes);
   }
   return Status::OK();
 }

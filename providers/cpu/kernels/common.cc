@@ -151,19 +151,75 @@ void StridedCopyTyped(const T* src, const std::vector<int64_t>& strides, const S
   int64_t len = out.back(), inner = strides.back();
   Shape outer(out.begin(), out.end() - 1);
   int64_t rows = ShapeNumElements(outer);
-  ParallelFor(pool, rows, static_cast<double>(len), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t off = 0, rem = r;
-      for (int64_t d = static_cast<int64_t>(outer.size()) - 1; d >= 0; --d) {
-        off += (rem % outer[d]) * strides[d];
-        rem /= outer[d];
+  // A transpose that moves the source's contiguous dim q away from the end: row by row, every element read
+  // would come from another cache line. Tiles of kTile x kTile (q by the last dim) read kTile source lines
+  // and write kTile destination lines instead.
+  int64_t q = -1;
+  for (int64_t d = static_cast<int64_t>(outer.size()) - 1; d >= 0 && inner != 1; --d) {
+    if (strides[d] == 1 && outer[d] > 1) {
+      q = d;
+      break;
+    }
+  }
+  if (q >= 0 && len > 1) {
+    constexpr int64_t kTile = 16;
+    int64_t dq = 1;  // destination stride of dim q
+    for (size_t d = q + 1; d < out.size(); ++d) dq *= out[d];
+    int64_t qn = outer[q], qblocks = (qn + kTile - 1) / kTile, others = rows / qn;
+    ParallelFor(pool, others * qblocks, static_cast<double>(kTile * len), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        int64_t rest = t / qblocks, i0 = (t % qblocks) * kTile, ni = std::min(kTile, qn - i0);
+        int64_t src_off = 0, dst_off = 0;
+        for (int64_t d = static_cast<int64_t>(outer.size()) - 1; d >= 0; --d) {
+          if (d == q) continue;
+          int64_t k = rest % outer[d];
+          rest /= outer[d];
+          src_off += k * strides[d];
+          int64_t ds = len;
+          for (size_t e = d + 1; e + 1 < out.size(); ++e) ds *= out[e];
+          dst_off += k * ds;
+        }
+        const T* s = src + src_off + i0;
+        T* o = dst + dst_off + i0 * dq;
+        for (int64_t j0 = 0; j0 < len; j0 += kTile) {
+          int64_t nj = std::min(kTile, len - j0);
+          for (int64_t i = 0; i < ni; ++i) {
+            for (int64_t j = 0; j < nj; ++j) o[i * dq + j0 + j] = s[i + (j0 + j) * inner];
+          }
+        }
       }
+    });
+    return;
+  }
+  const int64_t rank = static_cast<int64_t>(outer.size());
+  ParallelFor(pool, rows, static_cast<double>(len), [&](int64_t r0, int64_t r1) {
+    // The source offset of row r0 by division, then an odometer over the outer dims row by row.
+    int64_t idx_small[8];
+    std::vector<int64_t> idx_big;
+    int64_t* idx = idx_small;
+    if (rank > 8) {
+      idx_big.resize(static_cast<size_t>(rank));
+      idx = idx_big.data();
+    }
+    int64_t off = 0, rem = r0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      idx[d] = rem % outer[d];
+      off += idx[d] * strides[d];
+      rem /= outer[d];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
       T* o = dst + r * len;
       const T* s = src + off;
       if (inner == 1) {
-        for (int64_t i = 0; i < len; ++i) o[i] = s[i];
+        std::memcpy(o, s, static_cast<size_t>(len) * sizeof(T));
       } else {
         for (int64_t i = 0; i < len; ++i) o[i] = s[i * inner];
+      }
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        off += strides[d];
+        if (++idx[d] < outer[d]) break;
+        off -= strides[d] * outer[d];
+        idx[d] = 0;
       }
     }
   });

@@ -158,15 +158,14 @@ class LayerNormKernel : public OpKernel {
       ParallelFor(ctx.thread_pool(), outer_, 8.0 * inner, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const T* row = px + r * inner;
-          C mean = 0, var = 0;
-          for (int64_t i = 0; i < inner; ++i) mean += static_cast<C>(row[i]);
-          mean /= static_cast<C>(inner);
-          for (int64_t i = 0; i < inner; ++i) {
-            C d = static_cast<C>(row[i]) - mean;
-            var += d * d;
-          }
-          var /= static_cast<C>(inner);
-          C inv = C(1) / std::sqrt(var + static_cast<C>(epsilon_));
+          // The sums in double, in LaneSum's fixed lane order (vectorized, independent of the thread count).
+          double mean_d = LaneSum(inner, [row](int64_t i) { return static_cast<double>(row[i]); }) / inner;
+          double var_d = LaneSum(inner, [row, mean_d](int64_t i) {
+                           double d = static_cast<double>(row[i]) - mean_d;
+                           return d * d;
+                         }) / inner;
+          C mean = static_cast<C>(mean_d);
+          C inv = static_cast<C>(1.0 / std::sqrt(var_d + static_cast<double>(epsilon_)));
           for (int64_t i = 0; i < inner; ++i) {
             C v = (static_cast<C>(row[i]) - mean) * inv * static_cast<C>(ps[i]);
             if (pb) v += static_cast<C>(pb[i]);

@@ -11,11 +11,19 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
-// Output 0 is a byte copy of input 0 with the shape Prepare computes.
+// Output 0 is a byte copy of input 0 with the shape Prepare computes: a view of input 0 where the executor
+// allows one (then CopyBytes sees one pointer and copies nothing).
 class CopyKernel : public OpKernel {
  public:
   Status Compute(KernelContext& ctx) override {
     CopyBytes(*ctx.input(0), ctx.output(0));
+    return Status::OK();
+  }
+
+ protected:
+  static Status DeclareCopy(KernelContext& ctx, const Tensor& x, Shape shape) {
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x.dtype(), std::move(shape)));
+    ctx.AllowViewOfInput(0, 0);
     return Status::OK();
   }
 };
@@ -25,7 +33,7 @@ class IdentityKernel : public CopyKernel {
   explicit IdentityKernel(const NodeInfo&) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
-    return ctx.DeclareOutput(0, x->dtype(), x->shape());
+    return DeclareCopy(ctx, *x, x->shape());
   }
 };
 
@@ -69,7 +77,7 @@ class ReshapeKernel : public CopyKernel {
       return InvalidArgument("cannot reshape ", ShapeToString(x->shape()), " (", x->NumElements(), " elements) to ",
                              ShapeToString(target));
     }
-    return ctx.DeclareOutput(0, x->dtype(), out);
+    return DeclareCopy(ctx, *x, out);
   }
 
  private:
@@ -87,7 +95,7 @@ class FlattenKernel : public CopyKernel {
     if (axis < 0 || axis > x->rank()) return InvalidArgument("axis ", axis_, " out of range for rank ", x->rank());
     int64_t a = 1, b = 1;
     for (int64_t d = 0; d < x->rank(); ++d) (d < axis ? a : b) *= x->dim(d);
-    return ctx.DeclareOutput(0, x->dtype(), {a, b});
+    return DeclareCopy(ctx, *x, {a, b});
   }
 
  private:
@@ -120,7 +128,7 @@ class SqueezeKernel : public CopyKernel {
     }
     Shape out;
     for (int64_t d = 0; d < x->rank(); ++d) if (!drop[d]) out.push_back(x->dim(d));
-    return ctx.DeclareOutput(0, x->dtype(), out);
+    return DeclareCopy(ctx, *x, out);
   }
 
  private:
@@ -145,7 +153,7 @@ class UnsqueezeKernel : public CopyKernel {
     Shape out;
     int64_t j = 0;
     for (int64_t d = 0; d < rank; ++d) out.push_back(added[d] ? 1 : x->dim(j++));
-    return ctx.DeclareOutput(0, x->dtype(), out);
+    return DeclareCopy(ctx, *x, out);
   }
 
  private:

@@ -50,12 +50,11 @@ class SoftmaxKernel : public OpKernel {
             for (int64_t r = s; r < e; ++r) {
               const float* x = px + r * len;
               float* y = py + r * len;
-              float mx = -std::numeric_limits<float>::infinity();
-              for (int64_t i = 0; i < len; ++i) mx = x[i] > mx ? x[i] : mx;
               if (kind_ == SoftKind::kSoftmax) {
-                float sum = VExpShiftSum(x, mx, y, len);
-                for (int64_t i = 0; i < len; ++i) y[i] /= sum;
+                VSoftmaxRow(x, y, len);
               } else {
+                float mx = -std::numeric_limits<float>::infinity();
+                for (int64_t i = 0; i < len; ++i) mx = x[i] > mx ? x[i] : mx;
                 // y is scratch for the exponentials until the last loop overwrites it.
                 float lse = std::log(VExpShiftSum(x, mx, y, len));
                 for (int64_t i = 0; i < len; ++i) y[i] = x[i] - mx - lse;

@@ -1,11 +1,15 @@
 // The vectorized float math of vmath.h. The element functions are inline double arithmetic that GCC
 // vectorizes: exp by range reduction to r in [-ln2/2, ln2/2] (x = n ln2 + r, 2^n built in the exponent
 // bits) and its Taylor series to r^10 (error < 3e-13); erf and erfc from the fits of vmath_tables.inc.
+// Polynomials are evaluated with explicit fused multiply-adds: std::fma rounds once on every machine (an FMA
+// instruction in the AVX2 and AVX-512 clones, glibc's exact software fma in the baseline one), so the clones
+// still agree to the bit while the vector clones do half the instructions.
 // No table lookups: GCC 12 does not emit gathers for the generic tuning, and a loop with one stays scalar.
 #include "providers/cpu/kernels/vmath.h"
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace ontrain {
 namespace cpu {
@@ -13,7 +17,7 @@ namespace {
 
 #include "providers/cpu/kernels/vmath_tables.inc"
 
-#define ONT_VMATH_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define ONT_VMATH_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 inline double Bits2Double(uint64_t b) {
   double d;
@@ -30,20 +34,20 @@ inline uint64_t Double2Bits(double d) {
 inline double ExpD(double x) {
   const double kLog2e = 1.4426950408889634, kLn2Hi = 0.693147180369123816490, kLn2Lo = 1.90821492927058770002e-10;
   const double kShifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer kept in the low bits
-  double t = x * kLog2e + kShifter;
+  double t = std::fma(x, kLog2e, kShifter);
   double n = t - kShifter;
-  double r = (x - n * kLn2Hi) - n * kLn2Lo;
+  double r = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, x));
   double p = 1.0 / 3628800;
-  p = p * r + 1.0 / 362880;
-  p = p * r + 1.0 / 40320;
-  p = p * r + 1.0 / 5040;
-  p = p * r + 1.0 / 720;
-  p = p * r + 1.0 / 120;
-  p = p * r + 1.0 / 24;
-  p = p * r + 1.0 / 6;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
+  p = std::fma(p, r, 1.0 / 362880);
+  p = std::fma(p, r, 1.0 / 40320);
+  p = std::fma(p, r, 1.0 / 5040);
+  p = std::fma(p, r, 1.0 / 720);
+  p = std::fma(p, r, 1.0 / 120);
+  p = std::fma(p, r, 1.0 / 24);
+  p = std::fma(p, r, 1.0 / 6);
+  p = std::fma(p, r, 0.5);
+  p = std::fma(p, r, 1.0);
+  p = std::fma(p, r, 1.0);
   // The low 11 bits of t's mantissa are n (two's complement); n + 1023 shifted into the exponent is 2^n.
   return p * Bits2Double((Double2Bits(t) + 1023) << 52);
 }
@@ -55,38 +59,43 @@ constexpr double kSqrtHalf = 0.70710678118654752440, kInvSqrt2Pi = 0.39894228040
 // exp of a float argument: below -104 the float result is 0, above 89 it is inf.
 inline double ExpF(double x) { return ExpD(Clamp(x, -104.0, 89.0)); }
 
-// erf(a) and erfc(a) of a >= 0 (or NaN), both accurate to ~1e-13 relative: the Maclaurin series below
-// kErfSmallEnd, t exp(-a^2 + h(t)) above (erfc then, erf = 1 - erfc).
-struct ErfPair {
-  double erf, erfc;
-};
-inline ErfPair ErfErfc(double a) {
+// erfc(z) exp(z^2) for z >= 0 (or NaN), ~1e-13 relative: t g(u) (vmath_tables.inc); z is clamped to the
+// fit's end, past which every caller's result is 0 or 1 in float anyway.
+inline double ErfcScaled(double z) {
+  double zc = Clamp(z, 0.0, kErfcZMax);
+  double t = 1.0 / std::fma(0.5, zc, 1.0);
+  double u = (t - kErfcMid) * (1.0 / kErfcHalf);
+  double g = kErfcG[kErfcDegree];
+#pragma GCC unroll 24
+  for (int k = kErfcDegree - 1; k >= 0; --k) g = std::fma(g, u, kErfcG[k]);
+  return t * g;
+}
+
+// exp(-z^2) with the argument clamped where double underflows; z2 = z^2 passed in, exact where possible.
+inline double ExpNeg(double z2) { return ExpD(-Clamp(z2, 0.0, 700.0)); }
+
+// erf(a) of a >= 0 (or NaN): the Maclaurin series below kErfSmallEnd, 1 - erfc above.
+inline double ErfPos(double a) {
   double as = a < kErfSmallEnd ? a : kErfSmallEnd;
   double x2 = as * as;
   double s = kErfSmall[kErfSmallTerms - 1];
 #pragma GCC unroll 16
-  for (int k = kErfSmallTerms - 2; k >= 0; --k) s = s * x2 + kErfSmall[k];
+  for (int k = kErfSmallTerms - 2; k >= 0; --k) s = std::fma(s, x2, kErfSmall[k]);
   s *= as;
-  double z = Clamp(a, kErfSmallEnd, kErfcZMax);
-  double t = 1.0 / (1.0 + 0.5 * z);
-  double u = (t - kErfcMid) * (1.0 / kErfcHalf);
-  double h = kErfcH[kErfcDegree];
-#pragma GCC unroll 24
-  for (int k = kErfcDegree - 1; k >= 0; --k) h = h * u + kErfcH[k];
-  double c = t * ExpD(h - z * z);
-  bool small = a < kErfSmallEnd;
-  return {small ? s : 1.0 - c, small ? 1.0 - s : c};
+  double c = ErfcScaled(a) * ExpNeg(a * a);
+  return a < kErfSmallEnd ? s : 1.0 - c;
 }
 
 inline double ErfD(double x) {
-  double r = std::copysign(ErfErfc(std::fabs(x)).erf, x);
+  double r = std::copysign(ErfPos(std::fabs(x)), x);
   return x == x ? r : x;
 }
 
-// 2 Phi(x) = 1 + erf(x / sqrt 2), from erfc where erf would cancel against 1.
-inline double TwoPhi(double x) {
-  ErfPair e = ErfErfc(std::fabs(x * kSqrtHalf));
-  return x >= 0 ? 1.0 + e.erf : e.erfc;
+// 2 Phi(x) = 1 + erf(x / sqrt 2) = erfc(-x / sqrt 2), from erfc(|x| / sqrt 2) so that neither side cancels;
+// e = exp(-x^2 / 2), which the GELU gradient reuses for the normal density. x^2 / 2 of a float is exact.
+inline double TwoPhi(double x, double e) {
+  double c = ErfcScaled(std::fabs(x) * kSqrtHalf) * e;
+  return x >= 0 ? 2.0 - c : c;
 }
 
 inline double TanhD(double x) {
@@ -125,6 +134,23 @@ ONT_VMATH_CLONES float ExpShiftSumLoop(const float* x, float shift, float* y, in
   return sum;
 }
 
+ONT_VMATH_CLONES void SoftmaxRowLoop(const float* x, float* y, int64_t n) {
+  // The max in 16 lanes (it does not depend on the order; NaNs are passed over as by one running max and
+  // reach the result through exp).
+  constexpr int kLanes = 16;
+  float lane[kLanes];
+  for (int j = 0; j < kLanes; ++j) lane[j] = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  }
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < kLanes; ++j) mx = lane[j] > mx ? lane[j] : mx;
+  for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  float sum = ExpShiftSumLoop(x, mx, y, n);
+  for (i = 0; i < n; ++i) y[i] /= sum;
+}
+
 ONT_VMATH_CLONES void ErfLoop(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(ErfD(x[i]));
 }
@@ -140,7 +166,7 @@ ONT_VMATH_CLONES void SigmoidLoop(const float* x, float* y, int64_t n) {
 ONT_VMATH_CLONES void GeluLoop(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     double v = x[i];
-    double r = 0.5 * v * TwoPhi(v);
+    double r = 0.5 * v * TwoPhi(v, ExpNeg(0.5 * (v * v)));
     y[i] = static_cast<float>(v == v ? r : v);
   }
 }
@@ -148,8 +174,9 @@ ONT_VMATH_CLONES void GeluLoop(const float* x, float* y, int64_t n) {
 ONT_VMATH_CLONES void GeluGradLoop(const float* dy, const float* x, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     double v = x[i];
-    double cdf = 0.5 * TwoPhi(v);
-    double pdf = kInvSqrt2Pi * ExpD(-0.5 * Clamp(v * v, 0.0, 1000.0));
+    double e = ExpNeg(0.5 * (v * v));
+    double cdf = 0.5 * TwoPhi(v, e);
+    double pdf = kInvSqrt2Pi * e;
     dx[i] = static_cast<float>(static_cast<double>(dy[i]) * (cdf + v * pdf));
   }
 }
@@ -158,6 +185,7 @@ ONT_VMATH_CLONES void GeluGradLoop(const float* dy, const float* x, float* dx, i
 
 void VExp(const float* x, float* y, int64_t n) { ExpLoop(x, y, n); }
 float VExpShiftSum(const float* x, float shift, float* y, int64_t n) { return ExpShiftSumLoop(x, shift, y, n); }
+void VSoftmaxRow(const float* x, float* y, int64_t n) { SoftmaxRowLoop(x, y, n); }
 void VErf(const float* x, float* y, int64_t n) { ErfLoop(x, y, n); }
 void VTanh(const float* x, float* y, int64_t n) { TanhLoop(x, y, n); }
 void VSigmoid(const float* x, float* y, int64_t n) { SigmoidLoop(x, y, n); }

@@ -15,6 +15,8 @@ void VExp(const float* x, float* y, int64_t n);
 // y = exp(x - shift), the subtraction in float; returns the sum of the float results, added in a fixed
 // order that depends only on n.
 float VExpShiftSum(const float* x, float shift, float* y, int64_t n);
+// Softmax of one row: exp(x - max(x)) / sum, the sum as VExpShiftSum's; a NaN anywhere gives a NaN row.
+void VSoftmaxRow(const float* x, float* y, int64_t n);
 void VErf(const float* x, float* y, int64_t n);
 void VTanh(const float* x, float* y, int64_t n);
 void VSigmoid(const float* x, float* y, int64_t n);
