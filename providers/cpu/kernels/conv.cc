@@ -1,4 +1,6 @@
-// Conv and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for 1-D, 2-D and 3-D inputs.
+// Conv and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for 1-D, 2-D and 3-D inputs;
+// stride-1 2-D convolutions through the padded-rows layout of conv_geometry.h.
+#include <algorithm>
 #include <atomic>
 
 #include "graph/conv_pads.h"
@@ -38,6 +40,17 @@ class ConvKernel : public OpKernel {
     Shape y = {x->dim(0), m};
     y.insert(y.end(), out_.begin(), out_.end());
     col_ = (c / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(out_);
+    padded_ = PaddedRows::Applies(in_, geo_);
+    if (padded_) {
+      // Images in chunks of about kChunkBytes of patches (the chunk size depends only on the shapes), one
+      // GEMM per chunk and group: small images give the GEMM too few columns one by one. Per thread: one
+      // padded image, the chunk's patch matrix and its product before the gaps are dropped.
+      rows_ = PaddedRows(in_, out_, geo_);
+      const int64_t ck = rows_.patch_rows(c / group_), mg = m / group_, per_image = (ck + mg) * rows_.n;
+      const int64_t elem = static_cast<int64_t>(DTypeSize(x->dtype()));
+      chunk_ = std::max<int64_t>(1, std::min<int64_t>(x->dim(0), kChunkBytes / std::max<int64_t>(1, per_image * elem)));
+      col_ = (c / group_) * rows_.plane() + per_image * chunk_;
+    }
     slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
     ctx.RequestScratch(static_cast<size_t>(col_ * slots_) * DTypeSize(x->dtype()));
     return ctx.DeclareOutput(0, x->dtype(), y);
@@ -61,6 +74,18 @@ class ConvKernel : public OpKernel {
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
       std::atomic<int> next_slot{0};
       double cost = 2.0 * static_cast<double>(m * cg * ksize * osize);
+      if (padded_) {
+        const int64_t chunks = (n + chunk_ - 1) / chunk_;
+        ParallelFor(ctx.thread_pool(), chunks, cost * chunk_, [&](int64_t k0, int64_t k1) {
+          T* work = static_cast<T*>(ctx.scratch()) + (next_slot++ % slots_) * col_;
+          for (int64_t k = k0; k < k1; ++k) {
+            const int64_t i0 = k * chunk_, count = std::min(n, i0 + chunk_) - i0;
+            ForwardPadded<T>(x.data<T>() + i0 * c * isize, w.data<T>(), b ? b->data<T>() : nullptr,
+                             y->data<T>() + i0 * m * osize, count, c, m, work);
+          }
+        });
+        return Status::OK();
+      }
       ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
         T* col = static_cast<T*>(ctx.scratch()) + (next_slot++ % slots_) * col_;
         for (int64_t i = i0; i < i1; ++i) {
@@ -85,12 +110,47 @@ class ConvKernel : public OpKernel {
   }
 
  private:
+  // `count` images [c, H, W] -> [m, OH, OW] in the padded-rows layout, their patch matrices side by side
+  // (one GEMM per group); `work` holds col_ elements.
+  template <typename T>
+  void ForwardPadded(const T* x, const T* w, const T* bias, T* y, int64_t count, int64_t c, int64_t m, T* work) const {
+    const PaddedRows& pr = rows_;
+    const int64_t cg = c / group_, mg = m / group_, ck = pr.patch_rows(cg), ld = count * pr.n;
+    const int64_t isize = pr.h * pr.w, osize = pr.oh * pr.ow;
+    T* xp = work;
+    T* col = xp + cg * pr.plane();
+    T* yp = col + ck * ld;
+    for (int64_t g = 0; g < group_; ++g) {
+      const T* wg = w + g * mg * ck;
+      const T* bg = bias ? bias + g * mg : nullptr;
+      if (pr.trivial()) {  // 1x1, no pads: each image is its patch matrix and the product is Y
+        for (int64_t i = 0; i < count; ++i) {
+          T* yg = y + (i * m + g * mg) * osize;
+          Gemm<T>(false, false, mg, pr.n, ck, T(1), wg, x + (i * c + g * cg) * isize, T(0), yg, nullptr);
+          if (bg) pr.Gather(yg, mg, pr.n, yg, bg);
+        }
+        continue;
+      }
+      for (int64_t i = 0; i < count; ++i) {
+        pr.Pad(x + (i * c + g * cg) * isize, cg, xp);
+        pr.Im2Col(xp, cg, col + i * pr.n, ld);
+      }
+      Gemm<T>(false, false, mg, ld, ck, T(1), wg, col, T(0), yp, nullptr);
+      for (int64_t i = 0; i < count; ++i) pr.Gather(yp + i * pr.n, mg, ld, y + (i * m + g * mg) * osize, bg);
+    }
+  }
+
+  static constexpr int64_t kChunkBytes = int64_t{4} << 20;
+
   const Node& node_;
   int64_t group_;
   WindowAttrs geo_;
   std::vector<int64_t> in_, out_;
-  int64_t col_ = 0;  // elements of one image's patch matrix
-  int slots_ = 1;    // patch matrices in the scratch: one per thread
+  bool padded_ = false;
+  PaddedRows rows_;
+  int64_t chunk_ = 1;  // images per GEMM (padded rows)
+  int64_t col_ = 0;  // elements of one thread's work memory (a patch matrix, or the padded-rows buffers)
+  int slots_ = 1;    // work memories in the scratch: one per thread
 };
 
 class ConvTransposeKernel : public OpKernel {

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
 namespace cpu {
@@ -195,6 +199,109 @@ void Col2Im(const T* col, int64_t channels, const std::vector<int64_t>& in, cons
     if (dst >= 0) x[dst] += col[i];
   });
 }
+
+bool PaddedRows::Applies(const std::vector<int64_t>& in, const WindowAttrs& a) {
+  if (in.size() != 2 || a.strides.size() != 2 || a.pads.size() != 4 || a.dilations.size() != 2) return false;
+  for (int64_t p : a.pads) if (p < 0) return false;
+  return a.strides[0] == 1 && a.strides[1] == 1;
+}
+
+PaddedRows::PaddedRows(const std::vector<int64_t>& in, const std::vector<int64_t>& out, const WindowAttrs& a)
+    : h(in[0]), w(in[1]), hp(in[0] + a.pads[0] + a.pads[2]), wp(in[1] + a.pads[1] + a.pads[3]), oh(out[0]), ow(out[1]),
+      n(out[0] > 0 ? (out[0] - 1) * wp + out[1] : 0), pt(a.pads[0]), pl(a.pads[1]), kh(a.kernel[0]), kw(a.kernel[1]),
+      dh(a.dilations[0]), dw(a.dilations[1]) {}
+
+template <typename T>
+void PaddedRows::Pad(const T* x, int64_t channels, T* xp) const {
+  for (int64_t c = 0; c < channels; ++c) {
+    T* p = xp + c * plane();
+    const T* s = x + c * h * w;
+    std::fill(p, p + pt * wp, T(0));
+    for (int64_t i = 0; i < h; ++i) {
+      T* row = p + (pt + i) * wp;
+      std::fill(row, row + pl, T(0));
+      std::memcpy(row + pl, s + i * w, static_cast<size_t>(w) * sizeof(T));
+      std::fill(row + pl + w, row + wp, T(0));
+    }
+    std::fill(p + (pt + h) * wp, p + plane(), T(0));
+  }
+}
+
+template <typename T>
+void PaddedRows::Im2Col(const T* xp, int64_t channels, T* col, int64_t ld) const {
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t a = 0; a < kh; ++a) {
+      for (int64_t b = 0; b < kw; ++b) {
+        const T* src = xp + c * plane() + a * dh * wp + b * dw;
+        std::memcpy(col + ((c * kh + a) * kw + b) * ld, src, static_cast<size_t>(n) * sizeof(T));
+      }
+    }
+  }
+}
+
+template <typename T>
+void PaddedRows::Col2Im(const T* col, int64_t channels, T* xp, int64_t ld) const {
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t a = 0; a < kh; ++a) {
+      for (int64_t b = 0; b < kw; ++b) {
+        T* dst = xp + c * plane() + a * dh * wp + b * dw;
+        const T* src = col + ((c * kh + a) * kw + b) * ld;
+        if constexpr (std::is_same_v<T, float>) {
+          VRowAdd(dst, src, n);
+        } else {
+          for (int64_t p = 0; p < n; ++p) dst[p] += src[p];
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void PaddedRows::Crop(const T* xp, int64_t channels, T* x) const {
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t i = 0; i < h; ++i) {
+      std::memcpy(x + (c * h + i) * w, xp + c * plane() + (pt + i) * wp + pl, static_cast<size_t>(w) * sizeof(T));
+    }
+  }
+}
+
+template <typename T>
+void PaddedRows::Spread(const T* y, int64_t rows, T* yp, int64_t ld) const {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* d = yp + r * ld;
+    for (int64_t i = 0; i < oh; ++i) {
+      std::memcpy(d + i * wp, y + (r * oh + i) * ow, static_cast<size_t>(ow) * sizeof(T));
+      if (i + 1 < oh) std::fill(d + i * wp + ow, d + (i + 1) * wp, T(0));
+    }
+  }
+}
+
+template <typename T>
+void PaddedRows::Gather(const T* yp, int64_t rows, int64_t ld, T* y, const T* bias) const {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T bv = bias ? bias[r] : T(0);
+    for (int64_t i = 0; i < oh; ++i) {
+      const T* s = yp + r * ld + i * wp;
+      T* d = y + (r * oh + i) * ow;
+      if (bias) {
+        for (int64_t j = 0; j < ow; ++j) d[j] = s[j] + bv;
+      } else {
+        std::memcpy(d, s, static_cast<size_t>(ow) * sizeof(T));
+      }
+    }
+  }
+}
+
+#define ONT_PADDED_ROWS(T)                                                           \
+  template void PaddedRows::Pad<T>(const T*, int64_t, T*) const;                     \
+  template void PaddedRows::Im2Col<T>(const T*, int64_t, T*, int64_t) const;         \
+  template void PaddedRows::Col2Im<T>(const T*, int64_t, T*, int64_t) const;         \
+  template void PaddedRows::Crop<T>(const T*, int64_t, T*) const;                    \
+  template void PaddedRows::Spread<T>(const T*, int64_t, T*, int64_t) const;         \
+  template void PaddedRows::Gather<T>(const T*, int64_t, int64_t, T*, const T*) const;
+ONT_PADDED_ROWS(float)
+ONT_PADDED_ROWS(double)
+#undef ONT_PADDED_ROWS
 
 template void Im2Col<float>(const float*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
                             const WindowAttrs&, float*);

@@ -42,5 +42,39 @@ template <typename T>
 void Col2Im(const T* col, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
             const WindowAttrs& w, T* x);
 
+// Two-dimensional stride-1 windows in the "padded rows" layout. Each image plane [H, W] is copied once into a
+// zero-bordered plane [hp, wp] (the pads added), and output position (i, j) becomes column i * wp + j of a
+// matrix of n = (oh - 1) * wp + ow columns; the wp - ow columns after each output row but the last are
+// gaps. Patch row (c, a, b) of the patch matrix is then one contiguous run of the padded plane starting
+// a * dh * wp + b * dw in, so im2col is one copy per patch row instead of one per output row, and col2im is
+// one vector addition per patch row. Gaps are garbage in a patch matrix and must be zero in a matrix of
+// output gradients, so that they add nothing to a product over the columns.
+struct PaddedRows {
+  int64_t h = 0, w = 0, hp = 0, wp = 0, oh = 0, ow = 0, n = 0, pt = 0, pl = 0;
+  int64_t kh = 0, kw = 0, dh = 0, dw = 0;
+
+  // Whether the layout applies: two spatial dims, strides 1.
+  static bool Applies(const std::vector<int64_t>& in, const WindowAttrs& a);
+  PaddedRows() = default;
+  PaddedRows(const std::vector<int64_t>& in, const std::vector<int64_t>& out, const WindowAttrs& a);
+  int64_t plane() const { return hp * wp; }
+  int64_t patch_rows(int64_t channels) const { return channels * kh * kw; }
+  // A 1x1 window without pads: the image itself is the patch matrix (n = H * W, no gaps).
+  bool trivial() const { return kh == 1 && kw == 1 && hp == h && wp == w; }
+
+  // x [channels, H, W] -> xp [channels, hp, wp] with zero borders.
+  template <typename T> void Pad(const T* x, int64_t channels, T* xp) const;
+  // The patch matrix [channels * kh * kw, n] of a padded image, rows ld apart.
+  template <typename T> void Im2Col(const T* xp, int64_t channels, T* col, int64_t ld) const;
+  // Adds every patch row (rows ld apart) back into the padded planes (zeroed by the caller), in order.
+  template <typename T> void Col2Im(const T* col, int64_t channels, T* xp, int64_t ld) const;
+  // xp [channels, hp, wp] -> x [channels, H, W] (the interior).
+  template <typename T> void Crop(const T* xp, int64_t channels, T* x) const;
+  // y [rows, oh * ow] -> yp [rows, n] (rows ld apart), zeros in the gaps.
+  template <typename T> void Spread(const T* y, int64_t rows, T* yp, int64_t ld) const;
+  // yp [rows, n] (rows ld apart) -> y [rows, oh * ow], plus bias[row] when bias is given.
+  template <typename T> void Gather(const T* yp, int64_t rows, int64_t ld, T* y, const T* bias) const;
+};
+
 }  // namespace cpu
 }  // namespace ontrain

@@ -153,6 +153,37 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   EigenGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool);
 }
 
+template <typename T>
+void GemmLd(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+            int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  constexpr int64_t kMaxInt = 0x7fffffff;
+  if (k > 0 && HaveBlas<T>() && m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && lda <= kMaxInt && ldb <= kMaxInt &&
+      ldc <= kMaxInt) {
+    Blas(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+         static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+         static_cast<int>(ldc));
+    return;
+  }
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Stride = Eigen::OuterStride<>;
+  Eigen::Map<Mat, 0, Stride> C(c, m, n, Stride(ldc));
+  if (beta == T(0)) C.setZero();
+  else C *= beta;
+  if (k == 0) return;
+  Eigen::Map<const Mat, 0, Stride> A(a, trans_a ? k : m, trans_a ? m : k, Stride(lda));
+  Eigen::Map<const Mat, 0, Stride> B(b, trans_b ? n : k, trans_b ? k : n, Stride(ldb));
+  if (!trans_a && !trans_b) C.noalias() += alpha * (A * B);
+  else if (!trans_a) C.noalias() += alpha * (A * B.transpose());
+  else if (!trans_b) C.noalias() += alpha * (A.transpose() * B);
+  else C.noalias() += alpha * (A.transpose() * B.transpose());
+}
+
+template void GemmLd<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
+                            float, float*, int64_t);
+template void GemmLd<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
+                             int64_t, double, double*, int64_t);
+
 template void Gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*,
                           ThreadPool*);
 template void Gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, const double*, double,

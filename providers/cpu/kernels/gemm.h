@@ -20,5 +20,11 @@ template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
           ThreadPool* pool);
 
+// The same for float and double with explicit row strides (leading dimensions) of A, B and C, in one call
+// on the calling thread: a block of a wider matrix, or a matrix read at an offset of another.
+template <typename T>
+void GemmLd(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+            int64_t ldb, T beta, T* c, int64_t ldc);
+
 }  // namespace cpu
 }  // namespace ontrain

@@ -18,6 +18,8 @@ namespace {
 //   col(dX_g) = W_g^T [cg*K, mg] * dY_g, scattered back (images in parallel);
 //   dW_g = dY_g [mg, N*O] * col(X_g)^T [N*O, cg*K] (one GEMM over the batch when it fits, else per image);
 //   dB = sum of dY over batch and space.
+// Stride-1 2-D convolutions use the padded-rows layout of conv_geometry.h for both patch matrices: images and
+// output gradients get their gap columns (zero in dY), and the per-image column count is rows_.n.
 class ConvGradKernel : public OpKernel {
  public:
   explicit ConvGradKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
@@ -47,11 +49,21 @@ class ConvGradKernel : public OpKernel {
     int64_t ck = (c / group_) * ShapeNumElements(geo_.kernel), o = ShapeNumElements(out_), n = x->dim(0);
     int64_t mg = m / group_;
     col_ = ck * o;
+    padded_ = PaddedRows::Applies(in_, geo_);
+    pad_ = 0;
+    if (padded_) {
+      // Per thread, for dX and dW alike: one padded image, then a chunk's dY with gaps and its patch matrix
+      // (dW) or the patch matrix's gradient (dX), one GEMM per chunk and group.
+      rows_ = PaddedRows(in_, out_, geo_);
+      o = rows_.n;
+      pad_ = (c / group_) * rows_.plane();
+    }
     slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
     const int64_t elem = static_cast<int64_t>(DTypeSize(x->dtype()));
     chunk_ = std::max<int64_t>(1, std::min<int64_t>(n, kChunkBytes / std::max<int64_t>(1, (ck + mg) * o * elem)));
     chunks_ = n > 0 ? (n + chunk_ - 1) / chunk_ : 0;
-    int64_t dw_elems = ctx.output_requested(1) ? (ck + mg) * chunk_ * o * slots_ + chunks_ * mg * ck : 0;
+    if (padded_) col_ = pad_ + (ck + mg) * chunk_ * o;
+    int64_t dw_elems = ctx.output_requested(1) ? (pad_ + (ck + mg) * chunk_ * o) * slots_ + chunks_ * mg * ck : 0;
     int64_t elems = std::max(col_ * slots_, dw_elems);
     ctx.RequestScratch(static_cast<size_t>(elems * elem));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
@@ -77,7 +89,18 @@ class ConvGradKernel : public OpKernel {
                                     ctx.thread_pool());
       }
       // 1. dX: images in parallel, each with its own patch matrix (the same calls whatever the threads).
-      if (dx && !depthwise) {
+      if (dx && !depthwise && padded_) {
+        std::atomic<int> next_slot{0};
+        ParallelFor(ctx.thread_pool(), chunks_, 2.0 * static_cast<double>(m * cg * ksize * osize * chunk_),
+                    [&](int64_t k0, int64_t k1) {
+                      T* work = scratch + (next_slot++ % slots_) * col_;
+                      for (int64_t k = k0; k < k1; ++k) {
+                        const int64_t i0 = k * chunk_, count = std::min(n, i0 + chunk_) - i0;
+                        BackwardDataPadded<T>(dy.data<T>() + i0 * m * osize, w.data<T>(), dx->data<T>() + i0 * c * isize,
+                                              count, c, m, work);
+                      }
+                    });
+      } else if (dx && !depthwise) {
         std::atomic<int> next_slot{0};
         ParallelFor(ctx.thread_pool(), n, 2.0 * static_cast<double>(m * cg * ksize * osize), [&](int64_t i0, int64_t i1) {
           T* col = scratch + (next_slot++ % slots_) * col_;
@@ -94,20 +117,27 @@ class ConvGradKernel : public OpKernel {
       // 2. dW_g = sum over chunks of dY_g [mg, images*O] * col(X_g)^T [images*O, cg*K]: chunks in parallel,
       // each one GEMM into its (transposed) partial, then the partials added in chunk order.
       if (dw && !depthwise && chunks_ > 0) {
-        const int64_t ck = cg * ksize, per_slot = (ck + mg) * chunk_ * osize;
+        const int64_t ck = cg * ksize, cols = padded_ ? rows_.n : osize, per_slot = pad_ + (ck + mg) * chunk_ * cols;
         T* partials = scratch + per_slot * slots_;
         for (int64_t g = 0; g < group_; ++g) {
           std::atomic<int> next_slot{0};
           ParallelFor(ctx.thread_pool(), chunks_, 2.0 * static_cast<double>(mg * ck * chunk_ * osize), [&](int64_t k0, int64_t k1) {
-            T* col = scratch + (next_slot++ % slots_) * per_slot;
-            T* dy_t = col + ck * chunk_ * osize;
+            T* xp = scratch + (next_slot++ % slots_) * per_slot;
+            T* col = xp + pad_;
+            T* dy_t = col + ck * chunk_ * cols;
             for (int64_t k = k0; k < k1; ++k) {
-              const int64_t i0 = k * chunk_, i1 = std::min(n, i0 + chunk_), ld = (i1 - i0) * osize;
+              const int64_t i0 = k * chunk_, i1 = std::min(n, i0 + chunk_), ld = (i1 - i0) * cols;
               for (int64_t i = i0; i < i1; ++i) {
-                Im2ColStrided(x.data<T>() + (i * c + g * cg) * isize, cg, in_, out_, geo_, col + (i - i0) * osize, ld);
-                for (int64_t r = 0; r < mg; ++r) {
-                  std::copy_n(dy.data<T>() + (i * m + g * mg + r) * osize, osize, dy_t + r * ld + (i - i0) * osize);
+                const T* xi = x.data<T>() + (i * c + g * cg) * isize;
+                const T* dyi = dy.data<T>() + (i * m + g * mg) * osize;
+                if (padded_) {
+                  rows_.Pad(xi, cg, xp);
+                  rows_.Im2Col(xp, cg, col + (i - i0) * cols, ld);
+                  rows_.Spread(dyi, mg, dy_t + (i - i0) * cols, ld);
+                  continue;
                 }
+                Im2ColStrided(xi, cg, in_, out_, geo_, col + (i - i0) * osize, ld);
+                for (int64_t r = 0; r < mg; ++r) std::copy_n(dyi + r * osize, osize, dy_t + r * ld + (i - i0) * osize);
               }
               // dW^T [ck, mg] = col [ck, ld] * dY_t^T: the long side as M runs about twice as fast in the GEMM
               // as dW = dY_t * col^T (measured with oneDNN on mg = 16, ck = 144).
@@ -143,10 +173,43 @@ class ConvGradKernel : public OpKernel {
  private:
   static constexpr int64_t kChunkBytes = int64_t{4} << 20;
 
+  // dX of `count` images in the padded-rows layout: col = W_g^T dY_g over the images' dY side by side (zero
+  // gaps), each image's block added back into zeroed padded planes, whose interior is dX. `work` holds col_
+  // elements.
+  template <typename T>
+  void BackwardDataPadded(const T* dy, const T* w, T* dx, int64_t count, int64_t c, int64_t m, T* work) const {
+    const PaddedRows& pr = rows_;
+    const int64_t cg = c / group_, mg = m / group_, ck = pr.patch_rows(cg), ld = count * pr.n;
+    const int64_t isize = pr.h * pr.w, osize = pr.oh * pr.ow;
+    T* xp = work;
+    T* dyp = xp + pad_;
+    T* col = dyp + mg * ld;
+    for (int64_t g = 0; g < group_; ++g) {
+      const T* wg = w + g * mg * ck;
+      if (pr.trivial()) {  // 1x1, no pads: dX_g = W_g^T dY_g directly, image by image
+        for (int64_t i = 0; i < count; ++i) {
+          Gemm<T>(true, false, ck, pr.n, mg, T(1), wg, dy + (i * m + g * mg) * osize, T(0), dx + (i * c + g * cg) * isize,
+                  nullptr);
+        }
+        continue;
+      }
+      for (int64_t i = 0; i < count; ++i) pr.Spread(dy + (i * m + g * mg) * osize, mg, dyp + i * pr.n, ld);
+      Gemm<T>(true, false, ck, ld, mg, T(1), wg, dyp, T(0), col, nullptr);
+      for (int64_t i = 0; i < count; ++i) {
+        std::fill(xp, xp + cg * pr.plane(), T(0));
+        pr.Col2Im(col + i * pr.n, cg, xp, ld);
+        pr.Crop(xp, cg, dx + (i * c + g * cg) * isize);
+      }
+    }
+  }
+
   const Node& node_;
   int64_t group_;
   WindowAttrs geo_;
   std::vector<int64_t> in_, out_;
+  bool padded_ = false;
+  PaddedRows rows_;
+  int64_t pad_ = 0;  // elements of one padded image (padded rows only)
   int64_t col_ = 0;
   int slots_ = 1;
   int64_t chunk_ = 1, chunks_ = 0;

@@ -41,28 +41,30 @@ class ActivationGradKernel : public OpKernel {
           return Status::OK();
         }
       }
-      ParallelFor(ctx.thread_pool(), dy.NumElements(), 20.0, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) {
-          C g = static_cast<C>(pd[i]), v = static_cast<C>(px[i]);
-          C r = 0;
-          switch (kind) {
-            case GradKind::kRelu: r = v > C(0) ? g : C(0); break;
-            case GradKind::kSigmoid: r = g * v * (C(1) - v); break;
-            case GradKind::kTanh: r = g * (C(1) - v * v); break;
-            case GradKind::kLeakyRelu: r = v > C(0) ? g : alpha * g; break;
-            case GradKind::kGelu:
-              r = g * (C(0.5) * (std::erf(v * C(M_SQRT1_2)) + C(1)) + v * std::exp(-v * v / C(2)) * C(0.3989422804014327));
-              break;
-            case GradKind::kFastGelu: {
-              const C a = C(0.7978845608028654), k = C(0.044715);
-              C t = std::tanh(a * (v + k * v * v * v));
-              r = g * C(0.5) * (C(1) + t + (C(1) - t * t) * (a * v + C(3) * k * a * v * v * v));
-              break;
-            }
-          }
-          out[i] = static_cast<T>(r);
-        }
-      });
+      // One loop per kind (the kind switch outside), so the simple ones vectorize.
+      auto run = [&](auto f) {
+        ParallelFor(ctx.thread_pool(), dy.NumElements(), 20.0, [&](int64_t s, int64_t e) {
+          for (int64_t i = s; i < e; ++i) out[i] = static_cast<T>(f(static_cast<C>(pd[i]), static_cast<C>(px[i])));
+        });
+      };
+      switch (kind) {
+        case GradKind::kRelu: run([](C g, C v) { return v > C(0) ? g : C(0); }); break;
+        case GradKind::kSigmoid: run([](C g, C v) { return g * v * (C(1) - v); }); break;
+        case GradKind::kTanh: run([](C g, C v) { return g * (C(1) - v * v); }); break;
+        case GradKind::kLeakyRelu: run([alpha](C g, C v) { return v > C(0) ? g : alpha * g; }); break;
+        case GradKind::kGelu:
+          run([](C g, C v) {
+            return g * (C(0.5) * (std::erf(v * C(M_SQRT1_2)) + C(1)) + v * std::exp(-v * v / C(2)) * C(0.3989422804014327));
+          });
+          break;
+        case GradKind::kFastGelu:
+          run([](C g, C v) {
+            const C a = C(0.7978845608028654), k = C(0.044715);
+            C t = std::tanh(a * (v + k * v * v * v));
+            return g * C(0.5) * (C(1) + t + (C(1) - t * t) * (a * v + C(3) * k * a * v * v * v));
+          });
+          break;
+      }
       return Status::OK();
     });
   }

@@ -7,6 +7,7 @@
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
 namespace cpu {
@@ -67,16 +68,21 @@ class BatchNormKernel : public OpKernel {
             double s = 0, s2 = 0;
             for (int64_t b = 0; b < n; ++b) {
               const T* row = px + (b * c + ch) * inner;
-              s += LaneSum(inner, [row](int64_t i) { return static_cast<double>(static_cast<C>(row[i])); });
+              if constexpr (std::is_same_v<T, float>) s += VRowSum(row, inner);  // the same sum, per ISA
+              else s += LaneSum(inner, [row](int64_t i) { return static_cast<double>(static_cast<C>(row[i])); });
             }
             double cnt = static_cast<double>(n * inner);
             double bm = s / cnt;
             for (int64_t b = 0; b < n; ++b) {
               const T* row = px + (b * c + ch) * inner;
-              s2 += LaneSum(inner, [row, bm](int64_t i) {
-                double d = static_cast<double>(static_cast<C>(row[i])) - bm;
-                return d * d;
-              });
+              if constexpr (std::is_same_v<T, float>) {
+                s2 += VRowSumSqDev(row, inner, bm);
+              } else {
+                s2 += LaneSum(inner, [row, bm](int64_t i) {
+                  double d = static_cast<double>(static_cast<C>(row[i])) - bm;
+                  return d * d;
+                });
+              }
             }
             double bv = s2 / cnt;
             if (Tensor* rm = ctx.output(1)) rm->data<T>()[ch] = static_cast<T>(static_cast<C>(mean * momentum_ + bm * (1 - momentum_)));
@@ -94,7 +100,11 @@ class BatchNormKernel : public OpKernel {
           C a = at(1, ch) * inv, b = at(2, ch) - mean * at(1, ch) * inv;
           for (int64_t bt = 0; bt < n; ++bt) {
             int64_t base = (bt * c + ch) * inner;
-            for (int64_t i = 0; i < inner; ++i) py[base + i] = static_cast<T>(static_cast<C>(px[base + i]) * a + b);
+            if constexpr (std::is_same_v<T, float> && std::is_same_v<C, float>) {
+              VRowAffine(px + base, py + base, inner, a, b);
+            } else {
+              for (int64_t i = 0; i < inner; ++i) py[base + i] = static_cast<T>(static_cast<C>(px[base + i]) * a + b);
+            }
           }
         }
       });
@@ -159,11 +169,17 @@ class LayerNormKernel : public OpKernel {
         for (int64_t r = r0; r < r1; ++r) {
           const T* row = px + r * inner;
           // The sums in double, in LaneSum's fixed lane order (vectorized, independent of the thread count).
-          double mean_d = LaneSum(inner, [row](int64_t i) { return static_cast<double>(row[i]); }) / inner;
-          double var_d = LaneSum(inner, [row, mean_d](int64_t i) {
-                           double d = static_cast<double>(row[i]) - mean_d;
-                           return d * d;
-                         }) / inner;
+          double mean_d, var_d;
+          if constexpr (std::is_same_v<T, float>) {
+            mean_d = VRowSum(row, inner) / inner;
+            var_d = VRowSumSqDev(row, inner, mean_d) / inner;
+          } else {
+            mean_d = LaneSum(inner, [row](int64_t i) { return static_cast<double>(row[i]); }) / inner;
+            var_d = LaneSum(inner, [row, mean_d](int64_t i) {
+                      double d = static_cast<double>(row[i]) - mean_d;
+                      return d * d;
+                    }) / inner;
+          }
           C mean = static_cast<C>(mean_d);
           C inv = static_cast<C>(1.0 / std::sqrt(var_d + static_cast<double>(epsilon_)));
           for (int64_t i = 0; i < inner; ++i) {
