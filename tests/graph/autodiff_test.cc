@@ -97,6 +97,27 @@ TEST(AutodiffTest, ConvPoolFlatten) {
   CheckGradients(c);
 }
 
+// The stride-1 convolutions that take the padded-rows path (shifted GEMMs forward and for dX, one copy per
+// patch row for dW): asymmetric pads, dilation 2, two groups, a rectangular kernel, a padded 1x1 and a plain
+// 1x1 (the image is its own patch matrix), with three images so dW sums over a batch.
+TEST(AutodiffTest, StrideOneConvolutionsOfEveryShape) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {3, 4, 5, 6}), TensorInfo("w1", DType::kFloat64, {4, 2, 3, 2}),
+              TensorInfo("w2", DType::kFloat64, {2, 4, 3, 3}), TensorInfo("w3", DType::kFloat64, {3, 2, 1, 1}),
+              TensorInfo("w4", DType::kFloat64, {2, 3, 1, 1}), TensorInfo("b1", DType::kFloat64, {4})};
+  g.nodes = {MakeNode("Conv", {"x", "w1", "b1"}, {"c1"}, {AttrInt("group", 2), AttrInts("pads", {2, 0, 1, 1})}, "grouped"),
+             MakeNode("Conv", {"c1", "w2"}, {"c2"}, {AttrInts("dilations", {2, 2}), AttrInts("pads", {2, 2, 2, 2})}, "dilated"),
+             MakeNode("Conv", {"c2", "w3"}, {"c3"}, {AttrInts("pads", {1, 0, 0, 1})}, "padded_1x1"),
+             MakeNode("Conv", {"c3", "w4"}, {"y"}, {}, "plain_1x1")};
+  // c1 [3, 4, 6, 6]; c2 [3, 2, 6, 6]; c3 [3, 3, 7, 7]; y [3, 2, 7, 7]
+  AddWeightedLoss(&c.model, {3, 2, 7, 7}, 50);
+  c.feeds = {{"x", Random({3, 4, 5, 6}, 51)}, {"w1", Random({4, 2, 3, 2}, 52)}, {"w2", Random({2, 4, 3, 3}, 53)},
+             {"w3", Random({3, 2, 1, 1}, 54)}, {"w4", Random({2, 3, 1, 1}, 55)}, {"b1", Random({4}, 56)}};
+  c.xs = {"x", "w1", "w2", "w3", "w4", "b1"};
+  CheckGradients(c, 1e-5);
+}
+
 TEST(AutodiffTest, TransformerPieces) {
   Case c{Base()};
   Graph& g = c.model.graph;

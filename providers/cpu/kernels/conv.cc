@@ -1,5 +1,5 @@
 // Conv and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for 1-D, 2-D and 3-D inputs;
-// stride-1 2-D convolutions through the padded-rows layout of conv_geometry.h.
+// stride-1 2-D convolutions as kh * kw GEMMs over the padded-rows layout of conv_geometry.h.
 #include <algorithm>
 #include <atomic>
 
@@ -41,18 +41,16 @@ class ConvKernel : public OpKernel {
     y.insert(y.end(), out_.begin(), out_.end());
     col_ = (c / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(out_);
     padded_ = PaddedRows::Applies(in_, geo_);
+    wr_ = 0;
     if (padded_) {
-      // Images in chunks of about kChunkBytes of patches (the chunk size depends only on the shapes), one
-      // GEMM per chunk and group: small images give the GEMM too few columns one by one. Per thread: one
-      // padded image, the chunk's patch matrix and its product before the gaps are dropped.
+      // Per thread: the padded image and the product before the gaps are dropped; shared: the weights split
+      // by patch position (kh * kw GEMMs over shifted views of the padded image, no patch matrix).
       rows_ = PaddedRows(in_, out_, geo_);
-      const int64_t ck = rows_.patch_rows(c / group_), mg = m / group_, per_image = (ck + mg) * rows_.n;
-      const int64_t elem = static_cast<int64_t>(DTypeSize(x->dtype()));
-      chunk_ = std::max<int64_t>(1, std::min<int64_t>(x->dim(0), kChunkBytes / std::max<int64_t>(1, per_image * elem)));
-      col_ = (c / group_) * rows_.plane() + per_image * chunk_;
+      col_ = (c / group_) * rows_.plane() + (m / group_) * rows_.n;
+      wr_ = w->NumElements();
     }
     slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
-    ctx.RequestScratch(static_cast<size_t>(col_ * slots_) * DTypeSize(x->dtype()));
+    ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_) * DTypeSize(x->dtype()));
     return ctx.DeclareOutput(0, x->dtype(), y);
   }
 
@@ -75,13 +73,13 @@ class ConvKernel : public OpKernel {
       std::atomic<int> next_slot{0};
       double cost = 2.0 * static_cast<double>(m * cg * ksize * osize);
       if (padded_) {
-        const int64_t chunks = (n + chunk_ - 1) / chunk_;
-        ParallelFor(ctx.thread_pool(), chunks, cost * chunk_, [&](int64_t k0, int64_t k1) {
+        T* wr = static_cast<T*>(ctx.scratch()) + col_ * slots_;
+        rows_.SplitWeights(w.data<T>(), group_, mg, cg, wr);
+        ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
           T* work = static_cast<T*>(ctx.scratch()) + (next_slot++ % slots_) * col_;
-          for (int64_t k = k0; k < k1; ++k) {
-            const int64_t i0 = k * chunk_, count = std::min(n, i0 + chunk_) - i0;
-            ForwardPadded<T>(x.data<T>() + i0 * c * isize, w.data<T>(), b ? b->data<T>() : nullptr,
-                             y->data<T>() + i0 * m * osize, count, c, m, work);
+          for (int64_t i = i0; i < i1; ++i) {
+            ForwardPadded<T>(x.data<T>() + i * c * isize, wr, b ? b->data<T>() : nullptr, y->data<T>() + i * m * osize,
+                             c, m, work);
           }
         });
         return Status::OK();
@@ -110,37 +108,33 @@ class ConvKernel : public OpKernel {
   }
 
  private:
-  // `count` images [c, H, W] -> [m, OH, OW] in the padded-rows layout, their patch matrices side by side
-  // (one GEMM per group); `work` holds col_ elements.
+  // One image [c, H, W] -> [m, OH, OW] in the padded-rows layout: Y_g = sum over patch positions k of
+  // Wr_g,k [mg, cg] times the padded image shifted by k ([cg, n], rows a plane apart), accumulated in
+  // position order, then the gaps dropped. `work` holds col_ elements.
   template <typename T>
-  void ForwardPadded(const T* x, const T* w, const T* bias, T* y, int64_t count, int64_t c, int64_t m, T* work) const {
+  void ForwardPadded(const T* x, const T* wr, const T* bias, T* y, int64_t c, int64_t m, T* work) const {
     const PaddedRows& pr = rows_;
-    const int64_t cg = c / group_, mg = m / group_, ck = pr.patch_rows(cg), ld = count * pr.n;
-    const int64_t isize = pr.h * pr.w, osize = pr.oh * pr.ow;
+    const int64_t cg = c / group_, mg = m / group_, kk = pr.kh * pr.kw, isize = pr.h * pr.w, osize = pr.oh * pr.ow;
     T* xp = work;
-    T* col = xp + cg * pr.plane();
-    T* yp = col + ck * ld;
+    T* yp = xp + cg * pr.plane();
     for (int64_t g = 0; g < group_; ++g) {
-      const T* wg = w + g * mg * ck;
+      const T* wg = wr + g * kk * mg * cg;
       const T* bg = bias ? bias + g * mg : nullptr;
-      if (pr.trivial()) {  // 1x1, no pads: each image is its patch matrix and the product is Y
-        for (int64_t i = 0; i < count; ++i) {
-          T* yg = y + (i * m + g * mg) * osize;
-          Gemm<T>(false, false, mg, pr.n, ck, T(1), wg, x + (i * c + g * cg) * isize, T(0), yg, nullptr);
-          if (bg) pr.Gather(yg, mg, pr.n, yg, bg);
-        }
+      T* yg = y + g * mg * osize;
+      if (pr.trivial()) {  // 1x1, no pads: the image is the patch matrix and the product is Y
+        Gemm<T>(false, false, mg, pr.n, cg, T(1), wg, x + g * cg * isize, T(0), yg, nullptr);
+        if (bg) pr.Gather(yg, mg, pr.n, yg, bg);
         continue;
       }
-      for (int64_t i = 0; i < count; ++i) {
-        pr.Pad(x + (i * c + g * cg) * isize, cg, xp);
-        pr.Im2Col(xp, cg, col + i * pr.n, ld);
+      pr.Pad(x + g * cg * isize, cg, xp);
+      for (int64_t k = 0; k < kk; ++k) {
+        GemmLd<T>(false, false, mg, pr.n, cg, T(1), wg + k * mg * cg, cg, xp + pr.shift(k), pr.plane(), k ? T(1) : T(0),
+                  yp, pr.n);
       }
-      Gemm<T>(false, false, mg, ld, ck, T(1), wg, col, T(0), yp, nullptr);
-      for (int64_t i = 0; i < count; ++i) pr.Gather(yp + i * pr.n, mg, ld, y + (i * m + g * mg) * osize, bg);
+      pr.Gather(yp, mg, pr.n, yg, bg);
     }
   }
 
-  static constexpr int64_t kChunkBytes = int64_t{4} << 20;
 
   const Node& node_;
   int64_t group_;
@@ -148,7 +142,7 @@ class ConvKernel : public OpKernel {
   std::vector<int64_t> in_, out_;
   bool padded_ = false;
   PaddedRows rows_;
-  int64_t chunk_ = 1;  // images per GEMM (padded rows)
+  int64_t wr_ = 0;  // elements of the split weights (padded rows)
   int64_t col_ = 0;  // elements of one thread's work memory (a patch matrix, or the padded-rows buffers)
   int slots_ = 1;    // work memories in the scratch: one per thread
 };

@@ -4,9 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
-
-#include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
 namespace cpu {
@@ -212,6 +209,18 @@ PaddedRows::PaddedRows(const std::vector<int64_t>& in, const std::vector<int64_t
       dh(a.dilations[0]), dw(a.dilations[1]) {}
 
 template <typename T>
+void PaddedRows::SplitWeights(const T* w, int64_t groups, int64_t mg, int64_t cg, T* wr) const {
+  const int64_t k = kh * kw;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t m = 0; m < mg; ++m) {
+        for (int64_t c = 0; c < cg; ++c) wr[((g * k + p) * mg + m) * cg + c] = w[((g * mg + m) * cg + c) * k + p];
+      }
+    }
+  }
+}
+
+template <typename T>
 void PaddedRows::Pad(const T* x, int64_t channels, T* xp) const {
   for (int64_t c = 0; c < channels; ++c) {
     T* p = xp + c * plane();
@@ -234,23 +243,6 @@ void PaddedRows::Im2Col(const T* xp, int64_t channels, T* col, int64_t ld) const
       for (int64_t b = 0; b < kw; ++b) {
         const T* src = xp + c * plane() + a * dh * wp + b * dw;
         std::memcpy(col + ((c * kh + a) * kw + b) * ld, src, static_cast<size_t>(n) * sizeof(T));
-      }
-    }
-  }
-}
-
-template <typename T>
-void PaddedRows::Col2Im(const T* col, int64_t channels, T* xp, int64_t ld) const {
-  for (int64_t c = 0; c < channels; ++c) {
-    for (int64_t a = 0; a < kh; ++a) {
-      for (int64_t b = 0; b < kw; ++b) {
-        T* dst = xp + c * plane() + a * dh * wp + b * dw;
-        const T* src = col + ((c * kh + a) * kw + b) * ld;
-        if constexpr (std::is_same_v<T, float>) {
-          VRowAdd(dst, src, n);
-        } else {
-          for (int64_t p = 0; p < n; ++p) dst[p] += src[p];
-        }
       }
     }
   }
@@ -293,9 +285,9 @@ void PaddedRows::Gather(const T* yp, int64_t rows, int64_t ld, T* y, const T* bi
 }
 
 #define ONT_PADDED_ROWS(T)                                                           \
+  template void PaddedRows::SplitWeights<T>(const T*, int64_t, int64_t, int64_t, T*) const; \
   template void PaddedRows::Pad<T>(const T*, int64_t, T*) const;                     \
   template void PaddedRows::Im2Col<T>(const T*, int64_t, T*, int64_t) const;         \
-  template void PaddedRows::Col2Im<T>(const T*, int64_t, T*, int64_t) const;         \
   template void PaddedRows::Crop<T>(const T*, int64_t, T*) const;                    \
   template void PaddedRows::Spread<T>(const T*, int64_t, T*, int64_t) const;         \
   template void PaddedRows::Gather<T>(const T*, int64_t, int64_t, T*, const T*) const;

@@ -45,10 +45,11 @@ void Col2Im(const T* col, int64_t channels, const std::vector<int64_t>& in, cons
 // Two-dimensional stride-1 windows in the "padded rows" layout. Each image plane [H, W] is copied once into a
 // zero-bordered plane [hp, wp] (the pads added), and output position (i, j) becomes column i * wp + j of a
 // matrix of n = (oh - 1) * wp + ow columns; the wp - ow columns after each output row but the last are
-// gaps. Patch row (c, a, b) of the patch matrix is then one contiguous run of the padded plane starting
-// a * dh * wp + b * dw in, so im2col is one copy per patch row instead of one per output row, and col2im is
-// one vector addition per patch row. Gaps are garbage in a patch matrix and must be zero in a matrix of
-// output gradients, so that they add nothing to a product over the columns.
+// gaps. Patch position (a, b) then reads one contiguous run of each padded plane, starting shift(k) in:
+// the convolution and its input gradient are kh * kw GEMMs over shifted views of the padded planes (no
+// patch matrix), and the weight gradient's patch matrix takes one copy per patch row instead of one per
+// output row. Gaps are garbage in a product and must be zero in a matrix of output gradients, so that they
+// add nothing to a product over the columns.
 struct PaddedRows {
   int64_t h = 0, w = 0, hp = 0, wp = 0, oh = 0, ow = 0, n = 0, pt = 0, pl = 0;
   int64_t kh = 0, kw = 0, dh = 0, dw = 0;
@@ -62,12 +63,15 @@ struct PaddedRows {
   // A 1x1 window without pads: the image itself is the patch matrix (n = H * W, no gaps).
   bool trivial() const { return kh == 1 && kw == 1 && hp == h && wp == w; }
 
+  // Offset of patch position (a, b) in a padded plane.
+  int64_t shift(int64_t k) const { return (k / kw) * dh * wp + (k % kw) * dw; }
+  // W [groups * mg, cg, kh, kw] -> wr [groups, kh * kw, mg, cg]: one [mg, cg] matrix per patch position, so
+  // that a convolution is kh * kw GEMMs over shifted views of the padded image (no patch matrix at all).
+  template <typename T> void SplitWeights(const T* w, int64_t groups, int64_t mg, int64_t cg, T* wr) const;
   // x [channels, H, W] -> xp [channels, hp, wp] with zero borders.
   template <typename T> void Pad(const T* x, int64_t channels, T* xp) const;
   // The patch matrix [channels * kh * kw, n] of a padded image, rows ld apart.
   template <typename T> void Im2Col(const T* xp, int64_t channels, T* col, int64_t ld) const;
-  // Adds every patch row (rows ld apart) back into the padded planes (zeroed by the caller), in order.
-  template <typename T> void Col2Im(const T* col, int64_t channels, T* xp, int64_t ld) const;
   // xp [channels, hp, wp] -> x [channels, H, W] (the interior).
   template <typename T> void Crop(const T* xp, int64_t channels, T* x) const;
   // y [rows, oh * ow] -> yp [rows, n] (rows ld apart), zeros in the gaps.

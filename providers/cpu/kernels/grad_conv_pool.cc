@@ -18,8 +18,9 @@ namespace {
 //   col(dX_g) = W_g^T [cg*K, mg] * dY_g, scattered back (images in parallel);
 //   dW_g = dY_g [mg, N*O] * col(X_g)^T [N*O, cg*K] (one GEMM over the batch when it fits, else per image);
 //   dB = sum of dY over batch and space.
-// Stride-1 2-D convolutions use the padded-rows layout of conv_geometry.h for both patch matrices: images and
-// output gradients get their gap columns (zero in dY), and the per-image column count is rows_.n.
+// Stride-1 2-D convolutions use the padded-rows layout of conv_geometry.h: dX as kh * kw GEMMs accumulating
+// into shifted views of a padded dX, dW from patch matrices of one copy per patch row (dY gets zero gaps;
+// the per-image column count is rows_.n).
 class ConvGradKernel : public OpKernel {
  public:
   explicit ConvGradKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
@@ -62,9 +63,12 @@ class ConvGradKernel : public OpKernel {
     const int64_t elem = static_cast<int64_t>(DTypeSize(x->dtype()));
     chunk_ = std::max<int64_t>(1, std::min<int64_t>(n, kChunkBytes / std::max<int64_t>(1, (ck + mg) * o * elem)));
     chunks_ = n > 0 ? (n + chunk_ - 1) / chunk_ : 0;
-    if (padded_) col_ = pad_ + (ck + mg) * chunk_ * o;
+    // Padded rows, dX: per thread one padded image and dY with gaps; after everything, the split weights.
+    dxwork_ = pad_ + mg * o;
     int64_t dw_elems = ctx.output_requested(1) ? (pad_ + (ck + mg) * chunk_ * o) * slots_ + chunks_ * mg * ck : 0;
-    int64_t elems = std::max(col_ * slots_, dw_elems);
+    int64_t elems = std::max(padded_ ? dxwork_ * slots_ : col_ * slots_, dw_elems);
+    wr_offset_ = elems;
+    if (padded_ && ctx.output_requested(0)) elems += w->NumElements();
     ctx.RequestScratch(static_cast<size_t>(elems * elem));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, w->dtype(), w->shape()));
@@ -90,16 +94,15 @@ class ConvGradKernel : public OpKernel {
       }
       // 1. dX: images in parallel, each with its own patch matrix (the same calls whatever the threads).
       if (dx && !depthwise && padded_) {
+        T* wr = scratch + wr_offset_;
+        rows_.SplitWeights(w.data<T>(), group_, mg, cg, wr);
         std::atomic<int> next_slot{0};
-        ParallelFor(ctx.thread_pool(), chunks_, 2.0 * static_cast<double>(m * cg * ksize * osize * chunk_),
-                    [&](int64_t k0, int64_t k1) {
-                      T* work = scratch + (next_slot++ % slots_) * col_;
-                      for (int64_t k = k0; k < k1; ++k) {
-                        const int64_t i0 = k * chunk_, count = std::min(n, i0 + chunk_) - i0;
-                        BackwardDataPadded<T>(dy.data<T>() + i0 * m * osize, w.data<T>(), dx->data<T>() + i0 * c * isize,
-                                              count, c, m, work);
-                      }
-                    });
+        ParallelFor(ctx.thread_pool(), n, 2.0 * static_cast<double>(m * cg * ksize * osize), [&](int64_t i0, int64_t i1) {
+          T* work = scratch + (next_slot++ % slots_) * dxwork_;
+          for (int64_t i = i0; i < i1; ++i) {
+            BackwardDataPadded<T>(dy.data<T>() + i * m * osize, wr, dx->data<T>() + i * c * isize, c, m, work);
+          }
+        });
       } else if (dx && !depthwise) {
         std::atomic<int> next_slot{0};
         ParallelFor(ctx.thread_pool(), n, 2.0 * static_cast<double>(m * cg * ksize * osize), [&](int64_t i0, int64_t i1) {
@@ -173,33 +176,29 @@ class ConvGradKernel : public OpKernel {
  private:
   static constexpr int64_t kChunkBytes = int64_t{4} << 20;
 
-  // dX of `count` images in the padded-rows layout: col = W_g^T dY_g over the images' dY side by side (zero
-  // gaps), each image's block added back into zeroed padded planes, whose interior is dX. `work` holds col_
-  // elements.
+  // dX of one image in the padded-rows layout: for each patch position k in order, the padded dX shifted by
+  // k ([cg, n], rows a plane apart) += Wr_g,k^T [cg, mg] times dY_g with zero gaps; the interior is dX.
+  // `work` holds dxwork_ elements.
   template <typename T>
-  void BackwardDataPadded(const T* dy, const T* w, T* dx, int64_t count, int64_t c, int64_t m, T* work) const {
+  void BackwardDataPadded(const T* dy, const T* wr, T* dx, int64_t c, int64_t m, T* work) const {
     const PaddedRows& pr = rows_;
-    const int64_t cg = c / group_, mg = m / group_, ck = pr.patch_rows(cg), ld = count * pr.n;
-    const int64_t isize = pr.h * pr.w, osize = pr.oh * pr.ow;
+    const int64_t cg = c / group_, mg = m / group_, kk = pr.kh * pr.kw, isize = pr.h * pr.w, osize = pr.oh * pr.ow;
     T* xp = work;
     T* dyp = xp + pad_;
-    T* col = dyp + mg * ld;
     for (int64_t g = 0; g < group_; ++g) {
-      const T* wg = w + g * mg * ck;
-      if (pr.trivial()) {  // 1x1, no pads: dX_g = W_g^T dY_g directly, image by image
-        for (int64_t i = 0; i < count; ++i) {
-          Gemm<T>(true, false, ck, pr.n, mg, T(1), wg, dy + (i * m + g * mg) * osize, T(0), dx + (i * c + g * cg) * isize,
-                  nullptr);
-        }
+      const T* wg = wr + g * kk * mg * cg;
+      const T* dyg = dy + g * mg * osize;
+      T* dxg = dx + g * cg * isize;
+      if (pr.trivial()) {  // 1x1, no pads: dX_g = W_g^T dY_g directly
+        Gemm<T>(true, false, cg, pr.n, mg, T(1), wg, dyg, T(0), dxg, nullptr);
         continue;
       }
-      for (int64_t i = 0; i < count; ++i) pr.Spread(dy + (i * m + g * mg) * osize, mg, dyp + i * pr.n, ld);
-      Gemm<T>(true, false, ck, ld, mg, T(1), wg, dyp, T(0), col, nullptr);
-      for (int64_t i = 0; i < count; ++i) {
-        std::fill(xp, xp + cg * pr.plane(), T(0));
-        pr.Col2Im(col + i * pr.n, cg, xp, ld);
-        pr.Crop(xp, cg, dx + (i * c + g * cg) * isize);
+      pr.Spread(dyg, mg, dyp, pr.n);
+      std::fill(xp, xp + pad_, T(0));
+      for (int64_t k = 0; k < kk; ++k) {
+        GemmLd<T>(true, false, cg, pr.n, mg, T(1), wg + k * mg * cg, cg, dyp, pr.n, T(1), xp + pr.shift(k), pr.plane());
       }
+      pr.Crop(xp, cg, dxg);
     }
   }
 
@@ -210,6 +209,7 @@ class ConvGradKernel : public OpKernel {
   bool padded_ = false;
   PaddedRows rows_;
   int64_t pad_ = 0;  // elements of one padded image (padded rows only)
+  int64_t dxwork_ = 0, wr_offset_ = 0;  // padded rows, dX: work elements per thread; where the split weights are
   int64_t col_ = 0;
   int slots_ = 1;
   int64_t chunk_ = 1, chunks_ = 0;

@@ -49,10 +49,6 @@ ONT_VROWS_CLONES void BatchNormGradLoop(const float* g, const float* x, float* d
   }
 }
 
-ONT_VROWS_CLONES void AddLoop(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
 }  // namespace
 
 double VRowSum(const float* x, int64_t n) { return SumLoop(x, n); }
@@ -65,7 +61,6 @@ void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, dou
                        double m, double db, double ds) {
   BatchNormGradLoop(g, x, dx, n, mean, inv, coef, m, db, ds);
 }
-void VRowAdd(float* dst, const float* src, int64_t n) { AddLoop(dst, src, n); }
 
 }  // namespace cpu
 }  // namespace ontrain
