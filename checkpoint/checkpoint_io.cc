@@ -39,7 +39,7 @@ struct Writer {
       return InvalidArgument("tensor \"", name, "\" has dtype ", DTypeName(t.dtype()), ", which a checkpoint cannot hold");
     }
     ONT_ASSIGN_OR_RETURN(Tensor host, ToHost(t));
-    auto dims = builder.CreateVector(host.shape());
+    auto dims = builder.CreateVector(host.shape().data(), host.shape().size());
     flatbuffers::Offset<flatbuffers::Vector<uint8_t>> raw;
     int64_t offset = -1;
     if (external) {

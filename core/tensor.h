@@ -12,11 +12,10 @@
 
 #include "core/allocator.h"
 #include "core/dtype.h"
+#include "core/shape.h"
 #include "core/status.h"
 
 namespace ontrain {
-
-using Shape = std::vector<int64_t>;
 
 std::string ShapeToString(const Shape& shape);
 // Product of the dims (1 for a scalar); -1 when a dim is negative or the product overflows int64.

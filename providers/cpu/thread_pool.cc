@@ -52,7 +52,7 @@ struct ThreadPool::Impl {
   std::atomic<uint64_t> epoch{0};
   std::atomic<int64_t> next_block{0}, done_blocks{0};
   int64_t blocks = 0, per = 0, n = 0;
-  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  const RangeFn* fn = nullptr;
   bool stop = false;
   std::vector<std::thread> threads;
 
@@ -97,7 +97,7 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : impl_->threads) t.join();
 }
 
-void ThreadPool::ParallelFor(int64_t n, double cost_per_item, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, double cost_per_item, RangeFn fn) {
   if (n <= 0) return;
   // A block must be worth about 1M scalar operations before it is handed over: below that, the hand-over
   // and the caller's wait cost more than the work (measured on the MLPs of tools/bench_workloads.py).
@@ -134,7 +134,7 @@ void ThreadPool::ParallelFor(int64_t n, double cost_per_item, const std::functio
   }
 }
 
-void ParallelFor(ThreadPool* pool, int64_t n, double cost_per_item, const std::function<void(int64_t, int64_t)>& fn) {
+void ParallelFor(ThreadPool* pool, int64_t n, double cost_per_item, RangeFn fn) {
   if (pool) pool->ParallelFor(n, cost_per_item, fn);
   else if (n > 0) fn(0, n);
 }
