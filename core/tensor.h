@@ -55,6 +55,8 @@ class Tensor {
   StatusOr<Tensor> Reshaped(Shape shape) const;
   // Deep copy into new host memory (host tensors only).
   Tensor Clone() const;
+  // Whether this tensor owns its buffer and no other tensor shares it (so writing it changes nothing else).
+  bool SoleOwner() const { return holder_ != nullptr && holder_.use_count() == 1; }
 
  private:
   DType dtype_ = DType::kUndefined;

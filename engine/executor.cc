@@ -2,6 +2,7 @@
 #include "engine/executor.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <set>
 
@@ -158,7 +159,7 @@ namespace {
 
 // Checks a fed tensor against its graph input: dtype, static dims, and symbolic dims bound consistently
 // across the feeds (`symbols`).
-Status CheckTensorFeed(const ValueInfo& info, const Tensor& t, std::map<std::string, int64_t>* symbols) {
+Status CheckTensorFeed(const ValueInfo& info, const Tensor& t, std::vector<std::pair<const std::string*, int64_t>>* symbols) {
   const std::string& name = info.name;
   if (info.dtype != DType::kUndefined && t.dtype() != info.dtype) {
     return InvalidArgument("input \"", name, "\": expected dtype ", DTypeName(info.dtype), ", got ",
@@ -171,8 +172,10 @@ Status CheckTensorFeed(const ValueInfo& info, const Tensor& t, std::map<std::str
     if (dim.known()) {
       ok = dim.value == t.dim(d);
     } else if (!dim.param.empty()) {
-      auto [it, fresh] = symbols->emplace(dim.param, t.dim(d));
-      if (!fresh && it->second != t.dim(d)) {
+      auto it = std::find_if(symbols->begin(), symbols->end(), [&](const auto& s) { return *s.first == dim.param; });
+      if (it == symbols->end()) {
+        symbols->push_back({&dim.param, t.dim(d)});
+      } else if (it->second != t.dim(d)) {
         return InvalidArgument("input \"", name, "\": dimension ", d, " (\"", dim.param, "\") is ", t.dim(d),
                                " but another input bound \"", dim.param, "\" to ", it->second);
       }
@@ -207,7 +210,7 @@ Status CheckSequenceFeed(const ValueInfo& info, const TensorSequence& items, Dev
 Status Executor::Bind(const NamedValues& feeds) {
   values_ = initial_values_;
   key_.clear();
-  std::map<std::string, int64_t> symbols;  // symbolic dim -> size bound by an earlier feed
+  symbols_.clear();  // symbolic dim -> size bound by an earlier feed (kept to reuse its memory)
   for (const auto& [name, value] : feeds) {
     const ValueInfo* info = graph_.FindInput(name);
     if (info == nullptr) {
@@ -226,12 +229,20 @@ Status Executor::Bind(const NamedValues& feeds) {
     } else {
       if (!info->is_tensor) return InvalidArgument("input \"", name, "\" is a sequence, but a tensor was fed");
       const Tensor& t = value.tensor();
-      ONT_RETURN_IF_ERROR(CheckTensorFeed(*info, t, &symbols));
+      ONT_RETURN_IF_ERROR(CheckTensorFeed(*info, t, &symbols_));
       if (t.device() != home) {
         return InvalidArgument("input \"", name, "\" is on ", t.device().ToString(), " but the plan expects it on ",
                                home.ToString());
       }
-      key_ += StrCat(name, ":", static_cast<int>(t.dtype()), ShapeToString(t.shape()), ";");
+      // name:dtype[d0,d1,...]; appended in place: the key's memory is reused from run to run.
+      key_.append(name).append(":").append(std::to_string(static_cast<int>(t.dtype()))).append("[");
+      for (size_t d = 0; d < t.shape().size(); ++d) {
+        char buf[24];
+        auto r = std::to_chars(buf, buf + sizeof buf, t.shape()[d]);
+        if (d > 0) key_.push_back(',');
+        key_.append(buf, r.ptr);
+      }
+      key_.append("];");
     }
     values_[v] = value;
   }
@@ -456,7 +467,8 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   }
   auto pit = plans_.find(key_);
   MemoryArenas* arenas = pit == plans_.end() ? nullptr : pit->second.get();
-  std::vector<size_t> sizes(slot_provider_.size(), 0);
+  std::vector<size_t>& sizes = sizes_;  // a member: its memory is reused from run to run
+  sizes.assign(slot_provider_.size(), 0);
   for (size_t pos = 0; pos < steps_.size(); ++pos) {
     const Step& st = *steps_[pos];
     Status s;
@@ -491,6 +503,7 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
 }
 
 StatusOr<Tensor> Executor::ToHost(const Tensor& t) const {
+  if (t.device().is_host()) return t;
   std::vector<IDataTransfer*> transfers(providers_.begin(), providers_.end());
   return CopyToHost(t, transfers);
 }

@@ -92,6 +92,8 @@ class Executor {
   std::vector<std::string> output_names_;
   std::vector<size_t> last_value_bytes_;  // by value id
   std::string key_;                    // the current run's input shapes
+  std::vector<std::pair<const std::string*, int64_t>> symbols_;  // Bind: symbolic dims bound so far
+  std::vector<size_t> sizes_;          // Run: bytes per slot
   std::map<std::string, std::unique_ptr<MemoryArenas>> plans_;
   MemoryArenas* last_ = nullptr;
 };

@@ -54,8 +54,24 @@ void Optimizer::set_initial_learning_rate(float lr) {
 
 Status Optimizer::Step(const std::map<std::string, Tensor>& gradients) {
   OptimizerGroup& g = group();
-  // 1. The sequences alias the state's tensors: the kernels update them in place.
-  TensorSequence params, grads, first, second;
+  // 1. The sequences alias the state's tensors: the kernels update them in place. They are made once and
+  //    refilled in place at every step (same length: no allocation).
+  const bool adamw = info_.kind == OptimizerKind::kAdamW;
+  if (feeds_.empty()) {
+    feeds_ = {{"learning_rate", lr_},
+              {"step", step_},
+              {"params", Value::Sequence({})},
+              {"gradients", Value::Sequence({})},
+              {"first_order_moments", Value::Sequence({})}};
+    if (adamw) feeds_.push_back({"second_order_moments", Value::Sequence({})});
+  }
+  TensorSequence &params = *feeds_[2].second.sequence(), &grads = *feeds_[3].second.sequence(),
+                 &first = *feeds_[4].second.sequence();
+  TensorSequence* second = adamw ? feeds_[5].second.sequence() : nullptr;
+  params.clear();
+  grads.clear();
+  first.clear();
+  if (second) second->clear();
   for (const std::string& name : trainable_) {
     auto it = gradients.find(name);
     if (it == gradients.end()) return NotFound("no gradient for parameter \"", name, "\"");
@@ -68,20 +84,13 @@ Status Optimizer::Step(const std::map<std::string, Tensor>& gradients) {
     grads.push_back(it->second);
     const ParameterOptimizerState& ps = g.param_states.at(name);
     first.push_back(ps.momentums.at("momentum0"));
-    if (info_.kind == OptimizerKind::kAdamW) second.push_back(ps.momentums.at("momentum1"));
+    if (second) second->push_back(ps.momentums.at("momentum1"));
   }
   lr_.data<float>()[0] = g.learning_rate;
   step_.data<int64_t>()[0] = g.step + 1;
-  NamedValues feeds = {{"learning_rate", lr_},
-                       {"step", step_},
-                       {"params", Value::Sequence(std::move(params))},
-                       {"gradients", Value::Sequence(std::move(grads))},
-                       {"first_order_moments", Value::Sequence(std::move(first))}};
-  if (info_.kind == OptimizerKind::kAdamW) feeds.push_back({"second_order_moments", Value::Sequence(std::move(second))});
   // 2. Run; the step counts when the updated flag (bool, or int64 1 in older artifacts) is set.
-  std::vector<Tensor> out;
-  ONT_RETURN_IF_ERROR(executor_->Run(feeds, output_names_, &out));
-  ONT_ASSIGN_OR_RETURN(Tensor flag, executor_->ToHost(out[0]));
+  ONT_RETURN_IF_ERROR(executor_->Run(feeds_, output_names_, &out_));
+  ONT_ASSIGN_OR_RETURN(Tensor flag, executor_->ToHost(out_[0]));
   bool updated = false;
   if (flag.NumElements() > 0) {
     if (flag.dtype() == DType::kBool) updated = flag.data<bool>()[0];

@@ -67,6 +67,9 @@ class Optimizer {
   std::unique_ptr<Executor> executor_;
   std::vector<std::string> output_names_;
   Tensor lr_, step_;  // host [1] feeds, reused every step
+  // The feeds (names, and sequences refilled in place) and outputs, kept so that a step allocates nothing.
+  NamedValues feeds_;
+  std::vector<Tensor> out_;
 };
 
 }  // namespace ontrain

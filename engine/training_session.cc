@@ -36,6 +36,8 @@ StatusOr<Shape> StaticShape(const ValueInfo& v) {
 }  // namespace
 
 Status TrainingSession::BindParameters() {
+  train_feeds_.clear();  // the parameters and buffers fed from now on may be other tensors
+  eval_feeds_.clear();
   // Parameters move to their devices; each trainable one gets a zeroed gradient buffer on its device.
   for (const std::string& name : train_params_) {
     Parameter& p = *state_->FindParameter(name);
@@ -171,16 +173,31 @@ Status TrainingSession::FeedUserInputs(const std::vector<std::string>& names, co
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     return InvalidArgument("expected ", names.size(), " user inputs (", list, "), got ", inputs.size());
   }
-  for (size_t i = 0; i < names.size(); ++i) feeds->push_back({names[i], inputs[i]});
+  // `feeds` starts with the user inputs: named at the first call, given their values at every call.
+  if (feeds->size() < names.size()) {
+    feeds->clear();
+    for (const std::string& n : names) feeds->push_back({n, Value()});
+  }
+  for (size_t i = 0; i < names.size(); ++i) (*feeds)[i].second = inputs[i];
   return Status::OK();
 }
 
-Status TrainingSession::OutputsToHost(const Executor& ex, const std::vector<Tensor>& out,
+Status TrainingSession::OutputsToHost(const Executor& ex, const std::vector<Tensor>& out, std::vector<Tensor>* cache,
                                       std::vector<Tensor>* outputs) const {
   outputs->clear();
-  for (const Tensor& t : out) {
+  cache->resize(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Tensor& t = out[i];
     if (t.device().is_host()) {
-      outputs->push_back(t.Clone());  // the executor's tensor is a view into its arena
+      // The executor's tensor is a view into its arena: the caller gets a copy, written into last step's copy
+      // when nothing else holds that one any more.
+      Tensor& c = (*cache)[i];
+      if (c.SoleOwner() && c.dtype() == t.dtype() && c.shape() == t.shape() && t.dtype() != DType::kString) {
+        if (t.SizeInBytes() > 0) std::memcpy(c.raw_data(), t.raw_data(), t.SizeInBytes());
+      } else {
+        c = t.Clone();
+      }
+      outputs->push_back(c);
       continue;
     }
     ONT_ASSIGN_OR_RETURN(Tensor host, ex.ToHost(t));
@@ -191,15 +208,20 @@ Status TrainingSession::OutputsToHost(const Executor& ex, const std::vector<Tens
 
 Status TrainingSession::TrainStep(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
   ONT_RETURN_IF_ERROR(CheckNotNominal("run TrainStep"));
-  NamedValues feeds;
+  NamedValues& feeds = train_feeds_;
   ONT_RETURN_IF_ERROR(FeedUserInputs(train_user_inputs_, inputs, &feeds));
-  for (const std::string& p : train_params_) feeds.push_back({p, state_->parameters.at(p).data});
-  for (const auto& [p, buffer] : grad_buffer_input_) feeds.push_back({buffer, grads_.at(p)});
+  size_t k = inputs.size();
+  if (feeds.size() == k) {  // the first step names the rest
+    for (const std::string& p : train_params_) feeds.push_back({p, Value()});
+    for (const auto& [p, buffer] : grad_buffer_input_) feeds.push_back({buffer, Value()});
+    feeds.push_back({kResetInput, Value()});
+  }
+  for (const std::string& p : train_params_) feeds[k++].second = state_->parameters.at(p).data;
+  for (const auto& [p, buffer] : grad_buffer_input_) feeds[k++].second = grads_.at(p);
   reset_flag_.data<bool>()[0] = !accumulate_;
-  feeds.push_back({kResetInput, reset_flag_});
-  std::vector<Tensor> out;
-  ONT_RETURN_IF_ERROR(train_->Run(feeds, train_user_outputs_, &out).WithContext("TrainStep"));
-  ONT_RETURN_IF_ERROR(OutputsToHost(*train_, out, outputs).WithContext("TrainStep"));
+  feeds[k].second = reset_flag_;
+  ONT_RETURN_IF_ERROR(train_->Run(feeds, train_user_outputs_, &train_out_).WithContext("TrainStep"));
+  ONT_RETURN_IF_ERROR(OutputsToHost(*train_, train_out_, &train_host_, outputs).WithContext("TrainStep"));
   accumulate_ = true;
   return Status::OK();
 }
@@ -207,12 +229,15 @@ Status TrainingSession::TrainStep(const std::vector<Tensor>& inputs, std::vector
 Status TrainingSession::EvalStep(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
   if (!eval_) return FailedPrecondition("EvalStep needs an eval model, and this session was created without one");
   ONT_RETURN_IF_ERROR(CheckNotNominal("run EvalStep"));
-  NamedValues feeds;
+  NamedValues& feeds = eval_feeds_;
   ONT_RETURN_IF_ERROR(FeedUserInputs(eval_user_inputs_, inputs, &feeds));
-  for (const std::string& p : eval_params_) feeds.push_back({p, state_->parameters.at(p).data});
-  std::vector<Tensor> out;
-  ONT_RETURN_IF_ERROR(eval_->Run(feeds, eval_outputs_, &out).WithContext("EvalStep"));
-  return OutputsToHost(*eval_, out, outputs).WithContext("EvalStep");
+  size_t k = inputs.size();
+  if (feeds.size() == k) {
+    for (const std::string& p : eval_params_) feeds.push_back({p, Value()});
+  }
+  for (const std::string& p : eval_params_) feeds[k++].second = state_->parameters.at(p).data;
+  ONT_RETURN_IF_ERROR(eval_->Run(feeds, eval_outputs_, &eval_out_).WithContext("EvalStep"));
+  return OutputsToHost(*eval_, eval_out_, &eval_host_, outputs).WithContext("EvalStep");
 }
 
 Status TrainingSession::OptimizerStep() {

@@ -103,7 +103,8 @@ class TrainingSession {
   Status CheckNotNominal(const char* what) const;
   Status FeedUserInputs(const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
                         NamedValues* feeds) const;
-  Status OutputsToHost(const Executor& ex, const std::vector<Tensor>& out, std::vector<Tensor>* outputs) const;
+  Status OutputsToHost(const Executor& ex, const std::vector<Tensor>& out, std::vector<Tensor>* cache,
+                       std::vector<Tensor>* outputs) const;
   IDataTransfer* TransferFor(Device d) const;
 
   CheckpointState* state_ = nullptr;
@@ -124,6 +125,11 @@ class TrainingSession {
   Device gradients_device_, moments_device_;
   Tensor reset_flag_;                                     // host bool [1], fed as lazy_reset_grad
   bool accumulate_ = false;
+  // Per step, kept so that a step allocates nothing: the feeds (names fixed at the first step, values
+  // refreshed), the executor's outputs, and the host copies handed out (reused when the caller has let
+  // go of them).
+  NamedValues train_feeds_, eval_feeds_;
+  std::vector<Tensor> train_out_, eval_out_, train_host_, eval_host_;
 };
 
 }  // namespace ontrain

@@ -39,6 +39,12 @@ std::vector<int64_t> Node::GetInts(const std::string& name) const {
   return std::vector<int64_t>(it->second.ints().begin(), it->second.ints().end());
 }
 
+Shape Node::GetDims(const std::string& name) const {
+  auto it = attributes.find(name);
+  if (it == attributes.end()) return {};
+  return Shape(it->second.ints().begin(), it->second.ints().end());
+}
+
 std::vector<float> Node::GetFloats(const std::string& name) const {
   auto it = attributes.find(name);
   if (it == attributes.end()) return {};

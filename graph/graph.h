@@ -49,6 +49,8 @@ struct Node {
   float GetFloat(const std::string& name, float fallback) const;
   std::string GetString(const std::string& name, const std::string& fallback) const;
   std::vector<int64_t> GetInts(const std::string& name) const;  // empty when absent
+  // GetInts as a Shape: no heap allocation for up to Shape::kInline values (attributes kernels read per run).
+  Shape GetDims(const std::string& name) const;
   std::vector<float> GetFloats(const std::string& name) const;
   // A readable id for error messages: node "name" (Domain::OpType).
   std::string Describe() const;

@@ -8,11 +8,14 @@
 namespace ontrain {
 namespace cpu {
 
-StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes) {
+namespace {
+StatusOr<Shape> BroadcastShapesOf(const Shape* first, const Shape* last) {
+  const auto shapes = [&] { return std::vector<Shape>(first, last); };
   size_t rank = 0;
-  for (const Shape& s : shapes) rank = std::max(rank, s.size());
+  for (const Shape* s = first; s != last; ++s) rank = std::max(rank, s->size());
   Shape out(rank, 1);
-  for (const Shape& s : shapes) {
+  for (const Shape* sp = first; sp != last; ++sp) {
+    const Shape& s = *sp;
     size_t off = rank - s.size();
     for (size_t i = 0; i < s.size(); ++i) {
       int64_t d = s[i];
@@ -23,50 +26,61 @@ StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes) {
         continue;
       }
       std::string all;
-      for (const Shape& x : shapes) all += ShapeToString(x) + " ";
+      for (const Shape& x : shapes()) all += ShapeToString(x) + " ";
       return InvalidArgument("shapes cannot be broadcast together: ", all);
     }
   }
   return out;
 }
+}  // namespace
 
-std::vector<int64_t> Strides(const Shape& shape) {
-  std::vector<int64_t> st(shape.size(), 1);
+StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes) {
+  return BroadcastShapesOf(shapes.data(), shapes.data() + shapes.size());
+}
+
+StatusOr<Shape> BroadcastShapes(std::initializer_list<Shape> shapes) {
+  return BroadcastShapesOf(shapes.begin(), shapes.end());
+}
+
+Shape Strides(const Shape& shape) {
+  Shape st(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * shape[i + 1];
   return st;
 }
 
-std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out) {
-  std::vector<int64_t> st(out.size(), 0);
-  std::vector<int64_t> own = Strides(in);
+Shape BroadcastStrides(const Shape& in, const Shape& out) {
+  Shape st(out.size(), 0);
+  Shape own = Strides(in);
   size_t off = out.size() - in.size();
   for (size_t i = 0; i < in.size(); ++i) st[off + i] = in[i] == 1 ? 0 : own[i];
   return st;
 }
 
-BroadcastRows::BroadcastRows(const std::vector<Shape>& inputs, const Shape& out) {
+BroadcastRows::BroadcastRows(std::initializer_list<Shape> inputs, const Shape& out) {
+  num_inputs_ = static_cast<int>(std::min<size_t>(inputs.size(), kMaxInputs));
   if (out.empty()) {
-    strides_.assign(inputs.size(), {});
-    inner_strides_.assign(inputs.size(), 0);
+    inner_strides_.assign(static_cast<size_t>(num_inputs_), 0);
     return;
   }
   inner_ = out.back();
   outer_.assign(out.begin(), out.end() - 1);
   rows_ = ShapeNumElements(outer_);
+  int k = 0;
   for (const Shape& in : inputs) {
-    std::vector<int64_t> st = BroadcastStrides(in, out);
+    if (k == num_inputs_) break;
+    Shape st = BroadcastStrides(in, out);
     inner_strides_.push_back(st.back());
     st.pop_back();
-    strides_.push_back(std::move(st));
+    strides_[k++] = std::move(st);
   }
 }
 
 void BroadcastRows::Offsets(int64_t r, int64_t* offsets) const {
-  for (size_t k = 0; k < strides_.size(); ++k) offsets[k] = 0;
+  for (int k = 0; k < num_inputs_; ++k) offsets[k] = 0;
   for (int64_t d = static_cast<int64_t>(outer_.size()) - 1; d >= 0; --d) {
     int64_t idx = r % outer_[d];
     r /= outer_[d];
-    for (size_t k = 0; k < strides_.size(); ++k) offsets[k] += idx * strides_[k][d];
+    for (int k = 0; k < num_inputs_; ++k) offsets[k] += idx * strides_[k][d];
   }
 }
 
@@ -87,9 +101,9 @@ StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const char* what) {
   return axis < 0 ? axis + rank : axis;
 }
 
-StatusOr<std::vector<int64_t>> ReadInts(const Tensor& t, const char* what) {
+StatusOr<Shape> ReadInts(const Tensor& t, const char* what) {
   if (!t.device().is_host()) return InvalidArgument(what, " must be on the host");
-  std::vector<int64_t> v(static_cast<size_t>(t.NumElements()));
+  Shape v(static_cast<size_t>(t.NumElements()));
   if (t.dtype() == DType::kInt64) {
     for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<int64_t>()[i];
   } else if (t.dtype() == DType::kInt32) {
@@ -143,7 +157,7 @@ namespace cpu {
 
 namespace {
 template <typename T>
-void StridedCopyTyped(const T* src, const std::vector<int64_t>& strides, const Shape& out, T* dst, ThreadPool* pool) {
+void StridedCopyTyped(const T* src, const Shape& strides, const Shape& out, T* dst, ThreadPool* pool) {
   if (out.empty()) {
     dst[0] = src[0];
     return;
@@ -195,7 +209,7 @@ void StridedCopyTyped(const T* src, const std::vector<int64_t>& strides, const S
   ParallelFor(pool, rows, static_cast<double>(len), [&](int64_t r0, int64_t r1) {
     // The source offset of row r0 by division, then an odometer over the outer dims row by row.
     int64_t idx_small[8];
-    std::vector<int64_t> idx_big;
+    Shape idx_big;
     int64_t* idx = idx_small;
     if (rank > 8) {
       idx_big.resize(static_cast<size_t>(rank));
@@ -226,7 +240,7 @@ void StridedCopyTyped(const T* src, const std::vector<int64_t>& strides, const S
 }
 }  // namespace
 
-void StridedCopy(const void* src_base, const std::vector<int64_t>& src_strides, const Shape& out, size_t elem_size,
+void StridedCopy(const void* src_base, const Shape& src_strides, const Shape& out, size_t elem_size,
                  void* dst, ThreadPool* pool) {
   if (ShapeNumElements(out) == 0) return;
   switch (elem_size) {
@@ -243,9 +257,9 @@ void CopyBytes(const Tensor& src, Tensor* dst) {
   }
 }
 
-StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const std::vector<int64_t>& starts,
-                                     const std::vector<int64_t>& ends, std::vector<int64_t> axes,
-                                     std::vector<int64_t> steps) {
+StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const Shape& starts,
+                                     const Shape& ends, Shape axes,
+                                     Shape steps) {
   if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
@@ -254,7 +268,7 @@ StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const std::vector<int64_t>
   int64_t rank = static_cast<int64_t>(in.size());
   SliceGeometry g;
   g.out = in;
-  std::vector<int64_t> in_strides = Strides(in);
+  Shape in_strides = Strides(in);
   g.strides = in_strides;
   std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < starts.size(); ++i) {
@@ -282,8 +296,8 @@ StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const std::vector<int64_t>
   return g;
 }
 
-Status ReadSliceInputs(const KernelContext& ctx, int first, std::vector<int64_t>* starts, std::vector<int64_t>* ends,
-                       std::vector<int64_t>* axes, std::vector<int64_t>* steps) {
+Status ReadSliceInputs(const KernelContext& ctx, int first, Shape* starts, Shape* ends,
+                       Shape* axes, Shape* steps) {
   ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, first, "starts"));
   ONT_ASSIGN_OR_RETURN(const Tensor* e, RequireInput(ctx, first + 1, "ends"));
   ONT_ASSIGN_OR_RETURN(*starts, ReadInts(*s, "starts"));

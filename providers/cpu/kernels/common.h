@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "core/dtype.h"
@@ -72,19 +73,23 @@ Status DispatchBySize(DType t, F&& f) {
 
 // The numpy broadcast of several shapes, or an error naming both offending shapes.
 StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes);
+// The same for a braced list ({a, b}), without building a vector.
+StatusOr<Shape> BroadcastShapes(std::initializer_list<Shape> shapes);
 
 // Strides (in elements) that read `in` as if it had shape `out` (broadcast dims get stride 0).
-std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out);
+Shape BroadcastStrides(const Shape& in, const Shape& out);
 
 // Row-major strides of a shape.
-std::vector<int64_t> Strides(const Shape& shape);
+Shape Strides(const Shape& shape);
 
 // Visits the output of a broadcast in rows along the last dimension. For each row, fn(out_offset, offsets,
 // inner) is called with the element offset of each input, and each input's stride within the row
 // (0 or 1) is given by inner_stride(k).
 class BroadcastRows {
  public:
-  BroadcastRows(const std::vector<Shape>& inputs, const Shape& out);
+  static constexpr int kMaxInputs = 3;
+  // At most kMaxInputs inputs (a braced list; nothing is allocated for shapes of up to Shape::kInline dims).
+  BroadcastRows(std::initializer_list<Shape> inputs, const Shape& out);
   int64_t num_rows() const { return rows_; }
   int64_t row_length() const { return inner_; }
   int64_t inner_stride(int k) const { return inner_strides_[k]; }
@@ -92,9 +97,10 @@ class BroadcastRows {
   void Offsets(int64_t r, int64_t* offsets) const;
 
  private:
-  Shape outer_;                              // output dims except the last
-  std::vector<std::vector<int64_t>> strides_;  // per input, over outer_
-  std::vector<int64_t> inner_strides_;
+  Shape outer_;                      // output dims except the last
+  Shape strides_[kMaxInputs];        // per input, over outer_
+  int num_inputs_ = 0;
+  Shape inner_strides_;
   int64_t rows_ = 1, inner_ = 1;
 };
 
@@ -108,7 +114,7 @@ AxisSplit SplitAtAxis(const Shape& shape, int64_t axis);
 StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const char* what = "axis");
 
 // Reads an int32 or int64 tensor of any shape as int64 values.
-StatusOr<std::vector<int64_t>> ReadInts(const Tensor& t, const char* what);
+StatusOr<Shape> ReadInts(const Tensor& t, const char* what);
 
 // Reads a one-element numeric tensor as double.
 StatusOr<double> ReadScalar(const Tensor& t, const char* what);
@@ -125,15 +131,15 @@ Status CheckScoresAndLabels(const Tensor& scores, const Tensor& labels, const ch
 struct SliceGeometry {
   Shape out;
   int64_t offset = 0;
-  std::vector<int64_t> strides;
+  Shape strides;
 };
-StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const std::vector<int64_t>& starts,
-                                     const std::vector<int64_t>& ends, std::vector<int64_t> axes,
-                                     std::vector<int64_t> steps);
+StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const Shape& starts,
+                                     const Shape& ends, Shape axes,
+                                     Shape steps);
 
 // Slice's index inputs (opset >= 10: starts, ends, axes?, steps?) starting at input `first`.
-Status ReadSliceInputs(const KernelContext& ctx, int first, std::vector<int64_t>* starts, std::vector<int64_t>* ends,
-                       std::vector<int64_t>* axes, std::vector<int64_t>* steps);
+Status ReadSliceInputs(const KernelContext& ctx, int first, Shape* starts, Shape* ends,
+                       Shape* axes, Shape* steps);
 
 // Converts between element types (numeric <-> numeric, via double for floats).
 // The sum of f(0) .. f(n - 1) in double, in eight interleaved partial sums added at the end: a fixed order
@@ -172,7 +178,7 @@ namespace cpu {
 
 // dst (contiguous, shape `out`) = src read with `src_strides` (elements, may be 0 or negative) from
 // `src_base`. Elements are moved as opaque `elem_size`-byte values.
-void StridedCopy(const void* src_base, const std::vector<int64_t>& src_strides, const Shape& out, size_t elem_size,
+void StridedCopy(const void* src_base, const Shape& src_strides, const Shape& out, size_t elem_size,
                  void* dst, ThreadPool* pool);
 
 // Copies input 0 to output 0 byte for byte (for Identity and the reshaping ops).

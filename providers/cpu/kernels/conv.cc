@@ -139,7 +139,7 @@ class ConvKernel : public OpKernel {
   const Node& node_;
   int64_t group_;
   WindowAttrs geo_;
-  std::vector<int64_t> in_, out_;
+  Shape in_, out_;
   bool padded_ = false;
   PaddedRows rows_;
   int64_t wr_ = 0;  // elements of the split weights (padded rows)
@@ -173,9 +173,9 @@ class ConvTransposeKernel : public OpKernel {
     if (geo_.kernel.size() != nd || geo_.pads.size() != 2 * nd || geo_.strides.size() != nd) {
       return InvalidArgument("window attributes do not match ", nd, " spatial dims");
     }
-    std::vector<int64_t> out_pad = node_.GetInts("output_padding");
+    Shape out_pad = node_.GetInts("output_padding");
     if (out_pad.empty()) out_pad.assign(nd, 0);
-    std::vector<int64_t> out_shape = node_.GetInts("output_shape");
+    Shape out_shape = node_.GetInts("output_shape");
     if (out_shape.size() > nd) out_shape.erase(out_shape.begin(), out_shape.end() - nd);
     out_.assign(nd, 0);
     for (size_t i = 0; i < nd; ++i) {
@@ -228,7 +228,7 @@ class ConvTransposeKernel : public OpKernel {
   const Node& node_;
   int64_t group_;
   WindowAttrs geo_;
-  std::vector<int64_t> in_, out_;
+  Shape in_, out_;
 };
 
 }  // namespace

@@ -8,13 +8,13 @@
 namespace ontrain {
 namespace cpu {
 
-WindowAttrs WindowAttrs::FromNode(const Node& node, std::vector<int64_t> kernel) {
+WindowAttrs WindowAttrs::FromNode(const Node& node, Shape kernel) {
   WindowAttrs w;
-  w.kernel = node.HasAttribute("kernel_shape") ? node.GetInts("kernel_shape") : std::move(kernel);
+  w.kernel = node.HasAttribute("kernel_shape") ? node.GetDims("kernel_shape") : std::move(kernel);
   size_t k = w.kernel.size();
-  w.strides = node.GetInts("strides");
-  w.dilations = node.GetInts("dilations");
-  w.pads = node.GetInts("pads");
+  w.strides = node.GetDims("strides");
+  w.dilations = node.GetDims("dilations");
+  w.pads = node.GetDims("pads");
   if (w.strides.empty()) w.strides.assign(k, 1);
   if (w.dilations.empty()) w.dilations.assign(k, 1);
   if (w.pads.empty()) w.pads.assign(2 * k, 0);
@@ -23,13 +23,13 @@ WindowAttrs WindowAttrs::FromNode(const Node& node, std::vector<int64_t> kernel)
   return w;
 }
 
-StatusOr<std::vector<int64_t>> WindowAttrs::OutputDims(const std::vector<int64_t>& in) {
+StatusOr<Shape> WindowAttrs::OutputDims(const Shape& in) {
   size_t k = kernel.size();
   if (in.size() != k || strides.size() != k || dilations.size() != k || pads.size() != 2 * k) {
     return InvalidArgument("window attributes do not match ", in.size(), " spatial dims: kernel_shape has ", k,
                            ", strides ", strides.size(), ", dilations ", dilations.size(), ", pads ", pads.size());
   }
-  std::vector<int64_t> out(k);
+  Shape out(k);
   for (size_t i = 0; i < k; ++i) {
     if (strides[i] <= 0 || dilations[i] <= 0 || kernel[i] <= 0) {
       return InvalidArgument("kernel, strides and dilations must be positive");
@@ -64,7 +64,7 @@ namespace {
 
 // Calls fn(col_row, x_offset_or_-1) ... factored loop for im2col and col2im.
 template <typename Fn>
-void ForEachPatch(int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+void ForEachPatch(int64_t channels, const Shape& in, const Shape& out,
                   const WindowAttrs& w, Fn fn) {
   size_t nd = in.size();
   int64_t ksize = 1, osize = 1, isize = 1;
@@ -73,7 +73,7 @@ void ForEachPatch(int64_t channels, const std::vector<int64_t>& in, const std::v
     osize *= out[i];
     isize *= in[i];
   }
-  std::vector<int64_t> kidx(nd), oidx(nd);
+  Shape kidx(nd), oidx(nd);
   for (int64_t c = 0; c < channels; ++c) {
     for (int64_t kk = 0; kk < ksize; ++kk) {
       int64_t r = kk;
@@ -107,7 +107,7 @@ void ForEachPatch(int64_t channels, const std::vector<int64_t>& in, const std::v
 }  // namespace
 
 template <typename T>
-void Im2Col(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+void Im2Col(const T* x, int64_t channels, const Shape& in, const Shape& out,
             const WindowAttrs& w, T* col) {
   int64_t osize = 1;
   for (int64_t o : out) osize *= o;
@@ -115,7 +115,7 @@ void Im2Col(const T* x, int64_t channels, const std::vector<int64_t>& in, const 
 }
 
 template <typename T>
-void Im2ColStrided(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+void Im2ColStrided(const T* x, int64_t channels, const Shape& in, const Shape& out,
                    const WindowAttrs& w, T* col, int64_t ld) {
   int64_t osize = 1;
   for (int64_t o : out) osize *= o;
@@ -161,7 +161,7 @@ void Im2ColStrided(const T* x, int64_t channels, const std::vector<int64_t>& in,
 }
 
 template <typename T>
-void Col2Im(const T* col, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+void Col2Im(const T* col, int64_t channels, const Shape& in, const Shape& out,
             const WindowAttrs& w, T* x) {
   if (in.size() == 2) {
     // Two spatial dims: Im2ColStrided's visit, adding back instead of copying (the additions in
@@ -197,13 +197,13 @@ void Col2Im(const T* col, int64_t channels, const std::vector<int64_t>& in, cons
   });
 }
 
-bool PaddedRows::Applies(const std::vector<int64_t>& in, const WindowAttrs& a) {
+bool PaddedRows::Applies(const Shape& in, const WindowAttrs& a) {
   if (in.size() != 2 || a.strides.size() != 2 || a.pads.size() != 4 || a.dilations.size() != 2) return false;
   for (int64_t p : a.pads) if (p < 0) return false;
   return a.strides[0] == 1 && a.strides[1] == 1;
 }
 
-PaddedRows::PaddedRows(const std::vector<int64_t>& in, const std::vector<int64_t>& out, const WindowAttrs& a)
+PaddedRows::PaddedRows(const Shape& in, const Shape& out, const WindowAttrs& a)
     : h(in[0]), w(in[1]), hp(in[0] + a.pads[0] + a.pads[2]), wp(in[1] + a.pads[1] + a.pads[3]), oh(out[0]), ow(out[1]),
       n(out[0] > 0 ? (out[0] - 1) * wp + out[1] : 0), pt(a.pads[0]), pl(a.pads[1]), kh(a.kernel[0]), kw(a.kernel[1]),
       dh(a.dilations[0]), dw(a.dilations[1]) {}
@@ -295,17 +295,17 @@ ONT_PADDED_ROWS(float)
 ONT_PADDED_ROWS(double)
 #undef ONT_PADDED_ROWS
 
-template void Im2Col<float>(const float*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+template void Im2Col<float>(const float*, int64_t, const Shape&, const Shape&,
                             const WindowAttrs&, float*);
-template void Im2Col<double>(const double*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+template void Im2Col<double>(const double*, int64_t, const Shape&, const Shape&,
                              const WindowAttrs&, double*);
-template void Im2ColStrided<float>(const float*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+template void Im2ColStrided<float>(const float*, int64_t, const Shape&, const Shape&,
                                    const WindowAttrs&, float*, int64_t);
-template void Im2ColStrided<double>(const double*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+template void Im2ColStrided<double>(const double*, int64_t, const Shape&, const Shape&,
                                     const WindowAttrs&, double*, int64_t);
-template void Col2Im<float>(const float*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+template void Col2Im<float>(const float*, int64_t, const Shape&, const Shape&,
                             const WindowAttrs&, float*);
-template void Col2Im<double>(const double*, int64_t, const std::vector<int64_t>&, const std::vector<int64_t>&,
+template void Col2Im<double>(const double*, int64_t, const Shape&, const Shape&,
                              const WindowAttrs&, double*);
 
 }  // namespace cpu

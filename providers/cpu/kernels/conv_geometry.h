@@ -13,33 +13,33 @@ namespace ontrain {
 namespace cpu {
 
 struct WindowAttrs {
-  std::vector<int64_t> kernel;     // from kernel_shape, or the weight's spatial dims
-  std::vector<int64_t> strides;    // default 1
-  std::vector<int64_t> dilations;  // default 1
-  std::vector<int64_t> pads;       // [begin..., end...]
+  Shape kernel;     // from kernel_shape, or the weight's spatial dims
+  Shape strides;    // default 1
+  Shape dilations;  // default 1
+  Shape pads;       // [begin..., end...]
   std::string auto_pad = "NOTSET";
   bool ceil_mode = false;
 
   // Reads the attributes of `node`; `kernel` may come from the weight instead (pass it non-empty).
-  static WindowAttrs FromNode(const Node& node, std::vector<int64_t> kernel);
+  static WindowAttrs FromNode(const Node& node, Shape kernel);
 
   // Fills pads (for auto_pad) and returns the output spatial dims for input spatial dims `in`.
-  StatusOr<std::vector<int64_t>> OutputDims(const std::vector<int64_t>& in);
+  StatusOr<Shape> OutputDims(const Shape& in);
 };
 
 // Copies a patch matrix out of one image: col[c * K + kk, o] = x[c, o * stride - pad + kk * dilation] (0
 // outside). x is [C, in...], col is [C * prod(kernel), prod(out)].
 template <typename T>
-void Im2Col(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+void Im2Col(const T* x, int64_t channels, const Shape& in, const Shape& out,
             const WindowAttrs& w, T* col);
 // The same with rows `ld` elements apart (ld >= prod(out)): one image's block of a wider patch matrix.
 template <typename T>
-void Im2ColStrided(const T* x, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+void Im2ColStrided(const T* x, int64_t channels, const Shape& in, const Shape& out,
                    const WindowAttrs& w, T* col, int64_t ld);
 
 // The adjoint of Im2Col: adds every patch element back into x (which the caller zeroes first).
 template <typename T>
-void Col2Im(const T* col, int64_t channels, const std::vector<int64_t>& in, const std::vector<int64_t>& out,
+void Col2Im(const T* col, int64_t channels, const Shape& in, const Shape& out,
             const WindowAttrs& w, T* x);
 
 // Two-dimensional stride-1 windows in the "padded rows" layout. Each image plane [H, W] is copied once into a
@@ -55,9 +55,9 @@ struct PaddedRows {
   int64_t kh = 0, kw = 0, dh = 0, dw = 0;
 
   // Whether the layout applies: two spatial dims, strides 1.
-  static bool Applies(const std::vector<int64_t>& in, const WindowAttrs& a);
+  static bool Applies(const Shape& in, const WindowAttrs& a);
   PaddedRows() = default;
-  PaddedRows(const std::vector<int64_t>& in, const std::vector<int64_t>& out, const WindowAttrs& a);
+  PaddedRows(const Shape& in, const Shape& out, const WindowAttrs& a);
   int64_t plane() const { return hp * wp; }
   int64_t patch_rows(int64_t channels) const { return channels * kh * kw; }
   // A 1x1 window without pads: the image itself is the patch matrix (n = H * W, no gaps).

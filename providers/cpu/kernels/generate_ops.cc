@@ -34,7 +34,7 @@ class ConstantOfShapeKernel : public OpKernel {
   explicit ConstantOfShapeKernel(Tensor value) : value_(std::move(value)) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 0, "input"));
-    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(*s, "shape"));
+    ONT_ASSIGN_OR_RETURN(Shape shape, ReadInts(*s, "shape"));
     return ctx.DeclareOutput(0, value_.dtype(), shape);
   }
   Status Compute(KernelContext& ctx) override {

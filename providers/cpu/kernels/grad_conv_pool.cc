@@ -205,7 +205,7 @@ class ConvGradKernel : public OpKernel {
   const Node& node_;
   int64_t group_;
   WindowAttrs geo_;
-  std::vector<int64_t> in_, out_;
+  Shape in_, out_;
   bool padded_ = false;
   PaddedRows rows_;
   int64_t pad_ = 0;  // elements of one padded image (padded rows only)
@@ -275,7 +275,7 @@ class AveragePoolGradKernel : public OpKernel {
     in_.assign(s.begin() + 2, s.end());
     geo_ = WindowAttrs::FromNode(*info_.node, {});
     if (geo_.kernel.size() != in_.size()) return InvalidArgument("kernel_shape does not match the spatial rank");
-    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> out, geo_.OutputDims(in_));
+    ONT_ASSIGN_OR_RETURN(Shape out, geo_.OutputDims(in_));
     Shape expect = {dy->dim(0), s[1]};
     expect.insert(expect.end(), out.begin(), out.end());
     if (dy->shape() != expect) return InvalidArgument("dY has shape ", ShapeToString(dy->shape()), ", expected ", ShapeToString(expect));
@@ -291,7 +291,7 @@ class AveragePoolGradKernel : public OpKernel {
       int64_t planes = dy.dim(0) * dy.dim(1), isize = ShapeNumElements(in_), osize = ShapeNumElements(out_);
       int64_t ksize = ShapeNumElements(geo_.kernel);
       std::vector<float> acc(static_cast<size_t>(isize));
-      std::vector<int64_t> oidx(nd), kidx(nd), offs(ksize);
+      Shape oidx(nd), kidx(nd), offs(ksize);
       for (int64_t p = 0; p < planes; ++p) {
         std::fill(acc.begin(), acc.end(), 0.0f);
         std::fill(oidx.begin(), oidx.end(), 0);
@@ -332,7 +332,7 @@ class AveragePoolGradKernel : public OpKernel {
   NodeInfo info_;
   bool count_include_pad_;
   WindowAttrs geo_;
-  std::vector<int64_t> in_, out_;
+  Shape in_, out_;
 };
 
 }  // namespace

@@ -62,8 +62,8 @@ class BroadcastGradientArgsKernel : public OpKernel {
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "a_shape"));
     ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "b_shape"));
-    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> as, ReadInts(*a, "a_shape"));
-    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> bs, ReadInts(*b, "b_shape"));
+    ONT_ASSIGN_OR_RETURN(Shape as, ReadInts(*a, "a_shape"));
+    ONT_ASSIGN_OR_RETURN(Shape bs, ReadInts(*b, "b_shape"));
     ONT_RETURN_IF_ERROR(BroadcastShapes({as, bs}).status());
     a_axes_.clear();
     b_axes_.clear();
@@ -86,7 +86,7 @@ class BroadcastGradientArgsKernel : public OpKernel {
   }
 
  private:
-  std::vector<int64_t> a_axes_, b_axes_;
+  Shape a_axes_, b_axes_;
 };
 
 // Sums `full` (shape `full_shape`) into `out` (shape `target`, which broadcasts to full_shape).
@@ -99,11 +99,11 @@ void ReduceToShape(const T* full, const Shape& full_shape, const Shape& target, 
     return;
   }
   std::vector<C> acc(static_cast<size_t>(n_out), C(0));
-  std::vector<int64_t> st = BroadcastStrides(target, full_shape);
+  Shape st = BroadcastStrides(target, full_shape);
   // Walks `full` in order with an odometer over its dims, keeping the target offset up to date (no
   // division per element); the sums are formed in the same order as a plain index walk.
   const int64_t rank = static_cast<int64_t>(full_shape.size());
-  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+  Shape idx(static_cast<size_t>(rank), 0);
   int64_t off = 0;
   for (int64_t i = 0; i < n; ++i) {
     acc[off] += static_cast<C>(full[i]);
@@ -198,7 +198,7 @@ class GatherGradKernel : public OpKernel {
 
  private:
   int64_t axis_, axis_n_ = 0;
-  std::vector<int64_t> shape_;
+  Shape shape_;
 };
 
 // GatherElementsGrad(dY, shape, indices) -> dX = zeros(shape), dX[.. idx ..] += dY.
@@ -220,7 +220,7 @@ class GatherElementsGradKernel : public OpKernel {
     return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
-      std::vector<int64_t> xs = Strides(shape_);
+      Shape xs = Strides(shape_);
       for (int64_t i = 0; i < dx->NumElements(); ++i) dx->data<T>()[i] = static_cast<T>(C(0));
       for (int64_t o = 0; o < dy.NumElements(); ++o) {
         int64_t rem = o, off = 0;
@@ -242,7 +242,7 @@ class GatherElementsGradKernel : public OpKernel {
 
  private:
   int64_t axis_, axis_n_ = 0;
-  std::vector<int64_t> shape_;
+  Shape shape_;
 };
 
 // FusedMatMul(A, B): alpha * op(A) @ op(B), op transposing the last two dims when transA/transB is set;
@@ -306,7 +306,7 @@ class FusedMatMulKernel : public OpKernel {
   float alpha_;
   int64_t m_ = 0, n_ = 0, k_ = 0;
   Shape batch_;
-  std::vector<int64_t> as_, bs_;
+  Shape as_, bs_;
 };
 
 // ConcatTraining(inputs...) -> (concat_result, per_input_length int64 [n]).

@@ -76,7 +76,7 @@ class GatherElementsKernel : public OpKernel {
     const Tensor &x = *ctx.input(0), &idx = *ctx.input(1);
     return DispatchBySize(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      std::vector<int64_t> xs = Strides(x.shape());
+      Shape xs = Strides(x.shape());
       int64_t n = idx.NumElements(), rank = idx.rank();
       for (int64_t o = 0; o < n; ++o) {
         int64_t rem = o, off = 0;
@@ -106,7 +106,7 @@ class SliceKernel : public OpKernel {
   explicit SliceKernel(const NodeInfo& info) : node_(*info.node), opset_(info.opset) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
-    std::vector<int64_t> starts, ends, axes, steps;
+    Shape starts, ends, axes, steps;
     if (opset_ >= 10) {
       ONT_RETURN_IF_ERROR(ReadSliceInputs(ctx, 1, &starts, &ends, &axes, &steps));
     } else {
@@ -139,8 +139,8 @@ class SliceGradKernel : public OpKernel {
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
     ONT_ASSIGN_OR_RETURN(const Tensor* sh, RequireInput(ctx, 1, "shape"));
-    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(*sh, "shape"));
-    std::vector<int64_t> starts, ends, axes, steps;
+    ONT_ASSIGN_OR_RETURN(Shape shape, ReadInts(*sh, "shape"));
+    Shape starts, ends, axes, steps;
     ONT_RETURN_IF_ERROR(ReadSliceInputs(ctx, 2, &starts, &ends, &axes, &steps));
     ONT_ASSIGN_OR_RETURN(geo_, ComputeSlice(shape, starts, ends, axes, steps));
     if (geo_.out != dy->shape()) {
@@ -209,7 +209,7 @@ class PadKernel : public OpKernel {
     return DispatchAll(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T fill = ConvertValue<T>(value_);
-      std::vector<int64_t> xs = Strides(x.shape());
+      Shape xs = Strides(x.shape());
       int64_t n = y->NumElements(), rank = y->rank();
       for (int64_t o = 0; o < n; ++o) {
         int64_t rem = o, off = 0;
@@ -244,7 +244,7 @@ class PadKernel : public OpKernel {
   const Node& node_;
   int64_t opset_;
   std::string mode_;
-  std::vector<int64_t> pads_;
+  Shape pads_;
   double value_ = 0;
 };
 

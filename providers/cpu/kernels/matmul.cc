@@ -65,7 +65,7 @@ class MatMulKernel : public OpKernel {
                 ctx.thread_pool());
         return Status::OK();
       }
-      std::vector<int64_t> idx(batch_.size());
+      Shape idx(batch_.size());
       for (int64_t bi = 0; bi < batches; ++bi) {
         // Batch index -> element offsets of A and B (broadcast dims have stride 0).
         int64_t rem = bi, oa = 0, ob = 0;
@@ -85,7 +85,7 @@ class MatMulKernel : public OpKernel {
  private:
   int64_t m_ = 0, n_ = 0, k_ = 0;
   Shape batch_;
-  std::vector<int64_t> a_strides_, b_strides_;
+  Shape a_strides_, b_strides_;
 };
 
 class GemmKernel : public OpKernel {
@@ -130,7 +130,7 @@ class GemmKernel : public OpKernel {
       T beta = T(0);
       if (c != nullptr && beta_ != 0.0f) {
         // Y = broadcast(C), then Y = alpha*AB + beta*Y.
-        std::vector<int64_t> st = BroadcastStrides(c->shape(), {m_, n_});
+        Shape st = BroadcastStrides(c->shape(), {m_, n_});
         const T* pc = c->data<T>();
         for (int64_t i = 0; i < m_; ++i)
           for (int64_t j = 0; j < n_; ++j) py[i * n_ + j] = pc[i * st[0] + j * st[1]];

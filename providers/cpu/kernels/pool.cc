@@ -15,15 +15,15 @@ namespace {
 // `window`, the flat input indices of the window's in-bounds elements plus the count of positions that fall
 // in explicit padding (for count_include_pad).
 struct Window {
-  std::vector<int64_t> idx;  // in-bounds input offsets within the plane
+  Shape idx;  // in-bounds input offsets within the plane
   int64_t padded_count = 0;  // positions inside [-pad_begin, in + pad_end)
 };
 
 template <typename Fn>
-void ForEachWindow(const std::vector<int64_t>& in, const std::vector<int64_t>& out, const WindowAttrs& w, Fn fn) {
+void ForEachWindow(const Shape& in, const Shape& out, const WindowAttrs& w, Fn fn) {
   size_t nd = in.size();
   int64_t osize = ShapeNumElements(out), ksize = ShapeNumElements(w.kernel);
-  std::vector<int64_t> oidx(nd, 0), kidx(nd);
+  Shape oidx(nd, 0), kidx(nd);
   Window win;
   for (int64_t o = 0; o < osize; ++o) {
     win.idx.clear();
@@ -76,15 +76,15 @@ class PoolBase : public OpKernel {
   const Node& node_;
   int64_t opset_;
   WindowAttrs geo_;
-  std::vector<int64_t> in_, out_;
+  Shape in_, out_;
 };
 
 // MaxPool over two spatial dims without building windows: the same visiting order (kernel rows, then
 // columns), the same first-maximum rule and the same index of an all-padding window as ForEachWindow's
 // general path, so both give identical results; it is about 20x faster on a CNN's pools.
 template <typename T>
-void MaxPool2D(const T* x, T* y, int64_t* ind, int64_t p0, int64_t p1, const std::vector<int64_t>& in,
-               const std::vector<int64_t>& out, const WindowAttrs& w, int64_t storage_order) {
+void MaxPool2D(const T* x, T* y, int64_t* ind, int64_t p0, int64_t p1, const Shape& in,
+               const Shape& out, const WindowAttrs& w, int64_t storage_order) {
   const int64_t h = in[0], wd = in[1], oh = out[0], ow = out[1], isize = h * wd;
   for (int64_t p = p0; p < p1; ++p) {
     const T* px = x + p * isize;
@@ -188,7 +188,7 @@ class MaxPoolKernel : public PoolBase {
   int64_t StorageIndex(int64_t off) const {
     if (storage_order_ == 0) return off;
     int64_t result = 0, mult = 1;
-    std::vector<int64_t> coord(in_.size());
+    Shape coord(in_.size());
     for (size_t d = in_.size(); d-- > 0;) {
       coord[d] = off % in_[d];
       off /= in_[d];

@@ -28,7 +28,7 @@ class ReduceKernel : public OpKernel {
 
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
-    std::vector<int64_t> axes = attr_axes_;
+    Shape axes = attr_axes_;
     if (axes_from_input_) {
       axes.clear();
       if (ctx.input(1)) {
@@ -61,7 +61,7 @@ class ReduceKernel : public OpKernel {
     const Tensor& x = *ctx.input(0);
     if (SumRun(x, ctx.output(0), ctx.thread_pool())) return Status::OK();
     // 1. Offsets of one reduction window; the kept dims give each output element's base offset.
-    std::vector<int64_t> st = Strides(x.shape());
+    Shape st = Strides(x.shape());
     int64_t* table = static_cast<int64_t*>(ctx.scratch());
     int64_t rank = x.rank();
     for (int64_t r = 0; r < red_count_; ++r) {
@@ -216,7 +216,7 @@ class ReduceKernel : public OpKernel {
 
   Reduce kind_;
   bool axes_from_input_;
-  std::vector<int64_t> attr_axes_;
+  Shape attr_axes_;
   bool keepdims_, noop_empty_;
   std::vector<bool> reduced_;
   int64_t red_count_ = 1;

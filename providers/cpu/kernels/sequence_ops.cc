@@ -21,7 +21,7 @@ StatusOr<const TensorSequence*> RequireSequence(const KernelContext& ctx, int i,
 // A position input (int32/int64 scalar) in [-n, n + extra) -> [0, n + extra).
 StatusOr<int64_t> ReadPosition(const Tensor& t, int64_t n, int64_t extra) {
   if (t.NumElements() != 1) return InvalidArgument("position must be a scalar, got ", ShapeToString(t.shape()));
-  ONT_ASSIGN_OR_RETURN(std::vector<int64_t> v, ReadInts(t, "position"));
+  ONT_ASSIGN_OR_RETURN(Shape v, ReadInts(t, "position"));
   int64_t p = v[0] < 0 ? v[0] + n : v[0];
   if (p < 0 || p >= n + extra) {
     return InvalidArgument("position ", v[0], " is out of range for a sequence of ", n, " tensors");
@@ -223,7 +223,7 @@ class SplitToSequenceKernel : public OpKernel {
     lengths_.clear();
     bool squeeze = false;
     if (const Tensor* s = ctx.input(1)) {
-      ONT_ASSIGN_OR_RETURN(std::vector<int64_t> v, ReadInts(*s, "split"));
+      ONT_ASSIGN_OR_RETURN(Shape v, ReadInts(*s, "split"));
       if (s->rank() == 0) {
         if (v[0] <= 0) return InvalidArgument("split must be positive, got ", v[0]);
         for (int64_t at = 0; at < dim; at += v[0]) lengths_.push_back(std::min(v[0], dim - at));
@@ -270,7 +270,7 @@ class SplitToSequenceKernel : public OpKernel {
   int64_t axis_;
   bool keepdims_;
   int64_t axis_n_ = 0;
-  std::vector<int64_t> lengths_;
+  Shape lengths_;
 };
 
 }  // namespace

@@ -45,7 +45,7 @@ class ReshapeKernel : public CopyKernel {
       : opset_(info.opset), attr_shape_(info.node->GetInts("shape")), allowzero_(info.node->GetInt("allowzero", 0) != 0) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
-    std::vector<int64_t> target = attr_shape_;
+    Shape target = attr_shape_;
     if (opset_ >= 5) {
       ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "shape"));
       ONT_ASSIGN_OR_RETURN(target, ReadInts(*s, "shape"));
@@ -82,7 +82,7 @@ class ReshapeKernel : public CopyKernel {
 
  private:
   int64_t opset_;
-  std::vector<int64_t> attr_shape_;
+  Shape attr_shape_;
   bool allowzero_;
 };
 
@@ -103,12 +103,12 @@ class FlattenKernel : public CopyKernel {
 };
 
 // Axes from the `axes` attribute (before opset 13) or the optional input 1.
-StatusOr<std::vector<int64_t>> AxesFrom(KernelContext& ctx, const Node& node, int64_t opset, int64_t input_since) {
+StatusOr<Shape> AxesFrom(KernelContext& ctx, const Node& node, int64_t opset, int64_t input_since) {
   if (opset >= input_since) {
     if (const Tensor* a = ctx.input(1)) return ReadInts(*a, "axes");
-    return std::vector<int64_t>();
+    return Shape();
   }
-  return node.GetInts("axes");
+  return Shape(node.GetInts("axes"));
 }
 
 class SqueezeKernel : public CopyKernel {
@@ -116,7 +116,7 @@ class SqueezeKernel : public CopyKernel {
   explicit SqueezeKernel(const NodeInfo& info) : node_(*info.node), opset_(info.opset) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
-    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesFrom(ctx, node_, opset_, 13));
+    ONT_ASSIGN_OR_RETURN(Shape axes, AxesFrom(ctx, node_, opset_, 13));
     std::vector<bool> drop(x->rank(), false);
     if (axes.empty()) {
       for (int64_t d = 0; d < x->rank(); ++d) drop[d] = x->dim(d) == 1;
@@ -141,10 +141,10 @@ class UnsqueezeKernel : public CopyKernel {
   explicit UnsqueezeKernel(const NodeInfo& info) : node_(*info.node), opset_(info.opset) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
-    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, AxesFrom(ctx, node_, opset_, 13));
+    ONT_ASSIGN_OR_RETURN(Shape axes, AxesFrom(ctx, node_, opset_, 13));
     if (axes.empty()) return InvalidArgument("axes must not be empty");
     int64_t rank = x->rank() + static_cast<int64_t>(axes.size());
-    std::vector<bool> added(rank, false);
+    Shape added(static_cast<size_t>(rank), 0);
     for (int64_t a : axes) {
       ONT_ASSIGN_OR_RETURN(int64_t d, NormalizeAxis(a, rank));
       if (added[d]) return InvalidArgument("axis ", a, " is repeated");
@@ -172,7 +172,7 @@ class TransposeKernel : public OpKernel {
     if (static_cast<int64_t>(perm_.size()) != rank) {
       return InvalidArgument("perm ", ShapeToString(perm_), " does not match rank ", rank);
     }
-    std::vector<bool> seen(rank, false);
+    Shape seen(static_cast<size_t>(rank), 0);  // a Shape: no allocation for small ranks
     Shape out(rank);
     for (int64_t d = 0; d < rank; ++d) {
       int64_t p = perm_[d];
@@ -184,7 +184,7 @@ class TransposeKernel : public OpKernel {
   }
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
-    std::vector<int64_t> in_strides = Strides(x.shape()), strides(perm_.size());
+    Shape in_strides = Strides(x.shape()), strides(perm_.size());
     for (size_t d = 0; d < perm_.size(); ++d) strides[d] = in_strides[perm_[d]];
     StridedCopy(x.raw_data(), strides, ctx.output(0)->shape(), DTypeSize(x.dtype()), ctx.output(0)->raw_data(),
                 ctx.thread_pool());
@@ -192,7 +192,7 @@ class TransposeKernel : public OpKernel {
   }
 
  private:
-  std::vector<int64_t> perm_attr_, perm_;
+  Shape perm_attr_, perm_;
 };
 
 class ConcatKernel : public OpKernel {
@@ -246,7 +246,7 @@ class SplitKernel : public OpKernel {
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
     ONT_ASSIGN_OR_RETURN(axis_n_, NormalizeAxis(axis_, x->rank()));
-    sizes_ = opset_ >= 13 ? std::vector<int64_t>() : attr_split_;
+    sizes_ = opset_ >= 13 ? Shape() : attr_split_;
     if (ctx.input(1) && (opset_ >= 13 || opset_ < 2)) {
       ONT_ASSIGN_OR_RETURN(sizes_, ReadInts(*ctx.input(1), "split"));
     }
@@ -288,7 +288,7 @@ class SplitKernel : public OpKernel {
 
  private:
   int64_t axis_, opset_, axis_n_ = 0;
-  std::vector<int64_t> attr_split_, sizes_;
+  Shape attr_split_, sizes_;
 };
 
 class ExpandKernel : public OpKernel {
@@ -297,7 +297,7 @@ class ExpandKernel : public OpKernel {
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
     ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, 1, "shape"));
-    ONT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(*s, "shape"));
+    ONT_ASSIGN_OR_RETURN(Shape shape, ReadInts(*s, "shape"));
     ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({x->shape(), shape}));
     return ctx.DeclareOutput(0, x->dtype(), out);
   }
@@ -317,7 +317,7 @@ class TileKernel : public OpKernel {
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
     ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 1, "repeats"));
-    std::vector<int64_t> reps;
+    Shape reps;
     if (opset_ < 6) {
       ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 2, "axis"));
       ONT_ASSIGN_OR_RETURN(double tiles, ReadScalar(*r, "tiles"));
@@ -345,7 +345,7 @@ class TileKernel : public OpKernel {
       using T = typename decltype(tag)::type;
       const T* px = x.data<T>();
       T* py = y->data<T>();
-      std::vector<int64_t> st = Strides(x.shape());
+      Shape st = Strides(x.shape());
       int64_t n = y->NumElements(), rank = y->rank();
       for (int64_t o = 0; o < n; ++o) {
         int64_t rem = o, off = 0;

@@ -41,14 +41,14 @@ StatusOr<size_t> CheckSequences(const KernelContext& ctx, const std::vector<std:
 }
 
 // Element offsets of each tensor of `s` in the concatenation of all of them (size n + 1).
-void Offsets(const TensorSequence& s, std::vector<int64_t>* offsets) {
+void Offsets(const TensorSequence& s, Shape* offsets) {
   offsets->assign(1, 0);
   for (const Tensor& t : s) offsets->push_back(offsets->back() + t.NumElements());
 }
 
 // Calls fn(tensor k, begin, end) for the parts of tensors inside [b, e) of the concatenation.
 template <typename F>
-void ForEachPart(const std::vector<int64_t>& offsets, int64_t b, int64_t e, F&& fn) {
+void ForEachPart(const Shape& offsets, int64_t b, int64_t e, F&& fn) {
   for (size_t k = 0; k + 1 < offsets.size(); ++k) {
     int64_t lo = std::max(b, offsets[k]), hi = std::min(e, offsets[k + 1]);
     if (lo < hi) fn(k, lo - offsets[k], hi - offsets[k]);
@@ -161,7 +161,7 @@ class AdamWKernel : public OpKernel {
   float lr_ = 0;
   int64_t step_ = 0;
   bool update_ = true;
-  std::vector<int64_t> offsets_;
+  Shape offsets_;
 };
 
 // SGDOptimizerV2(lr, weights, gradients, update_signal?) -> (update_completed bool, updated_weights?):
@@ -197,7 +197,7 @@ class SgdKernel : public OpKernel {
  private:
   float lr_ = 0;
   bool update_ = true;
-  std::vector<int64_t> offsets_;
+  Shape offsets_;
 };
 
 // InplaceClipGradNorm(gradients) -> (clipped_gradients): with the Frobenius norm of all gradients together,
@@ -235,7 +235,7 @@ class ClipGradNormKernel : public OpKernel {
  private:
   float max_norm_;
   std::string norm_type_;
-  std::vector<int64_t> offsets_;
+  Shape offsets_;
 };
 
 }  // namespace

@@ -195,7 +195,7 @@ class SliceKernel : public DelegatingKernel {
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     Tensor* y = ctx.output(0);
-    std::vector<int64_t> starts, ends, axes, steps;
+    Shape starts, ends, axes, steps;
     if (opset_ >= 10) {
       ONT_RETURN_IF_ERROR(cpu::ReadSliceInputs(ctx, 1, &starts, &ends, &axes, &steps));
     } else {
@@ -239,7 +239,7 @@ class SliceGradKernel : public DelegatingKernel {
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& dy = *ctx.input(0);
     Tensor* dx = ctx.output(0);
-    std::vector<int64_t> starts, ends, axes, steps;
+    Shape starts, ends, axes, steps;
     ONT_RETURN_IF_ERROR(cpu::ReadSliceInputs(ctx, 2, &starts, &ends, &axes, &steps));
     ONT_ASSIGN_OR_RETURN(cpu::SliceGeometry g, cpu::ComputeSlice(dx->shape(), starts, ends, axes, steps));
     ONT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dx->raw_data(), 0, dx->SizeInBytes(), r.stream));
