@@ -282,13 +282,13 @@ class VariadicKernel : public OpKernel {
   VariadicKernel(const NodeInfo&, Arith op, bool mean) : op_(op), mean_(mean) {}
   Status Prepare(KernelContext& ctx) override {
     if (ctx.num_inputs() == 0 || !ctx.input(0)) return InvalidArgument("needs at least one input");
-    std::vector<Shape> shapes;
+    shapes_.clear();  // a member: its memory is reused from run to run
     for (int i = 0; i < ctx.num_inputs(); ++i) {
       ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, i, "data"));
       if (t->dtype() != ctx.input(0)->dtype()) return InvalidArgument("input ", i, " has a different dtype");
-      shapes.push_back(t->shape());
+      shapes_.push_back(t->shape());
     }
-    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes(shapes));
+    ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes(shapes_));
     return ctx.DeclareOutput(0, ctx.input(0)->dtype(), out);
   }
   Status Compute(KernelContext& ctx) override {
@@ -339,6 +339,7 @@ class VariadicKernel : public OpKernel {
  private:
   Arith op_;
   bool mean_;
+  std::vector<Shape> shapes_;
 };
 
 class WhereKernel : public OpKernel {

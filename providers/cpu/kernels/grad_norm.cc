@@ -1,4 +1,5 @@
 // Gradients of the normalizations (com.microsoft): BatchNormalizationGrad and LayerNormalizationGrad.
+#include <algorithm>
 #include <cmath>
 
 #include "providers/cpu/kernels/elementwise.h"
@@ -102,6 +103,7 @@ class LayerNormGradKernel : public OpKernel {
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, scale->dtype(), scale->shape()));
     if (ctx.num_outputs() > 2) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, scale->dtype(), scale->shape()));
+    ctx.RequestScratch(2 * static_cast<size_t>(cols_) * sizeof(double));  // the dScale and dBias sums
     return Status::OK();
   }
   Status Compute(KernelContext& ctx) override {
@@ -114,7 +116,9 @@ class LayerNormGradKernel : public OpKernel {
         return t.dtype() == DType::kFloat64 ? static_cast<C>(t.data<double>()[r]) : static_cast<C>(t.data<float>()[r]);
       };
       int64_t cols = cols_;
-      std::vector<C> ds(cols, 0), db(cols, 0);
+      C* ds = static_cast<C*>(ctx.scratch());
+      C* db = ds + cols;
+      std::fill(ds, ds + 2 * cols, C(0));
       Tensor* dx = ctx.output(0);
       for (int64_t r = 0; r < rows_; ++r) {
         C mu = stat(mean, r), is = stat(inv, r), mb = 0, mbx = 0;

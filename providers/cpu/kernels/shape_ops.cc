@@ -108,7 +108,7 @@ StatusOr<Shape> AxesFrom(KernelContext& ctx, const Node& node, int64_t opset, in
     if (const Tensor* a = ctx.input(1)) return ReadInts(*a, "axes");
     return Shape();
   }
-  return Shape(node.GetInts("axes"));
+  return node.GetDims("axes");
 }
 
 class SqueezeKernel : public CopyKernel {

@@ -6,6 +6,7 @@
 // range that the thread pool splits, so a step over many small tensors still uses every thread. The math
 // is elementwise, so the split never changes a result.
 #include <cmath>
+#include <initializer_list>
 #include <vector>
 
 #include "providers/cpu/kernels/common.h"
@@ -18,21 +19,22 @@ namespace {
 
 // Checks that sequences `inputs` (by input index) are present, non-empty, equally long, float32 and
 // shaped alike, item by item; returns their length.
-StatusOr<size_t> CheckSequences(const KernelContext& ctx, const std::vector<std::pair<int, const char*>>& inputs) {
-  const TensorSequence* first = ctx.input_sequence(inputs[0].first);
+StatusOr<size_t> CheckSequences(const KernelContext& ctx, std::initializer_list<std::pair<int, const char*>> inputs) {
+  const char* first_name = inputs.begin()->second;
+  const TensorSequence* first = ctx.input_sequence(inputs.begin()->first);
   for (const auto& [i, name] : inputs) {
     const TensorSequence* s = ctx.input_sequence(i);
     if (s == nullptr) return InvalidArgument("input ", i, " (", name, ") must be a sequence of tensors");
     if (s->empty()) return InvalidArgument("sequence ", name, " is empty");
     if (s->size() != first->size()) {
-      return InvalidArgument("number of ", inputs[0].second, " and ", name, " mismatch: ", first->size(), " vs ",
+      return InvalidArgument("number of ", first_name, " and ", name, " mismatch: ", first->size(), " vs ",
                              s->size());
     }
     for (size_t k = 0; k < s->size(); ++k) {
       const Tensor& t = (*s)[k];
       if (t.dtype() != DType::kFloat32) return Unimplemented(name, "[", k, "] is ", DTypeName(t.dtype()), "; float32 only");
       if (t.shape() != (*first)[k].shape()) {
-        return InvalidArgument(name, "[", k, "] has shape ", ShapeToString(t.shape()), " but ", inputs[0].second, "[",
+        return InvalidArgument(name, "[", k, "] has shape ", ShapeToString(t.shape()), " but ", first_name, "[",
                                k, "] has ", ShapeToString((*first)[k].shape()));
       }
     }
