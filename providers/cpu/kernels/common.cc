@@ -257,8 +257,7 @@ void CopyBytes(const Tensor& src, Tensor* dst) {
   }
 }
 
-StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const Shape& starts,
-                                     const Shape& ends, Shape axes,
+StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const Shape& starts, const Shape& ends, Shape axes,
                                      Shape steps) {
   if (axes.empty()) for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
@@ -296,8 +295,7 @@ StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const Shape& starts,
   return g;
 }
 
-Status ReadSliceInputs(const KernelContext& ctx, int first, Shape* starts, Shape* ends,
-                       Shape* axes, Shape* steps) {
+Status ReadSliceInputs(const KernelContext& ctx, int first, Shape* starts, Shape* ends, Shape* axes, Shape* steps) {
   ONT_ASSIGN_OR_RETURN(const Tensor* s, RequireInput(ctx, first, "starts"));
   ONT_ASSIGN_OR_RETURN(const Tensor* e, RequireInput(ctx, first + 1, "ends"));
   ONT_ASSIGN_OR_RETURN(*starts, ReadInts(*s, "starts"));

@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "providers/cpu/kernels/vrows.h"  // LaneSum
 #include "providers/cpu/thread_pool.h"
 #include "providers/kernel.h"
 
@@ -133,29 +134,13 @@ struct SliceGeometry {
   int64_t offset = 0;
   Shape strides;
 };
-StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const Shape& starts,
-                                     const Shape& ends, Shape axes,
+StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const Shape& starts, const Shape& ends, Shape axes,
                                      Shape steps);
 
 // Slice's index inputs (opset >= 10: starts, ends, axes?, steps?) starting at input `first`.
-Status ReadSliceInputs(const KernelContext& ctx, int first, Shape* starts, Shape* ends,
-                       Shape* axes, Shape* steps);
+Status ReadSliceInputs(const KernelContext& ctx, int first, Shape* starts, Shape* ends, Shape* axes, Shape* steps);
 
 // Converts between element types (numeric <-> numeric, via double for floats).
-// The sum of f(0) .. f(n - 1) in double, in eight interleaved partial sums added at the end: a fixed order
-// (the same on every run and thread count) that the compiler can vectorize, unlike one running sum.
-template <typename F>
-double LaneSum(int64_t n, F f) {
-  double part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) part[j] += f(i + j);
-  }
-  for (; i < n; ++i) part[i & 7] += f(i);
-  double s = 0;
-  for (int j = 0; j < 8; ++j) s += part[j];
-  return s;
-}
 
 template <typename To, typename From>
 inline To ConvertValue(From v) {

@@ -7,33 +7,19 @@ namespace {
 
 #define ONT_VROWS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
-// LaneSum's order exactly: eight partial sums over interleaved elements, the tail into part[i & 7].
-template <typename F>
-inline double Lanes(int64_t n, F f) {
-  double part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) part[j] += f(i + j);
-  }
-  for (; i < n; ++i) part[i & 7] += f(i);
-  double s = 0;
-  for (int j = 0; j < 8; ++j) s += part[j];
-  return s;
-}
-
 ONT_VROWS_CLONES double SumLoop(const float* x, int64_t n) {
-  return Lanes(n, [x](int64_t i) { return static_cast<double>(x[i]); });
+  return LaneSum(n, [x](int64_t i) { return static_cast<double>(x[i]); });
 }
 
 ONT_VROWS_CLONES double SumSqDevLoop(const float* x, int64_t n, double mean) {
-  return Lanes(n, [x, mean](int64_t i) {
+  return LaneSum(n, [x, mean](int64_t i) {
     double d = static_cast<double>(x[i]) - mean;
     return d * d;
   });
 }
 
 ONT_VROWS_CLONES double SumDotDevLoop(const float* g, const float* x, int64_t n, double mean, double inv) {
-  return Lanes(n, [g, x, mean, inv](int64_t i) { return static_cast<double>(g[i]) * (x[i] - mean) * inv; });
+  return LaneSum(n, [g, x, mean, inv](int64_t i) { return static_cast<double>(g[i]) * (x[i] - mean) * inv; });
 }
 
 ONT_VROWS_CLONES void AffineLoop(const float* x, float* y, int64_t n, float a, float b) {

@@ -1,13 +1,28 @@
 // Row loops of the normalization kernels over float data, compiled per ISA like vmath.h
 // (AVX-512, AVX2, baseline; chosen at load time, no FMA contraction), so each gives the same bits on every
-// CPU. The sums are LaneSum's (common.h): double partial sums over eight interleaved lanes, added in order at
-// the end, which is the order the generic kernels use for float64 data.
+// CPU. The sums are LaneSum's: double partial sums over eight interleaved lanes, added in order at the end,
+// which is also the order the generic kernels use for float64 data.
 #pragma once
 
 #include <cstdint>
 
 namespace ontrain {
 namespace cpu {
+
+// The sum of f(0) .. f(n - 1) in double, in eight interleaved partial sums added at the end: a fixed order
+// (the same on every run and thread count) that the compiler can vectorize, unlike one running sum.
+template <typename F>
+double LaneSum(int64_t n, F f) {
+  double part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) part[j] += f(i + j);
+  }
+  for (; i < n; ++i) part[i & 7] += f(i);
+  double s = 0;
+  for (int j = 0; j < 8; ++j) s += part[j];
+  return s;
+}
 
 // sum x[i]
 double VRowSum(const float* x, int64_t n);
