@@ -207,6 +207,21 @@ Status CheckSequenceFeed(const ValueInfo& info, const TensorSequence& items, Dev
 
 }  // namespace
 
+namespace {
+// Appends "dtype[d0,d1,...]" to a run's key in place, so that the key's memory is reused from run to run.
+void AppendKey(std::string* key, const Tensor& t) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, static_cast<int>(t.dtype()));
+  key->append(buf, r.ptr).push_back('[');
+  for (size_t d = 0; d < t.shape().size(); ++d) {
+    r = std::to_chars(buf, buf + sizeof buf, t.shape()[d]);
+    if (d > 0) key->push_back(',');
+    key->append(buf, r.ptr);
+  }
+  key->push_back(']');
+}
+}  // namespace
+
 Status Executor::Bind(const NamedValues& feeds) {
   values_ = initial_values_;
   key_.clear();
@@ -223,8 +238,8 @@ Status Executor::Bind(const NamedValues& feeds) {
     Device home = plan_.values[v].device;
     if (value.is_sequence()) {
       ONT_RETURN_IF_ERROR(CheckSequenceFeed(*info, *value.sequence(), home));
-      key_ += name + ":seq";
-      for (const Tensor& item : *value.sequence()) key_ += StrCat(static_cast<int>(item.dtype()), ShapeToString(item.shape()));
+      key_.append(name).append(":seq");
+      for (const Tensor& item : *value.sequence()) AppendKey(&key_, item);
       key_ += ";";
     } else {
       if (!info->is_tensor) return InvalidArgument("input \"", name, "\" is a sequence, but a tensor was fed");
@@ -234,15 +249,9 @@ Status Executor::Bind(const NamedValues& feeds) {
         return InvalidArgument("input \"", name, "\" is on ", t.device().ToString(), " but the plan expects it on ",
                                home.ToString());
       }
-      // name:dtype[d0,d1,...]; appended in place: the key's memory is reused from run to run.
-      key_.append(name).append(":").append(std::to_string(static_cast<int>(t.dtype()))).append("[");
-      for (size_t d = 0; d < t.shape().size(); ++d) {
-        char buf[24];
-        auto r = std::to_chars(buf, buf + sizeof buf, t.shape()[d]);
-        if (d > 0) key_.push_back(',');
-        key_.append(buf, r.ptr);
-      }
-      key_.append("];");
+      key_.append(name).append(":");
+      AppendKey(&key_, t);
+      key_ += ";";
     }
     values_[v] = value;
   }
