@@ -1,8 +1,10 @@
 // CPU kernels and helpers checked against hand-computed values, for what ONNX's conformance data does not
 // cover: com.microsoft Gelu/FastGelu, Dropout in training mode, BatchNormalization running statistics,
-// half-precision conversion, Transpose's tiled path on sizes that leave partial tiles, and the thread pool.
+// half-precision conversion, Transpose's tiled path on sizes that leave partial tiles, MaxPool's vectorized
+// rows against a naive loop, and the thread pool.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "engine/executor.h"
@@ -85,6 +87,64 @@ TEST(CpuKernelsTest, TransposeEveryPermutation) {
   } while (std::next_permutation(perm.begin(), perm.end()));
   check({3, 40, 5, 33}, {0, 3, 1, 2});
   check({3, 40, 5, 33}, {2, 3, 0, 1});
+}
+
+// MaxPool's float path (vectorized interior rows, scalar borders) against a naive loop over each window:
+// the first maximum in visiting order, NaNs passed over, ties common (values are small integers).
+TEST(CpuKernelsTest, MaxPoolMatchesNaiveWindows) {
+  struct Case {
+    int64_t h, w, k, s, pad, dil, storage_order;
+  };
+  const Case cases[] = {{26, 26, 2, 2, 0, 1, 0}, {11, 11, 2, 2, 0, 1, 0}, {32, 35, 3, 2, 1, 1, 0},
+                        {9, 70, 3, 1, 1, 1, 0},  {7, 300, 2, 1, 0, 1, 1}, {12, 13, 3, 3, 2, 1, 0},
+                        {10, 10, 3, 2, 1, 2, 0}, {5, 4, 5, 1, 2, 1, 0}};
+  uint32_t seed = 7;
+  auto next = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return seed >> 8;
+  };
+  for (const Case& c : cases) {
+    const int64_t n = 2, ch = 3, ek = (c.k - 1) * c.dil + 1;
+    const int64_t oh = (c.h + 2 * c.pad - ek) / c.s + 1, ow = (c.w + 2 * c.pad - ek) / c.s + 1;
+    Model m;
+    m.opset_imports[""] = 12;
+    m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {n, ch, c.h, c.w}));
+    m.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {n, ch, oh, ow}));
+    m.graph.outputs.push_back(TensorInfo("i", DType::kInt64, {n, ch, oh, ow}));
+    m.graph.nodes.push_back(MakeNode("MaxPool", {"x"}, {"y", "i"},
+                                     {AttrInts("kernel_shape", {c.k, c.k}), AttrInts("strides", {c.s, c.s}),
+                                      AttrInts("pads", {c.pad, c.pad, c.pad, c.pad}),
+                                      AttrInts("dilations", {c.dil, c.dil}), AttrInt("storage_order", c.storage_order)},
+                                     "pool"));
+    std::vector<float> x(n * ch * c.h * c.w);
+    for (float& v : x) v = next() % 97 == 0 ? NAN : static_cast<float>(static_cast<int>(next() % 7) - 3);
+    std::vector<Tensor> got = RunModel(m, {{"x", Tensor::FromVector(x, {n, ch, c.h, c.w})}});
+    ASSERT_EQ(got.size(), 2u);
+    for (int64_t p = 0; p < n * ch; ++p) {
+      for (int64_t i = 0; i < oh; ++i) {
+        for (int64_t j = 0; j < ow; ++j) {
+          float best = std::numeric_limits<float>::lowest();
+          int64_t arg = -1;
+          for (int64_t a = 0; a < c.k; ++a) {
+            for (int64_t b = 0; b < c.k; ++b) {
+              int64_t r = i * c.s - c.pad + a * c.dil, q = j * c.s - c.pad + b * c.dil;
+              if (r < 0 || r >= c.h || q < 0 || q >= c.w) continue;
+              float v = x[p * c.h * c.w + r * c.w + q];
+              if (arg < 0) arg = r * c.w + q;
+              if (v > best) {
+                best = v;
+                arg = r * c.w + q;
+              }
+            }
+          }
+          if (c.storage_order == 1) arg = (arg % c.w) * c.h + arg / c.w;
+          int64_t o = (p * oh + i) * ow + j;
+          ASSERT_EQ(got[0].data<float>()[o], best) << c.h << "x" << c.w << " k" << c.k << " at " << o;
+          ASSERT_EQ(got[1].data<int64_t>()[o], p * c.h * c.w + arg) << c.h << "x" << c.w << " k" << c.k << " at " << o;
+        }
+      }
+    }
+  }
 }
 
 Model DropoutModel(int64_t seed) {

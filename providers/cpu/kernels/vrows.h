@@ -1,4 +1,4 @@
-// Row loops of the normalization kernels over float data, compiled per ISA like vmath.h
+// Row loops of the normalization and pooling kernels over float data, compiled per ISA like vmath.h
 // (AVX-512, AVX2, baseline; chosen at load time, no FMA contraction), so each gives the same bits on every
 // CPU. The sums are LaneSum's: double partial sums over eight interleaved lanes, added in order at the end,
 // which is also the order the generic kernels use for float64 data.
@@ -35,6 +35,15 @@ void VRowAffine(const float* x, float* y, int64_t n, float a, float b);
 // Batch normalization's input gradient: dx[i] = float(coef * (m * g[i] - db - (x[i] - mean) * inv * ds)).
 void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
                        double m, double db, double ds);
+
+// Max pooling of n windows along one output row, all inside the input (dilation 1): window j covers rows
+// 0 .. kh-1 (row pitch wd) and columns j*sw .. j*sw+kw-1 from x. y[j] is its maximum and arg[j] the offset
+// from x of its first maximum in visiting order (rows, then columns), starting from the lowest float, so
+// NaNs are passed over exactly as the generic pooling loop passes over them. Offsets must fit int32.
+// `readable`: how many floats from x may be read (the rest of the tensor), so that whole vectors can be
+// loaded where they stay inside it.
+void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, int64_t readable,
+                 float* y, int32_t* arg);
 
 }  // namespace cpu
 }  // namespace ontrain
