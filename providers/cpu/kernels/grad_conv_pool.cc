@@ -9,6 +9,7 @@
 #include "providers/cpu/kernels/depthwise.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
 namespace cpu {
@@ -158,15 +159,20 @@ class ConvGradKernel : public OpKernel {
           });
         }
       }
+      // dB: per channel, the images' rows summed in double in LaneSum's fixed order (vectorized; one running
+      // float sum was a 4-cycle add chain per element, 1.6 ms of the benchmark CNN's first ConvGrad).
       if (db) {
-        for (int64_t j = 0; j < m; ++j) {
-          T s = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            const T* row = dy.data<T>() + (i * m + j) * osize;
-            for (int64_t o = 0; o < osize; ++o) s += row[o];
+        ParallelFor(ctx.thread_pool(), m, static_cast<double>(n * osize), [&](int64_t j0, int64_t j1) {
+          for (int64_t j = j0; j < j1; ++j) {
+            double s = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              const T* row = dy.data<T>() + (i * m + j) * osize;
+              if constexpr (std::is_same_v<T, float>) s += VRowSum(row, osize);
+              else s += LaneSum(osize, [row](int64_t o) { return static_cast<double>(row[o]); });
+            }
+            db->data<T>()[j] = static_cast<T>(s);
           }
-          db->data<T>()[j] = s;
-        }
+        });
       }
       if (dw && n == 0) std::fill(dw->data<T>(), dw->data<T>() + dw->NumElements(), T(0));
       return Status::OK();

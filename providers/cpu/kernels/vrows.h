@@ -10,9 +10,10 @@ namespace ontrain {
 namespace cpu {
 
 // The sum of f(0) .. f(n - 1) in double, in eight interleaved partial sums added at the end: a fixed order
-// (the same on every run and thread count) that the compiler can vectorize, unlike one running sum.
+// (the same on every run and thread count) that the compiler can vectorize, unlike one running sum. Always
+// inlined: the per-ISA loops call it, and GCC would otherwise compile one baseline (SSE2) copy for them all.
 template <typename F>
-double LaneSum(int64_t n, F f) {
+__attribute__((always_inline)) inline double LaneSum(int64_t n, F f) {
   double part[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
