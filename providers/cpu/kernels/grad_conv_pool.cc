@@ -180,7 +180,9 @@ class ConvGradKernel : public OpKernel {
   }
 
  private:
-  static constexpr int64_t kChunkBytes = int64_t{4} << 20;
+  // 1 MB: one Zen 5 core's L2; also more chunks to share between threads (the ResNet's ConvGrad at 2 threads
+  // 28.4 -> 27.3 ms, peak RSS 197 -> 163 MB, against 4 MB).
+  static constexpr int64_t kChunkBytes = int64_t{1} << 20;
 
   // dX of one image in the padded-rows layout: for each patch position k in order, the padded dX shifted by
   // k ([cg, n], rows a plane apart) += Wr_g,k^T [cg, mg] times dY_g with zero gaps; the interior is dX.
