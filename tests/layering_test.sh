@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The layering rule: every folder includes only from folders below it (and from itself).
-#   core  <  checkpoint  <  graph  <  providers  <  optimizer, scheduler  <  engine  <  tools
+#   core  <  checkpoint  <  graph  <  providers  <  optimizer, scheduler  <  engine  <  tools, bindings
 # Fails naming each file and include that breaks it.
 set -uo pipefail
 
@@ -13,6 +13,7 @@ declare -A allowed=(
   [scheduler]="core checkpoint scheduler"
   [engine]="core checkpoint graph providers optimizer scheduler engine"
   [tools]="core checkpoint graph providers optimizer scheduler engine tools"
+  [bindings]="core checkpoint graph providers optimizer scheduler engine bindings"
 )
 
 bad=0

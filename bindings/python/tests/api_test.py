@@ -1,0 +1,211 @@
+"""ontrain.api, the ONNX-Runtime-shaped Python API: ONNX Runtime's sample loop on the tests/data/ort_mlp
+artifacts (an MLP in ONNX Runtime's conventions) against the numpy float64 reference run of
+tools/make_mlp_fixture.py (losses and parameters after 10 AdamW steps), checkpoints and properties, the
+parameter buffer, export, the schedulers, and the errors. Run by pytest, one JUnit case per test.
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from ontrain import api
+
+DATA = os.path.join(os.environ.get("TEST_SRCDIR", ""), os.environ.get("TEST_WORKSPACE", ""), "tests/data/ort_mlp")
+TMP = os.environ.get("TEST_TMPDIR", "/tmp")
+
+
+def path(name):
+    return os.path.join(DATA, name)
+
+
+def batch(step):
+    """The same batches as the C++ and C tests (tests/ort_artifacts.cc: SyntheticFloats, SyntheticLabels)."""
+    x = (np.sin(0.37 * np.arange(48) + 1.3 * step) * 0.8).astype(np.float32).reshape(8, 6)
+    y = np.array([(7 * i + 3 * step) % 3 for i in range(8)], dtype=np.int64)
+    return x, y
+
+
+def reference():
+    losses, params = [], {}
+    with open(path("reference.txt")) as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] == "loss":
+                losses.append(float(parts[2]))
+            elif parts and parts[0] == "param":
+                params.setdefault(parts[1], []).append(float(parts[3]))
+    return losses, params
+
+
+def make():
+    state = api.CheckpointState.load_checkpoint(path("checkpoint"))
+    model = api.Module(path("training_model.onnx"), state, path("eval_model.onnx"))
+    optimizer = api.Optimizer(path("optimizer_model.onnx"), model)
+    return state, model, optimizer
+
+
+def train(model, optimizer, steps):
+    losses = []
+    model.train()
+    for step in range(steps):
+        out = model(*batch(step))
+        optimizer.step()
+        model.lazy_reset_grad()
+        losses.append(float(out[0]))
+    return losses
+
+
+def test_sample_loop_matches_numpy_reference():
+    ref_losses, ref_params = reference()
+    state, model, optimizer = make()
+    assert model.input_names() == ["input", "labels"]
+    assert model.output_names() == ["onnx::loss::2", "logits"]
+    losses = train(model, optimizer, 10)
+    for step, (got, want) in enumerate(zip(losses, ref_losses)):
+        assert abs(got - want) <= 1e-5 * abs(want), f"step {step}: {got} vs numpy {want}"
+    for name, values in ref_params.items():
+        got = state.parameters[name].data.ravel()
+        want = np.array(values)
+        assert got.shape == want.shape
+        rel = np.abs(got - want) / np.maximum(np.abs(want), 1e-2)
+        assert rel.max() <= 1e-5, f"{name}: largest relative difference {rel.max()}"
+
+
+def test_eval_mode_runs_the_eval_model_and_does_not_train():
+    state, model, optimizer = make()
+    before = state.parameters["fc1.weight"].data
+    model.eval()
+    assert not model.training
+    out = model(*batch(0))
+    names = model.output_names()
+    assert len(out) == len(names) and len(names) >= 1
+    loss = float(np.asarray(out[0]).ravel()[0])
+    want = reference()[0][0]  # the loss of batch 0 at the initial parameters
+    assert abs(loss - want) <= 1e-5 * abs(want), f"{names[0]}: {loss} vs numpy {want}"
+    np.testing.assert_array_equal(state.parameters["fc1.weight"].data, before)
+
+
+def test_resume_from_saved_checkpoint_reproduces_the_run_bit_for_bit():
+    state, model, optimizer = make()
+    full = train(model, optimizer, 6)
+    state2, model2, optimizer2 = make()
+    train(model2, optimizer2, 3)
+    saved = os.path.join(TMP, "resume.ckpt")
+    api.CheckpointState.save_checkpoint(state2, saved, include_optimizer_state=True)
+    state3 = api.CheckpointState.load_checkpoint(saved)
+    model3 = api.Module(path("training_model.onnx"), state3, path("eval_model.onnx"))
+    optimizer3 = api.Optimizer(path("optimizer_model.onnx"), model3)
+    rest = []
+    for step in range(3, 6):
+        out = model3(*batch(step))
+        optimizer3.step()
+        model3.lazy_reset_grad()
+        rest.append(float(out[0]))
+    assert rest == full[3:]
+
+
+def test_properties_round_trip_through_a_checkpoint():
+    state = api.CheckpointState.load_checkpoint(path("checkpoint"))
+    state.properties["hours in a year"] = 8760
+    state.properties["pi"] = 3.14
+    state.properties["framework"] = "onnxruntime"
+    saved = os.path.join(TMP, "props.ckpt")
+    api.CheckpointState.save_checkpoint(state, saved)
+    again = api.CheckpointState.load_checkpoint(saved)
+    assert again.properties["hours in a year"] == 8760
+    assert again.properties["pi"] == pytest.approx(3.14, rel=1e-7)  # stored as float32
+    assert again.properties["framework"] == "onnxruntime"
+    assert "pi" in again.properties and "nope" not in again.properties
+    del again.properties["pi"]
+    assert "pi" not in again.properties
+    with pytest.raises(KeyError, match="nope"):
+        again.properties["nope"]
+    with pytest.raises(ValueError, match="bool"):
+        again.properties["flag"] = True
+
+
+def test_parameters_by_name_and_assignment():
+    state = api.CheckpointState.load_checkpoint(path("checkpoint"))
+    names = list(state.parameters)
+    assert "fc1.weight" in names and len(state.parameters) == len(names)
+    p = state.parameters["fc1.weight"]
+    assert p.requires_grad
+    w = p.data
+    state.parameters["fc1.weight"] = np.full_like(w, 0.25)
+    assert np.all(state.parameters["fc1.weight"].data == 0.25)
+    with pytest.raises(ValueError, match="fc1.weight"):
+        state.parameters["fc1.weight"] = np.zeros((1, 1), dtype=np.float32)
+    with pytest.raises(KeyError, match="nope"):
+        state.parameters["nope"]
+
+
+def test_contiguous_parameter_buffer_round_trip():
+    state, model, optimizer = make()
+    n = model.get_parameters_size(trainable_only=False)
+    buf = model.get_contiguous_parameters(trainable_only=False)
+    assert buf.shape == (n,) and buf.dtype == np.float32
+    total = sum(state.parameters[k].data.size for k in state.parameters)
+    assert n == total
+    model.copy_buffer_to_parameters(np.zeros(model.get_parameters_size(True), dtype=np.float32))
+    for k in state.parameters:
+        if state.parameters[k].requires_grad:
+            assert not state.parameters[k].data.any(), k
+
+
+def test_non_contiguous_inputs_are_accepted():
+    _, model, optimizer = make()
+    x, y = batch(0)
+    wide = np.zeros((8, 12), dtype=np.float32)
+    wide[:, ::2] = x
+    a = model(wide[:, ::2], y)
+    _, model2, _ = make()
+    b = model2(x, y)
+    assert float(a[0]) == float(b[0])
+
+
+def test_export_model_for_inferencing_writes_a_model():
+    _, model, optimizer = make()
+    train(model, optimizer, 2)
+    out = os.path.join(TMP, "inference.onnx")
+    model.export_model_for_inferencing(out, ["logits"])
+    assert os.path.getsize(out) > 0
+
+
+def test_linear_scheduler_follows_onnx_runtimes_curve():
+    _, model, optimizer = make()
+    scheduler = api.LinearLRScheduler(optimizer, warmup_step_count=2, total_step_count=6, initial_lr=0.1)
+    rates = []
+    for step in range(6):  # ONNX Runtime's sample loop: the rate follows the optimizer's step count
+        model(*batch(step))
+        optimizer.step()
+        scheduler.step()
+        model.lazy_reset_grad()
+        rates.append(optimizer.get_learning_rate())
+    # after n optimizer steps: n / warmup below the warmup, then (total - n) / (total - warmup), times 0.1
+    want = [0.05, 0.1, 0.075, 0.05, 0.025, 0.0]
+    assert rates == pytest.approx(want, rel=1e-6, abs=1e-9)
+    optimizer.set_learning_rate(0.5)
+    assert optimizer.get_learning_rate() == pytest.approx(0.5)
+
+
+def test_errors_carry_the_engines_message():
+    with pytest.raises(RuntimeError, match="no_such_file"):
+        api.CheckpointState.load_checkpoint(os.path.join(TMP, "no_such_file"))
+    _, model, _ = make()
+    with pytest.raises(ValueError, match="takes 2 inputs, got 1"):
+        model(batch(0)[0])
+    with pytest.raises(RuntimeError, match="input"):
+        model(np.zeros((8, 5), dtype=np.float32), batch(0)[1])
+    with pytest.raises(ValueError, match="dtype"):
+        model(np.zeros((8, 6), dtype=np.complex64), batch(0)[1])
+    with pytest.raises(ValueError, match="device"):
+        api.Module(path("training_model.onnx"), api.CheckpointState.load_checkpoint(path("checkpoint")), device="")
+
+
+if __name__ == "__main__":
+    args = [__file__, "-q", "-p", "no:cacheprovider"]
+    if os.environ.get("XML_OUTPUT_FILE"):
+        args.append("--junitxml=" + os.environ["XML_OUTPUT_FILE"])
+    sys.exit(pytest.main(args))
