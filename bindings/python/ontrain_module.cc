@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 #include "checkpoint/checkpoint_state.h"
 #include "engine/provider_list.h"
 #include "engine/training_session.h"
+#include "graph/model_io.h"
 #include "scheduler/lr_scheduler.h"
 
 namespace py = pybind11;
@@ -106,6 +108,11 @@ class Session {
   Session(std::shared_ptr<CheckpointState> state, const std::string& train, const std::string& eval,
           const std::string& optimizer, const std::string& providers, int threads)
       : state_(std::move(state)) {
+    for (const std::string& path : {train, eval}) {
+      if (path.empty()) continue;
+      Model m = Unwrap(LoadModel(path));
+      for (const ValueInfo& vi : m.graph.inputs) declared_[vi.name] = vi;
+    }
     providers_ = Unwrap(CreateProviders(providers, threads));
     TrainingSessionOptions options;
     options.providers = providers_.ordered;
@@ -123,7 +130,7 @@ class Session {
     std::vector<Fed> fed;
     std::vector<Tensor> tensors;
     for (size_t i = 0; i < names.size(); ++i) {
-      fed.push_back(FromArray(inputs[i], "input '" + names[i] + "'"));
+      fed.push_back(FromArray(Conform(names[i], inputs[i]), "input '" + names[i] + "'"));
       tensors.push_back(fed.back().tensor);
     }
     std::vector<Tensor> outputs;
@@ -144,6 +151,37 @@ class Session {
   TrainingSession& get() { return *session_; }
 
  private:
+  // The array for a declared input: cast to the declared element type where numpy calls the cast safe
+  // (no value changes: int32 -> int64, float32 -> float64, bool -> any), and its shape checked against the
+  // declared one; anything else is a ValueError naming the input and both types.
+  py::object Conform(const std::string& name, const py::handle& obj) const {
+    py::module_ np = py::module_::import("numpy");
+    py::array a = np.attr("asarray")(obj);
+    auto it = declared_.find(name);
+    if (it == declared_.end() || it->second.dtype == DType::kUndefined) return std::move(a);
+    const ValueInfo& vi = it->second;
+    py::dtype want = ToNumpy(vi.dtype);
+    if (!a.dtype().is(want) && !np.attr("dtype")(a.dtype()).equal(want)) {
+      if (!np.attr("can_cast")(a.dtype(), want, "safe").cast<bool>()) {
+        throw std::invalid_argument("input '" + name + "' is declared " + vi.TypeString() + "; a " +
+                                    a.dtype().attr("name").cast<std::string>() + " array cannot become " +
+                                    DTypeName(vi.dtype) + " without changing values");
+      }
+      a = a.attr("astype")(want);
+    }
+    if (vi.has_shape) {
+      bool ok = static_cast<size_t>(a.ndim()) == vi.dims.size();
+      for (size_t d = 0; ok && d < vi.dims.size(); ++d) ok = !vi.dims[d].known() || vi.dims[d].value == a.shape(d);
+      if (!ok) {
+        std::string got = "[";
+        for (py::ssize_t d = 0; d < a.ndim(); ++d) got += (d ? "," : "") + std::to_string(a.shape(d));
+        throw std::invalid_argument("input '" + name + "' is declared " + vi.TypeString() + ", got shape " + got + "]");
+      }
+    }
+    return std::move(a);
+  }
+
+  std::map<std::string, ValueInfo> declared_;  // the train and eval models' inputs
   std::shared_ptr<CheckpointState> state_;
   ProviderList providers_;
   std::unique_ptr<TrainingSession> session_;
@@ -250,6 +288,12 @@ PYBIND11_MODULE(_ontrain, m) {
       })
       .def("export_model_for_inferencing", [](Session& s, const std::string& path, const std::vector<std::string>& outputs) {
         Check(s.get().ExportModelForInferencing(path, outputs));
+      })
+      .def("gradient", [](Session& s, const std::string& name) -> py::object {
+        const Tensor* g = s.get().gradient(name);
+        if (g == nullptr) return py::none();
+        Tensor host = g->device().is_host() ? *g : Unwrap(s.get().train_executor().ToHost(*g));
+        return ToArray(host, "gradient of '" + name + "'");
       })
       .def("has_eval_model", [](Session& s) { return s.get().has_eval_model(); })
       .def("has_optimizer", [](Session& s) { return s.get().has_optimizer(); })

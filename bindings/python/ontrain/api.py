@@ -5,9 +5,10 @@ CheckpointState, Module, Optimizer and LinearLRScheduler keep ONNX Runtime's nam
 types, with numpy arrays where ONNX Runtime returns numpy arrays or OrtValues. ontrain's other schedules
 are CosineLRScheduler, StepLRScheduler, ExponentialLRScheduler and ConstantLRScheduler.
 
-Not yet here: Parameter.grad, ONNX Runtime's nominal checkpoints through this API, ontrain.artifacts.
+Not yet here: ONNX Runtime's nominal checkpoints through this API, ontrain.artifacts.
 """
 import os
+import weakref
 
 import numpy as np
 
@@ -20,10 +21,12 @@ __all__ = [
 
 
 class Parameter:
-    """One checkpoint parameter: `data` is a numpy copy; assigning `data` writes the checkpoint."""
+    """One checkpoint parameter: `data` is a numpy copy; assigning `data` writes the checkpoint; `grad` is a
+    copy of its gradient buffer in the Module that trains the state (None for a frozen parameter)."""
 
-    def __init__(self, state, name):
-        self._state = state
+    def __init__(self, owner, name):
+        self._owner = owner  # the CheckpointState
+        self._state = owner._state
         self.name = name
 
     @property
@@ -38,6 +41,14 @@ class Parameter:
     def requires_grad(self):
         return self._state.requires_grad(self.name)
 
+    @property
+    def grad(self):
+        module = self._owner._module() if self._owner._module is not None else None
+        if module is None:
+            raise RuntimeError(f"parameter {self.name!r}: no Module trains this CheckpointState, so there is no "
+                               "gradient buffer (gradients live in the Module's session)")
+        return module._session.gradient(self.name)
+
     def __repr__(self):
         return f"Parameter(name={self.name!r}, requires_grad={self.requires_grad})"
 
@@ -45,13 +56,14 @@ class Parameter:
 class Parameters:
     """`state.parameters[name]` (a Parameter), `name in`, iteration over names, assignment of arrays."""
 
-    def __init__(self, state):
-        self._state = state
+    def __init__(self, owner):
+        self._owner = owner
+        self._state = owner._state
 
     def __getitem__(self, name):
         if name not in self:
             raise KeyError(f"no parameter named {name!r} in the checkpoint")
-        return Parameter(self._state, name)
+        return Parameter(self._owner, name)
 
     def __setitem__(self, name, value):
         self[name].data = value
@@ -98,7 +110,8 @@ class CheckpointState:
 
     def __init__(self, native):
         self._state = native
-        self.parameters = Parameters(native)
+        self._module = None  # weak reference to the latest Module over this state (for Parameter.grad)
+        self.parameters = Parameters(self)
         self.properties = Properties(native)
 
     @classmethod
@@ -128,6 +141,7 @@ class Module:
         self._state = state
         self.training = True
         self._session = self._create()
+        state._module = weakref.ref(self)
 
     def _create(self):
         return _ontrain.TrainingSession(self._state._state, self._train_model, self._eval_model,

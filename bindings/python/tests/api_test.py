@@ -1,7 +1,10 @@
 """ontrain.api, the ONNX-Runtime-shaped Python API: ONNX Runtime's sample loop on the tests/data/ort_mlp
 artifacts (an MLP in ONNX Runtime's conventions) against the numpy float64 reference run of
-tools/make_mlp_fixture.py (losses and parameters after 10 AdamW steps), checkpoints and properties, the
-parameter buffer, export, the schedulers, and the errors. Run by pytest, one JUnit case per test.
+tools/make_mlp_fixture.py (losses and parameters after 10 AdamW steps) and against ONNX Runtime's own
+training losses (tests/data/ort_reference_losses.txt, onnxruntime-web 1.19.2) on that set and on ONNX
+Runtime's artifact sets in ../shared/ort-artifacts (ONTRAIN_ORT_ARTIFACTS; skipped with the reason where
+absent); checkpoints and properties, the parameter buffer, export, the schedulers, and the errors. Run by
+pytest, one JUnit case per test.
 """
 import math
 import os
@@ -12,7 +15,8 @@ import pytest
 
 from ontrain import api
 
-DATA = os.path.join(os.environ.get("TEST_SRCDIR", ""), os.environ.get("TEST_WORKSPACE", ""), "tests/data/ort_mlp")
+ROOT = os.path.join(os.environ.get("TEST_SRCDIR", ""), os.environ.get("TEST_WORKSPACE", ""))
+DATA = os.path.join(ROOT, "tests/data/ort_mlp")
 TMP = os.environ.get("TEST_TMPDIR", "/tmp")
 
 
@@ -71,6 +75,73 @@ def test_sample_loop_matches_numpy_reference():
         assert got.shape == want.shape
         rel = np.abs(got - want) / np.maximum(np.abs(want), 1e-2)
         assert rel.max() <= 1e-5, f"{name}: largest relative difference {rel.max()}"
+
+
+# ONNX Runtime's artifact sets with plain synthetic batches (tools/ort_reference/sets.json; the C++
+# tests/engine/ort_parity_test.cc trains the same): name -> inputs as (name, kind, shape, classes).
+ORT_SETS = {
+    "ort_mlp": [("input", "float", (8, 6), 0), ("labels", "int64", (8,), 3)],
+    "ort-testdata-mlp": [("input-0", "float", (4, 784), 0), ("labels", "int32", (4,), 10)],
+    "carzh-web-mnist": [("input", "float", (4, 784), 0), ("labels", "int64", (4,), 10)],
+    "srij-lora": [("input", "float", (4, 10), 0), ("target", "target", (4, 2), 0)],
+    "seizureguard-cnn1d": [("input", "float", (2, 18, 1024), 0), ("labels", "int64", (2,), 2)],
+}
+
+
+def synthetic(kind, shape, classes, step):
+    n = int(np.prod(shape))
+    i = np.arange(n)
+    if kind == "float":
+        return (np.sin(0.37 * i + 1.3 * step) * 0.8).astype(np.float32).reshape(shape)
+    if kind == "target":
+        return (np.cos(0.11 * i + 0.7 * step) * 0.5).astype(np.float32).reshape(shape)
+    return ((7 * i + 3 * step) % classes).astype(np.int32 if kind == "int32" else np.int64).reshape(shape)
+
+
+def ort_reference(name):
+    losses, eval_loss = [], None
+    with open(os.path.join(ROOT, "tests/data/ort_reference_losses.txt")) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == name:
+                if parts[1] == "eval":
+                    eval_loss = float(parts[2])
+                else:
+                    losses.append(float(parts[2]))
+    return losses, eval_loss
+
+
+@pytest.mark.parametrize("name", sorted(ORT_SETS))
+def test_losses_match_onnx_runtime(name):
+    if name == "ort_mlp":
+        folder = DATA
+    else:
+        root = os.environ.get("ONTRAIN_ORT_ARTIFACTS")
+        if not root or not os.path.isdir(os.path.join(root, name)):
+            pytest.skip(f"ONNX Runtime's artifact set {name} is not here (ONTRAIN_ORT_ARTIFACTS unset or "
+                        "without it; tools/test.sh sets it from ../shared/ort-artifacts)")
+        folder = os.path.join(root, name)
+    losses, eval_loss = ort_reference(name)
+    assert len(losses) == 20 and eval_loss is not None, f"no ONNX Runtime reference for {name}"
+    state = api.CheckpointState.load_checkpoint(os.path.join(folder, "checkpoint"))
+    model = api.Module(os.path.join(folder, "training_model.onnx"), state, os.path.join(folder, "eval_model.onnx"))
+    optimizer = api.Optimizer(os.path.join(folder, "optimizer_model.onnx"), model)
+    specs = ORT_SETS[name]
+    assert model.input_names() == [s[0] for s in specs]
+    worst = 0.0
+    for step, want in enumerate(losses):
+        out = model(*[synthetic(kind, shape, classes, step) for _, kind, shape, classes in specs])
+        optimizer.step()
+        model.lazy_reset_grad()
+        got = float(np.asarray(out[0] if isinstance(out, list) else out).ravel()[0])
+        rel = abs(got - want) / max(1e-12, abs(want))
+        worst = max(worst, rel)
+        assert rel <= 1e-5, f"{name} step {step}: ontrain {got}, ONNX Runtime {want}"
+    model.eval()
+    out = model(*[synthetic(kind, shape, classes, 20) for _, kind, shape, classes in specs])
+    got = float(np.asarray(out[0] if isinstance(out, list) else out).ravel()[0])
+    assert abs(got - eval_loss) <= 1e-5 * abs(eval_loss), f"{name} eval: ontrain {got}, ONNX Runtime {eval_loss}"
+    print(f"[ort-parity python] {name}: 20 steps, largest relative loss difference {worst:.3g}")
 
 
 def test_eval_mode_runs_the_eval_model_and_does_not_train():
@@ -141,6 +212,35 @@ def test_parameters_by_name_and_assignment():
         state.parameters["nope"]
 
 
+def test_gradients_match_finite_differences_and_accumulate():
+    state, model, _ = make()
+    with pytest.raises(RuntimeError, match="no Module"):
+        api.CheckpointState.load_checkpoint(path("checkpoint")).parameters["fc1.weight"].grad
+    x, y = batch(0)
+    model.train()
+    model(x, y)
+    g = state.parameters["fc1.weight"].grad
+    w = state.parameters["fc1.weight"].data
+    assert g.shape == w.shape and g.dtype == np.float32
+    # central differences of the eval model's loss (the same loss, no training) in a few entries
+    model.eval()
+    eps = 1e-2
+    for idx in [(0, 0), (1, 3), (w.shape[0] - 1, w.shape[1] - 1)]:
+        losses = []
+        for sign in (1, -1):
+            moved = w.copy()
+            moved[idx] += sign * eps
+            state.parameters["fc1.weight"] = moved
+            losses.append(float(np.asarray(model(x, y)[0]).ravel()[0]))
+        state.parameters["fc1.weight"] = w
+        fd = (losses[0] - losses[1]) / (2 * eps)
+        assert abs(fd - g[idx]) <= 2e-3 + 1e-2 * abs(g[idx]), f"{idx}: finite difference {fd}, gradient {g[idx]}"
+    # a second step without lazy_reset_grad adds the same gradient again
+    model.train()
+    model(x, y)
+    np.testing.assert_allclose(state.parameters["fc1.weight"].grad, 2 * g, rtol=1e-6, atol=1e-9)
+
+
 def test_contiguous_parameter_buffer_round_trip():
     state, model, optimizer = make()
     n = model.get_parameters_size(trainable_only=False)
@@ -163,6 +263,20 @@ def test_non_contiguous_inputs_are_accepted():
     _, model2, _ = make()
     b = model2(x, y)
     assert float(a[0]) == float(b[0])
+
+
+def test_lossless_casts_are_made_and_give_the_same_step():
+    x, y = batch(0)
+    _, model, _ = make()
+    a = model(x, y.astype(np.int32))  # labels declared int64: int32 widens without loss
+    _, model2, _ = make()
+    b = model2(x, y)
+    assert float(a[0]) == float(b[0])
+    _, model3, _ = make()
+    c = model3(x.astype(np.float16), y)  # float16 -> float32 is exact
+    _, model4, _ = make()
+    d = model4(x.astype(np.float16).astype(np.float32), y)
+    assert float(c[0]) == float(d[0])
 
 
 def test_export_model_for_inferencing_writes_a_model():
@@ -196,10 +310,12 @@ def test_errors_carry_the_engines_message():
     _, model, _ = make()
     with pytest.raises(ValueError, match="takes 2 inputs, got 1"):
         model(batch(0)[0])
-    with pytest.raises(RuntimeError, match="input"):
+    with pytest.raises(ValueError, match=r"input 'input' is declared float32\[.*got shape \[8,5\]"):
         model(np.zeros((8, 5), dtype=np.float32), batch(0)[1])
-    with pytest.raises(ValueError, match="dtype"):
+    with pytest.raises(ValueError, match="complex64 array cannot become float32"):
         model(np.zeros((8, 6), dtype=np.complex64), batch(0)[1])
+    with pytest.raises(ValueError, match="float64 array cannot become float32"):
+        model(np.zeros((8, 6)), batch(0)[1])
     with pytest.raises(ValueError, match="device"):
         api.Module(path("training_model.onnx"), api.CheckpointState.load_checkpoint(path("checkpoint")), device="")
 
