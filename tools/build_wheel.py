@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds the `ontrain` Python wheel offline from the built extension and the package sources.
 
-A wheel is a zip file: the package (ontrain/__init__.py, ontrain/api.py, ontrain/_ontrain.so) plus a
+A wheel is a zip file: the package (ontrain/*.py and ontrain/_ontrain.so) plus a
 .dist-info folder (METADATA, WHEEL, RECORD with each file's sha256 and size). It is tagged for the Python
 that runs this script (e.g. cp311-cp311-linux_x86_64), since the extension is built against its headers.
 
@@ -31,9 +31,10 @@ def digest(data):
 
 def build(extension, package, out, version):
     files = {}
-    for name in ("__init__.py", "api.py"):
-        with open(os.path.join(package, name), "rb") as f:
-            files[f"{NAME}/{name}"] = f.read()
+    for name in sorted(os.listdir(package)):  # every module of the package
+        if name.endswith(".py"):
+            with open(os.path.join(package, name), "rb") as f:
+                files[f"{NAME}/{name}"] = f.read()
     with open(extension, "rb") as f:
         files[f"{NAME}/_ontrain.so"] = f.read()
     info = f"{NAME}-{version}.dist-info"

@@ -14,7 +14,7 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler  # ONNX Runtime checkpoint format
   dataset-fashion-mnist  # the demo's training data
   python3                # tools/count_tests.py
-  python3-dev pybind11-dev python3-numpy python3-pytest  # the Python bindings (bindings/python) and their tests
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-onnx  # the Python bindings (bindings/python) and their tests
   python3-venv python3-pip  # installing the wheel (tools/build_wheel.sh) into a virtual environment, offline
   zlib1g-dev             # reading the gzip-compressed IDX dataset files
 )

@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint_state.h"
 #include "engine/provider_list.h"
 #include "engine/training_session.h"
+#include "graph/artifacts.h"
 #include "graph/model_io.h"
 #include "scheduler/lr_scheduler.h"
 
@@ -240,6 +241,36 @@ PYBIND11_MODULE(_ontrain, m) {
         else throw std::invalid_argument("property '" + name + "' must be an int, a float or a str");
       })
       .def("remove_property", [](CheckpointState& s, const std::string& name) { s.properties.Remove(name); });
+
+  // Training artifacts from a forward model given as serialized bytes or as a path (ontrain's generator,
+  // graph/artifacts.h), written into out_dir.
+  m.def("generate_artifacts", [](const py::bytes& model, const std::string& path, const std::string& out_dir,
+                                 const std::string& loss, const std::string& optimizer,
+                                 const std::vector<std::string>& requires_grad, const std::vector<std::string>& frozen,
+                                 const std::vector<std::string>& extra_outputs) {
+    std::string bytes = model;
+    ArtifactOptions o;
+    o.loss = Unwrap(ParseLossKind(loss));
+    if (optimizer == "AdamW") o.optimizer = OptimizerKind::kAdamW;
+    else if (optimizer == "SGD") o.optimizer = OptimizerKind::kSGD;
+    else throw std::invalid_argument("unknown optimizer '" + optimizer + "'; expected AdamW or SGD");
+    o.requires_grad = requires_grad;
+    o.frozen = frozen;
+    o.extra_outputs = extra_outputs;
+    Status st;
+    {
+      py::gil_scoped_release release;
+      StatusOr<Model> forward = path.empty() ? LoadModelFromBuffer(bytes.data(), bytes.size()) : LoadModel(path);
+      if (!forward.ok()) {
+        st = forward.status();
+      } else {
+        StatusOr<Artifacts> a = GenerateArtifacts(forward.value(), o);
+        st = a.ok() ? WriteArtifacts(a.value(), out_dir) : a.status();
+      }
+    }
+    Check(st);
+  }, py::arg("model_bytes"), py::arg("model_path"), py::arg("out_dir"), py::arg("loss"), py::arg("optimizer"),
+     py::arg("requires_grad"), py::arg("frozen"), py::arg("extra_outputs"));
 
   py::class_<Session>(m, "TrainingSession")
       .def(py::init<std::shared_ptr<CheckpointState>, const std::string&, const std::string&, const std::string&,

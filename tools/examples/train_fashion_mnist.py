@@ -6,9 +6,9 @@ Optimizer, LinearLRScheduler; train, lazy_reset_grad, eval, save, export); only 
 The artifacts are a 784-256-10 MLP made by `ontrain generate --builtin mlp` (the CLI demo's model), and
 the data is Debian's dataset-fashion-mnist.
 
-Usage (from the repository root, after `bazel build -c opt //tools:ontrain //bindings/python:ontrain/_ontrain.so`
-and copying the extension beside api.py, see the README):
-  PYTHONPATH=bindings/python /usr/bin/python3 tools/examples/train_fashion_mnist.py [--epochs 1] [--lr 3e-3]
+Usage (from the repository root, after `bazel build -c opt //tools:ontrain //bindings/python:site`, or
+with the wheel installed, see the README):
+  PYTHONPATH=.bazel/bin/bindings/python/site /usr/bin/python3 tools/examples/train_fashion_mnist.py [--epochs 1]
 """
 import argparse
 import gzip

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from ontrain import api
+from ontrain import api, artifacts
 
 ROOT = os.path.join(os.environ.get("TEST_SRCDIR", ""), os.environ.get("TEST_WORKSPACE", ""))
 DATA = os.path.join(ROOT, "tests/data/ort_mlp")
@@ -302,6 +302,102 @@ def test_linear_scheduler_follows_onnx_runtimes_curve():
     assert rates == pytest.approx(want, rel=1e-6, abs=1e-9)
     optimizer.set_learning_rate(0.5)
     assert optimizer.get_learning_rate() == pytest.approx(0.5)
+
+
+def torch_reference(name):
+    """tests/data/torch/<name>/reference.txt (tools/make_torch_fixtures.py): named arrays and the losses."""
+    out = {}
+    with open(os.path.join(ROOT, "tests/data/torch", name, "reference.txt")) as f:
+        for line in f:
+            parts = line.split()
+            if not parts or parts[0].startswith("#"):
+                continue
+            if parts[0] == "losses":
+                out["losses"] = [float(v) for v in parts[2:]]
+            else:
+                shape = tuple(int(d) for d in parts[1].split(","))
+                out[parts[0]] = np.array([float(v) for v in parts[2:]]).reshape(shape)
+    return out
+
+
+def test_generate_artifacts_gives_pytorchs_gradients():
+    import onnx
+    ref = torch_reference("mlp")
+    folder = os.path.join(TMP, "generated")
+    artifacts.generate_artifacts(onnx.load(os.path.join(ROOT, "tests/data/torch/mlp/forward.onnx")),
+                                 loss=artifacts.LossType.CrossEntropyLoss, optimizer=artifacts.OptimType.AdamW,
+                                 artifact_directory=folder)
+    assert sorted(os.listdir(folder)) == ["checkpoint", "eval_model.onnx", "optimizer_model.onnx",
+                                          "training_model.onnx"]
+    state = api.CheckpointState.load_checkpoint(os.path.join(folder, "checkpoint"))
+    model = api.Module(os.path.join(folder, "training_model.onnx"), state, os.path.join(folder, "eval_model.onnx"))
+    api.Optimizer(os.path.join(folder, "optimizer_model.onnx"), model)
+    out = model(ref["input"].astype(np.float32), ref["labels"].astype(np.int64))
+    loss = float(np.asarray(out if not isinstance(out, list) else out[0]).ravel()[0])
+    assert abs(loss - ref["losses"][0]) <= 1e-5 * abs(ref["losses"][0]), f"loss {loss} vs PyTorch {ref['losses'][0]}"
+    checked = 0
+    for key, want in ref.items():
+        if not key.startswith("grad:"):
+            continue
+        got = state.parameters[key[5:]].grad
+        scale = max(np.abs(want).max(), 1e-6)
+        assert np.abs(got - want).max() / scale <= 1e-4, f"{key}: largest difference {np.abs(got - want).max()}"
+        checked += 1
+    assert checked == 4
+
+
+def test_generate_artifacts_from_a_path_with_a_prefix_and_no_optimizer():
+    folder = os.path.join(TMP, "prefixed")
+    artifacts.generate_artifacts(os.path.join(ROOT, "tests/data/torch/mlp/forward.onnx"),
+                                 loss=artifacts.LossType.CrossEntropyLoss, artifact_directory=folder, prefix="mlp_")
+    assert sorted(os.listdir(folder)) == ["checkpoint", "mlp_eval_model.onnx", "mlp_training_model.onnx"]
+
+
+def test_generate_artifacts_refuses_what_it_cannot_honour():
+    model = os.path.join(ROOT, "tests/data/torch/mlp/forward.onnx")
+    folder = os.path.join(TMP, "refused")
+    CE = artifacts.LossType.CrossEntropyLoss
+    with pytest.raises(ValueError, match="loss must be a LossType"):
+        artifacts.generate_artifacts(model, artifact_directory=folder)
+    with pytest.raises(ValueError, match="ort_format"):
+        artifacts.generate_artifacts(model, loss=CE, artifact_directory=folder, ort_format=True)
+    with pytest.raises(ValueError, match="nominal_checkpoint"):
+        artifacts.generate_artifacts(model, loss=CE, artifact_directory=folder, nominal_checkpoint=True)
+    with pytest.raises(ValueError, match="custom_op_library"):
+        artifacts.generate_artifacts(model, loss=CE, artifact_directory=folder, custom_op_library="x.so")
+    with pytest.raises(ValueError, match="does not support the argument"):
+        artifacts.generate_artifacts(model, loss=CE, artifact_directory=folder, some_future_flag=1)
+    with pytest.raises(RuntimeError, match="no_such.onnx"):
+        artifacts.generate_artifacts(os.path.join(TMP, "no_such.onnx"), loss=CE, artifact_directory=folder)
+    with pytest.raises(RuntimeError, match="nope"):
+        artifacts.generate_artifacts(model, loss=CE, artifact_directory=folder, frozen_params=["nope"])
+    assert not os.path.exists(os.path.join(folder, "training_model.onnx"))
+
+
+def test_cosine_scheduler_follows_its_curve():
+    _, model, optimizer = make()
+    scheduler = api.CosineLRScheduler(optimizer, warmup_step_count=1, total_step_count=5, initial_lr=0.2,
+                                      min_ratio=0.1)
+    rates = []
+    for step in range(5):
+        model(*batch(step))
+        optimizer.step()
+        scheduler.step()
+        model.lazy_reset_grad()
+        rates.append(optimizer.get_learning_rate())
+    # after n steps: p = (n - 1) / 4, factor = 0.1 + 0.9 * 0.5 * (1 + cos(pi p))
+    want = [0.2 * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (n - 1) / 4))) for n in range(1, 6)]
+    assert rates == pytest.approx(want, rel=1e-5, abs=1e-8)
+
+
+def test_cuda_device_without_a_gpu_is_a_clear_error():
+    state = api.CheckpointState.load_checkpoint(path("checkpoint"))
+    try:
+        api.Module(path("training_model.onnx"), state, device="cuda:0")
+    except RuntimeError as e:
+        assert "cuda" in str(e).lower(), str(e)
+    else:
+        pytest.skip("a CUDA device and provider library are present: the session was created")
 
 
 def test_errors_carry_the_engines_message():

@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import ontrain
 from ontrain.api import CheckpointState, Module, Optimizer
+from ontrain.artifacts import LossType, generate_artifacts
 assert "site-packages" in ontrain.__file__, ontrain.__file__
 d = sys.argv[1]
 state = CheckpointState.load_checkpoint(d + "/checkpoint")
