@@ -159,10 +159,14 @@ class Session {
     py::module_ np = py::module_::import("numpy");
     py::array a = np.attr("asarray")(obj);
     auto it = declared_.find(name);
-    if (it == declared_.end() || it->second.dtype == DType::kUndefined) return std::move(a);
+    // Undeclared, or a type numpy lacks (bfloat16, strings): the engine checks the array as given.
+    if (it == declared_.end() || it->second.dtype == DType::kUndefined || it->second.dtype == DType::kBFloat16 ||
+        it->second.dtype == DType::kString) {
+      return std::move(a);
+    }
     const ValueInfo& vi = it->second;
     py::dtype want = ToNumpy(vi.dtype);
-    if (!a.dtype().is(want) && !np.attr("dtype")(a.dtype()).equal(want)) {
+    if (!a.dtype().equal(want)) {
       if (!np.attr("can_cast")(a.dtype(), want, "safe").cast<bool>()) {
         throw std::invalid_argument("input '" + name + "' is declared " + vi.TypeString() + "; a " +
                                     a.dtype().attr("name").cast<std::string>() + " array cannot become " +

@@ -279,12 +279,19 @@ def test_lossless_casts_are_made_and_give_the_same_step():
     assert float(c[0]) == float(d[0])
 
 
-def test_export_model_for_inferencing_writes_a_model():
-    _, model, optimizer = make()
+def test_export_model_for_inferencing_embeds_the_trained_parameters():
+    import onnx
+    from onnx import numpy_helper
+    state, model, optimizer = make()
     train(model, optimizer, 2)
     out = os.path.join(TMP, "inference.onnx")
     model.export_model_for_inferencing(out, ["logits"])
-    assert os.path.getsize(out) > 0
+    exported = onnx.load(out)
+    assert [i.name for i in exported.graph.input] == ["input"]
+    assert [o.name for o in exported.graph.output] == ["logits"]
+    weights = {t.name: numpy_helper.to_array(t) for t in exported.graph.initializer}
+    for name in state.parameters:
+        np.testing.assert_array_equal(weights[name], state.parameters[name].data, err_msg=name)
 
 
 def test_linear_scheduler_follows_onnx_runtimes_curve():

@@ -53,7 +53,7 @@ class ConvKernel : public OpKernel {
       // benchmark CNN, 1.4x at cg = 3; at cg = 16 the shifted GEMMs were 10% faster).
       im2col_ = (c / group_) < kMinShiftedChannels && !rows_.trivial();
       if (im2col_) col_ += (c / group_) * rows_.kh * rows_.kw * rows_.n;
-      wr_ = w->NumElements();
+      wr_ = im2col_ ? 0 : w->NumElements();  // the im2col path reads W as it is
     }
     slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
     ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_) * DTypeSize(x->dtype()));

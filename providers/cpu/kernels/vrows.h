@@ -1,6 +1,6 @@
 // Row loops of the normalization and pooling kernels over float data, compiled per ISA like vmath.h
 // (AVX-512, AVX2, baseline; chosen at load time, no FMA contraction), so each gives the same bits on every
-// CPU. The sums are LaneSum's: double partial sums over eight interleaved lanes, added in order at the end,
+// CPU (max pooling: AVX-512 intrinsics or a scalar loop, exact either way). The sums are LaneSum's: double partial sums over eight interleaved lanes, added in order at the end,
 // which is also the order the generic kernels use for float64 data.
 #pragma once
 
