@@ -1,7 +1,7 @@
 // CPU kernels and helpers checked against hand-computed values, for what ONNX's conformance data does not
 // cover: com.microsoft Gelu/FastGelu, Dropout in training mode, BatchNormalization running statistics,
 // half-precision conversion, Transpose's tiled path on sizes that leave partial tiles, MaxPool's vectorized
-// rows against a naive loop, and the thread pool.
+// rows against a naive loop, Where's flat selects, and the thread pool.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -144,6 +144,58 @@ TEST(CpuKernelsTest, MaxPoolMatchesNaiveWindows) {
         }
       }
     }
+  }
+}
+
+// Where's flat paths (each input whole or a single value; the branchless 4-byte select and the generic
+// one for other sizes) against the definition, on a random mask long enough to be split across threads,
+// with mask bytes other than 0 and 1 read as true.
+TEST(CpuKernelsTest, WhereFlatPathsMatchDefinition) {
+  const int64_t n = 70001;
+  uint32_t seed = 11;
+  auto next = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return seed >> 8;
+  };
+  std::vector<uint8_t> mask(n);
+  for (uint8_t& b : mask) b = next() % 3 == 0 ? 0 : static_cast<uint8_t>(1 + next() % 3);
+  auto run = [&](DType dt, bool c_whole, bool x_whole, bool y_whole) {
+    SCOPED_TRACE(std::string(DTypeName(dt)) + " c " + (c_whole ? "whole" : "single") + " x " +
+                 (x_whole ? "whole" : "single") + " y " + (y_whole ? "whole" : "single"));
+    const Shape full = {n}, one = {1};
+    Model m;
+    m.opset_imports[""] = 16;
+    m.graph.inputs.push_back(TensorInfo("c", DType::kBool, c_whole ? full : one));
+    m.graph.inputs.push_back(TensorInfo("x", dt, x_whole ? full : one));
+    m.graph.inputs.push_back(TensorInfo("y", dt, y_whole ? full : one));
+    m.graph.outputs.push_back(TensorInfo("o", dt, full));
+    m.graph.nodes.push_back(MakeNode("Where", {"c", "x", "y"}, {"o"}, {}, "w"));
+    Tensor c = Tensor::Allocate(DType::kBool, c_whole ? full : one, HostAllocator()).value();
+    std::copy(mask.begin(), mask.begin() + c.NumElements(), reinterpret_cast<uint8_t*>(c.data<bool>()));
+    auto values = [&](int64_t count, int64_t base) {
+      Tensor t = Tensor::Allocate(dt, {count}, HostAllocator()).value();
+      for (int64_t i = 0; i < count; ++i) {
+        if (dt == DType::kFloat32) t.data<float>()[i] = static_cast<float>(base + i) * 0.5f;
+        if (dt == DType::kInt64) t.data<int64_t>()[i] = (base + i) * 1000003;
+        if (dt == DType::kInt8) t.data<int8_t>()[i] = static_cast<int8_t>(base + i);
+      }
+      return t;
+    };
+    Tensor x = values(x_whole ? n : 1, 3), y = values(y_whole ? n : 1, -5 * n);
+    std::vector<Tensor> got = RunModel(m, {{"c", c}, {"x", x}, {"y", y}});
+    ASSERT_EQ(got[0].shape(), full);
+    const size_t es = DTypeSize(dt);
+    const auto* px = static_cast<const uint8_t*>(x.raw_data());
+    const auto* py = static_cast<const uint8_t*>(y.raw_data());
+    const auto* po = static_cast<const uint8_t*>(got[0].raw_data());
+    for (int64_t i = 0; i < n; ++i) {
+      const bool take_x = mask[c_whole ? i : 0] != 0;
+      const uint8_t* want = take_x ? px + (x_whole ? i : 0) * es : py + (y_whole ? i : 0) * es;
+      ASSERT_TRUE(std::equal(want, want + es, po + i * es)) << "at " << i;
+    }
+  };
+  for (DType dt : {DType::kFloat32, DType::kInt64, DType::kInt8}) {
+    for (int k = 1; k < 8; ++k) run(dt, k & 1, k & 2, k & 4);  // at least one input whole
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
 namespace cpu {
@@ -367,8 +368,18 @@ class WhereKernel : public OpKernel {
         const T *px = x.data<T>(), *py = y.data<T>();
         T* po = out->data<T>();
         const int64_t sc = c.NumElements() == n, sx = x.NumElements() == n, sy = y.NumElements() == n;
+        const uint8_t* mask = reinterpret_cast<const uint8_t*>(pc);
         ParallelFor(ctx.thread_pool(), n, 2.0, [&](int64_t s, int64_t e) {
-          for (int64_t i = s; i < e; ++i) po[i] = pc[i * sc] ? px[i * sx] : py[i * sy];
+          if constexpr (sizeof(T) == 4) {
+            if (sc) {
+              VRowSelect32(mask + s, px + s * sx, sx, py + s * sy, sy, po + s, e - s);
+              return;
+            }
+          }
+          for (int64_t i = s; i < e; ++i) {  // a mask blend: no branch on random masks
+            const T m = static_cast<T>(T(0) - static_cast<T>(mask[i * sc] != 0));
+            po[i] = static_cast<T>((px[i * sx] & m) | (py[i * sy] & static_cast<T>(~m)));
+          }
         });
         return Status::OK();
       }

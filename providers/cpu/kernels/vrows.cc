@@ -40,6 +40,26 @@ ONT_VROWS_CLONES void BatchNormGradLoop(const float* g, const float* x, float* d
   }
 }
 
+// o[i] = c[i] ? x[i * sx] : y[i * sy] as a mask blend: both values are loaded, no branch (a random mask
+// made the branchy loop mispredict about every other element: 4.4 ns per element on the MobileNet's ReLU6
+// gradients).
+template <int64_t SX, int64_t SY>
+__attribute__((always_inline)) inline void SelectLoop(const uint8_t* c, const uint32_t* x, const uint32_t* y,
+                                                      uint32_t* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t m = 0u - static_cast<uint32_t>(c[i] != 0);
+    o[i] = (x[i * SX] & m) | (y[i * SY] & ~m);
+  }
+}
+
+ONT_VROWS_CLONES void Select32Loop(const uint8_t* c, const uint32_t* x, bool x_whole, const uint32_t* y,
+                                   bool y_whole, uint32_t* o, int64_t n) {
+  if (x_whole && y_whole) return SelectLoop<1, 1>(c, x, y, o, n);
+  if (x_whole) return SelectLoop<1, 0>(c, x, y, o, n);
+  if (y_whole) return SelectLoop<0, 1>(c, x, y, o, n);
+  SelectLoop<0, 0>(c, x, y, o, n);
+}
+
 // Max pooling of one output row, scalar: the visiting order and first-maximum rule of VRowMaxPool.
 void MaxPoolRowScalar(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, float* y,
                       int32_t* arg) {
@@ -121,6 +141,11 @@ double VRowSumDotDev(const float* g, const float* x, int64_t n, double mean, dou
   return SumDotDevLoop(g, x, n, mean, inv);
 }
 void VRowAffine(const float* x, float* y, int64_t n, float a, float b) { AffineLoop(x, y, n, a, b); }
+
+void VRowSelect32(const uint8_t* c, const uint32_t* x, bool x_whole, const uint32_t* y, bool y_whole, uint32_t* o,
+                  int64_t n) {
+  Select32Loop(c, x, x_whole, y, y_whole, o, n);
+}
 void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
                        double m, double db, double ds) {
   BatchNormGradLoop(g, x, dx, n, mean, inv, coef, m, db, ds);

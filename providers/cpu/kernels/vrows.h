@@ -1,4 +1,4 @@
-// Row loops of the normalization and pooling kernels over float data, compiled per ISA like vmath.h
+// Row loops of the normalization, pooling and select (Where) kernels over float data, compiled per ISA like vmath.h
 // (AVX-512, AVX2, baseline; chosen at load time, no FMA contraction), so each gives the same bits on every
 // CPU (max pooling: AVX-512 intrinsics or a scalar loop, exact either way). The sums are LaneSum's: double partial sums over eight interleaved lanes, added in order at the end,
 // which is also the order the generic kernels use for float64 data.
@@ -36,6 +36,10 @@ void VRowAffine(const float* x, float* y, int64_t n, float a, float b);
 // Batch normalization's input gradient: dx[i] = float(coef * (m * g[i] - db - (x[i] - mean) * inv * ds)).
 void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
                        double m, double db, double ds);
+
+// o[i] = c[i] != 0 ? x[x_whole ? i : 0] : y[y_whole ? i : 0] for 4-byte elements, without branches.
+void VRowSelect32(const uint8_t* c, const uint32_t* x, bool x_whole, const uint32_t* y, bool y_whole, uint32_t* o,
+                  int64_t n);
 
 // Max pooling of n windows along one output row, all inside the input (dilation 1): window j covers rows
 // 0 .. kh-1 (row pitch wd) and columns j*sw .. j*sw+kw-1 from x. y[j] is its maximum and arg[j] the offset

@@ -372,7 +372,7 @@ class BatchNormKernel : public DelegatingKernel {
     a.y = ctx.output(0)->data<float>();
     a.n = x.dim(0);
     a.c = x.dim(1);
-    a.inner = a.n * a.c ? x.NumElements() / (a.n * a.c) : 0;
+    a.inner = a.n * a.c != 0 ? x.NumElements() / (a.n * a.c) : 0;
     a.epsilon = node_.GetFloat("epsilon", 1e-5f);
     a.momentum = node_.GetFloat("momentum", 0.9f);
     a.training = training;
@@ -398,7 +398,7 @@ class BatchNormGradKernel : public DelegatingKernel {
   using DelegatingKernel::DelegatingKernel;
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(1);
-    int64_t n = x.dim(0), c = x.dim(1), inner = n * c ? x.NumElements() / (n * c) : 0;
+    int64_t n = x.dim(0), c = x.dim(1), inner = n * c != 0 ? x.NumElements() / (n * c) : 0;
     return CudaStatus(BatchNormGrad(ctx.input(0)->data<float>(), x.data<float>(), ctx.input(2)->data<float>(),
                                     ctx.input(3)->data<float>(), ctx.input(4)->data<float>(), OutOrNull(ctx, 0),
                                     OutOrNull(ctx, 1), OutOrNull(ctx, 2), n, c, inner, r.stream),
