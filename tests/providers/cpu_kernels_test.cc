@@ -1,7 +1,7 @@
 // CPU kernels and helpers checked against hand-computed values, for what ONNX's conformance data does not
 // cover: com.microsoft Gelu/FastGelu, Dropout in training mode, BatchNormalization running statistics,
 // half-precision conversion, Transpose's tiled path on sizes that leave partial tiles, MaxPool's vectorized
-// rows against a naive loop, Where's flat selects, and the thread pool.
+// rows against a naive loop, Where's flat and broadcast selects, and the thread pool.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -196,6 +196,46 @@ TEST(CpuKernelsTest, WhereFlatPathsMatchDefinition) {
   };
   for (DType dt : {DType::kFloat32, DType::kInt64, DType::kInt8}) {
     for (int k = 1; k < 8; ++k) run(dt, k & 1, k & 2, k & 4);  // at least one input whole
+  }
+}
+
+// Where's broadcast rows: a causal-style mask [L, L] against [B, H, L, L] values (mask rows whole), and a
+// mask [B, 1, L, 1] constant along each row, for 4-byte and 8-byte elements.
+TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
+  const int64_t b = 3, h = 2, l = 37;
+  const Shape full = {b, h, l, l};
+  for (DType dt : {DType::kFloat32, DType::kInt64}) {
+    for (const Shape& cshape : {Shape{l, l}, Shape{b, 1, l, 1}}) {
+      SCOPED_TRACE(std::string(DTypeName(dt)) + " mask " + ShapeToString(cshape));
+      Model m;
+      m.opset_imports[""] = 16;
+      m.graph.inputs.push_back(TensorInfo("c", DType::kBool, cshape));
+      m.graph.inputs.push_back(TensorInfo("x", dt, {}));
+      m.graph.inputs.push_back(TensorInfo("y", dt, full));
+      m.graph.outputs.push_back(TensorInfo("o", dt, full));
+      m.graph.nodes.push_back(MakeNode("Where", {"c", "x", "y"}, {"o"}, {}, "w"));
+      Tensor c = Tensor::Allocate(DType::kBool, cshape, HostAllocator()).value();
+      auto* mask = reinterpret_cast<uint8_t*>(c.data<bool>());
+      for (int64_t i = 0; i < c.NumElements(); ++i) mask[i] = static_cast<uint8_t>((i * 7919) % 5 < 2 ? 0 : 1 + i % 2);
+      Tensor x = Tensor::Allocate(dt, {}, HostAllocator()).value();
+      Tensor y = Tensor::Allocate(dt, full, HostAllocator()).value();
+      auto put = [dt](Tensor& t, int64_t i, int64_t v) {
+        if (dt == DType::kFloat32) t.data<float>()[i] = static_cast<float>(v);
+        if (dt == DType::kInt64) t.data<int64_t>()[i] = v;
+      };
+      auto get = [dt](const Tensor& t, int64_t i) -> int64_t {
+        return dt == DType::kFloat32 ? static_cast<int64_t>(t.data<float>()[i]) : t.data<int64_t>()[i];
+      };
+      put(x, 0, -1000000);
+      for (int64_t i = 0; i < y.NumElements(); ++i) put(y, i, i);
+      std::vector<Tensor> got = RunModel(m, {{"c", c}, {"x", x}, {"y", y}});
+      ASSERT_EQ(got[0].shape(), full);
+      for (int64_t i = 0; i < y.NumElements(); ++i) {
+        const int64_t bi = i / (h * l * l), row = (i / l) % l, col = i % l;
+        const int64_t ci = cshape.size() == 2 ? row * l + col : bi * l + row;
+        ASSERT_EQ(get(got[0], i), mask[ci] ? -1000000 : i) << "at " << i;
+      }
+    }
   }
 }
 

@@ -393,8 +393,16 @@ class WhereKernel : public OpKernel {
         int64_t off[3];
         for (int64_t r = s; r < e; ++r) {
           rows.Offsets(r, off);
+          const uint8_t* mask = reinterpret_cast<const uint8_t*>(pc) + off[0];
+          if constexpr (sizeof(T) == 4) {
+            if (sc) {
+              VRowSelect32(mask, px + off[1], sx, py + off[2], sy, po + r * len, len);
+              continue;
+            }
+          }
           for (int64_t i = 0; i < len; ++i) {
-            po[r * len + i] = pc[off[0] + i * sc] ? px[off[1] + i * sx] : py[off[2] + i * sy];
+            const T m = static_cast<T>(T(0) - static_cast<T>(mask[i * sc] != 0));
+            po[r * len + i] = static_cast<T>((px[off[1] + i * sx] & m) | (py[off[2] + i * sy] & static_cast<T>(~m)));
           }
         }
       });
