@@ -1,7 +1,8 @@
 // CPU kernels and helpers checked against hand-computed values, for what ONNX's conformance data does not
 // cover: com.microsoft Gelu/FastGelu, Dropout in training mode, BatchNormalization running statistics,
 // half-precision conversion, Transpose's tiled path on sizes that leave partial tiles, MaxPool's vectorized
-// rows against a naive loop, Where's flat and broadcast selects, and the thread pool.
+// rows against a naive loop, Where's flat and broadcast selects, float32 Conv and ConvGrad against their
+// definitions, and the thread pool.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -236,6 +237,102 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
         ASSERT_EQ(get(got[0], i), mask[ci] ? -1000000 : i) << "at " << i;
       }
     }
+  }
+}
+
+// Conv and ConvGrad on float32 (the direct kernel of direct_conv.h on AVX-512 CPUs, GEMMs elsewhere) against
+// the definitions summed in double: channel counts that do not fill a register tile, output sizes that end
+// mid-tile, asymmetric pads, dilations, groups, a one-channel stem, a 5x5 window, and a strided case.
+TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
+  struct Case {
+    int64_t n, c, h, w, m, kh, kw, group, stride, dil;
+    std::vector<int64_t> pads;  // top, left, bottom, right
+  };
+  const Case cases[] = {
+      {2, 16, 12, 12, 16, 3, 3, 1, 1, 1, {1, 1, 1, 1}}, {3, 5, 9, 11, 13, 3, 3, 1, 1, 1, {1, 1, 1, 1}},
+      {2, 1, 28, 28, 32, 3, 3, 1, 1, 1, {0, 0, 0, 0}},  {1, 3, 10, 7, 9, 3, 2, 1, 1, 2, {2, 0, 1, 1}},
+      {2, 8, 8, 8, 12, 5, 5, 2, 1, 1, {2, 2, 2, 2}},    {2, 6, 9, 9, 10, 3, 3, 1, 2, 1, {1, 1, 1, 1}},
+      {1, 4, 6, 6, 4, 1, 1, 1, 1, 1, {0, 0, 0, 0}},     {2, 7, 5, 13, 17, 3, 3, 1, 1, 1, {3, 1, 0, 2}},
+  };
+  uint32_t seed = 5;
+  auto uniform = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+  };
+  for (const Case& t : cases) {
+    SCOPED_TRACE("x [" + std::to_string(t.n) + "," + std::to_string(t.c) + "," + std::to_string(t.h) + "," +
+                 std::to_string(t.w) + "] m " + std::to_string(t.m) + " k " + std::to_string(t.kh) + "x" +
+                 std::to_string(t.kw) + " group " + std::to_string(t.group));
+    const int64_t cg = t.c / t.group, mg = t.m / t.group;
+    const int64_t oh = (t.h + t.pads[0] + t.pads[2] - (t.kh - 1) * t.dil - 1) / t.stride + 1;
+    const int64_t ow = (t.w + t.pads[1] + t.pads[3] - (t.kw - 1) * t.dil - 1) / t.stride + 1;
+    const Shape xs = {t.n, t.c, t.h, t.w}, ws = {t.m, cg, t.kh, t.kw}, ys = {t.n, t.m, oh, ow};
+    std::vector<float> x(ShapeNumElements(xs)), w(ShapeNumElements(ws)), b(t.m), dy(ShapeNumElements(ys));
+    for (float& v : x) v = uniform();
+    for (float& v : w) v = uniform();
+    for (float& v : b) v = uniform();
+    for (float& v : dy) v = uniform();
+    std::vector<onnx::AttributeProto> attrs = {
+        AttrInts("kernel_shape", {t.kh, t.kw}), AttrInts("strides", {t.stride, t.stride}),
+        AttrInts("dilations", {t.dil, t.dil}), AttrInts("pads", {t.pads[0], t.pads[1], t.pads[2], t.pads[3]}),
+        AttrInt("group", t.group)};
+    Model fwd;
+    fwd.opset_imports[""] = 17;
+    fwd.graph.inputs = {TensorInfo("x", DType::kFloat32, xs), TensorInfo("w", DType::kFloat32, ws),
+                        TensorInfo("b", DType::kFloat32, {t.m})};
+    fwd.graph.outputs = {TensorInfo("y", DType::kFloat32, ys)};
+    fwd.graph.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"y"}, attrs, "conv"));
+    Model bwd;
+    bwd.opset_imports[""] = 17;
+    bwd.opset_imports["com.microsoft"] = 1;
+    bwd.graph.inputs = {TensorInfo("dy", DType::kFloat32, ys), TensorInfo("x", DType::kFloat32, xs),
+                        TensorInfo("w", DType::kFloat32, ws)};
+    bwd.graph.outputs = {TensorInfo("dx", DType::kFloat32, xs), TensorInfo("dw", DType::kFloat32, ws),
+                         TensorInfo("db", DType::kFloat32, {t.m})};
+    bwd.graph.nodes.push_back(MakeNode("ConvGrad", {"dy", "x", "w"}, {"dx", "dw", "db"}, attrs, "grad", "com.microsoft"));
+    Tensor tx = Tensor::FromVector(x, xs), tw = Tensor::FromVector(w, ws);
+    std::vector<Tensor> y = RunModel(fwd, {{"x", tx}, {"w", tw}, {"b", Tensor::FromVector(b, {t.m})}});
+    std::vector<Tensor> g = RunModel(bwd, {{"dy", Tensor::FromVector(dy, ys)}, {"x", tx}, {"w", tw}});
+    ASSERT_EQ(y.size(), 1u);
+    ASSERT_EQ(g.size(), 3u);
+    std::vector<double> ry(dy.size()), rdx(x.size(), 0.0), rdw(w.size(), 0.0), rdb(t.m, 0.0);
+    for (int64_t i = 0; i < t.n; ++i) {
+      for (int64_t o = 0; o < t.m; ++o) {
+        const int64_t grp = o / mg;
+        for (int64_t p = 0; p < oh; ++p) {
+          for (int64_t q = 0; q < ow; ++q) {
+            const int64_t yi = ((i * t.m + o) * oh + p) * ow + q;
+            double acc = b[o];
+            for (int64_t ci = 0; ci < cg; ++ci) {
+              for (int64_t a = 0; a < t.kh; ++a) {
+                for (int64_t e = 0; e < t.kw; ++e) {
+                  const int64_t r = p * t.stride - t.pads[0] + a * t.dil, s2 = q * t.stride - t.pads[1] + e * t.dil;
+                  if (r < 0 || r >= t.h || s2 < 0 || s2 >= t.w) continue;
+                  const int64_t xi = ((i * t.c + grp * cg + ci) * t.h + r) * t.w + s2;
+                  const int64_t wi = ((o * cg + ci) * t.kh + a) * t.kw + e;
+                  acc += static_cast<double>(w[wi]) * x[xi];
+                  rdx[xi] += static_cast<double>(w[wi]) * dy[yi];
+                  rdw[wi] += static_cast<double>(x[xi]) * dy[yi];
+                }
+              }
+            }
+            ry[yi] = acc;
+            rdb[o] += dy[yi];
+          }
+        }
+      }
+    }
+    auto expect_near = [](const Tensor& got, const std::vector<double>& want, const char* what) {
+      double scale = 1;
+      for (double v : want) scale = std::max(scale, std::abs(v));
+      for (size_t k = 0; k < want.size(); ++k) {
+        ASSERT_NEAR(got.data<float>()[k], want[k], 2e-6 * scale * 8) << what << " at " << k;
+      }
+    };
+    expect_near(y[0], ry, "Y");
+    expect_near(g[0], rdx, "dX");
+    expect_near(g[1], rdw, "dW");
+    expect_near(g[2], rdb, "dB");
   }
 }
 

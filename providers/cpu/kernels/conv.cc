@@ -1,6 +1,7 @@
 // Conv and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for 1-D, 2-D and 3-D inputs;
-// stride-1 2-D convolutions as kh * kw GEMMs over the padded-rows layout of conv_geometry.h (or one GEMM
-// over that layout's patch matrix when there are few input channels).
+// stride-1 2-D convolutions of float32 on AVX-512 CPUs by the direct kernel of direct_conv.h, elsewhere as
+// kh * kw GEMMs over the padded-rows layout of conv_geometry.h (or one GEMM over that layout's patch matrix
+// when there are few input channels).
 #include <algorithm>
 #include <atomic>
 
@@ -8,6 +9,7 @@
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/conv_geometry.h"
 #include "providers/cpu/kernels/depthwise.h"
+#include "providers/cpu/kernels/direct_conv.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
 
@@ -54,6 +56,14 @@ class ConvKernel : public OpKernel {
       im2col_ = (c / group_) < kMinShiftedChannels && !rows_.trivial();
       if (im2col_) col_ += (c / group_) * rows_.kh * rows_.kw * rows_.n;
       wr_ = im2col_ ? 0 : w->NumElements();  // the im2col path reads W as it is
+      // float32 on an AVX-512 CPU: the direct kernel (register tiles, no GEMM passes over the output).
+      direct_ = x->dtype() == DType::kFloat32 && !rows_.trivial() && DirectConv2D::Available() &&
+                DirectConv2D::Fits(rows_);
+      if (direct_) {
+        dc_ = DirectConv2D(rows_, c / group_, m / group_);
+        col_ = dc_.work_size();
+        wr_ = group_ * dc_.packed_size();
+      }
     }
     slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
     ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_) * DTypeSize(x->dtype()));
@@ -78,6 +88,27 @@ class ConvKernel : public OpKernel {
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
       std::atomic<int> next_slot{0};
       double cost = 2.0 * static_cast<double>(m * cg * ksize * osize);
+      if constexpr (std::is_same_v<T, float>) {
+        if (direct_) {
+          float* packed = static_cast<float*>(ctx.scratch()) + col_ * slots_;
+          const float* pw = w.data<float>();
+          const int64_t kk = ksize;
+          for (int64_t g = 0; g < group_; ++g) {
+            dc_.PackWeights([&](int64_t o, int64_t ci, int64_t k) { return pw[((g * mg + o) * cg + ci) * kk + k]; },
+                            packed + g * dc_.packed_size());
+          }
+          ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
+            float* work = static_cast<float*>(ctx.scratch()) + (next_slot++ % slots_) * col_;
+            for (int64_t i = i0; i < i1; ++i) {
+              for (int64_t g = 0; g < group_; ++g) {
+                dc_.Run(x.data<float>() + (i * c + g * cg) * isize, packed + g * dc_.packed_size(),
+                        b ? b->data<float>() + g * mg : nullptr, y->data<float>() + (i * m + g * mg) * osize, work);
+              }
+            }
+          });
+          return Status::OK();
+        }
+      }
       if (padded_) {
         T* wr = static_cast<T*>(ctx.scratch()) + col_ * slots_;
         if (!im2col_) rows_.SplitWeights(w.data<T>(), group_, mg, cg, wr);
@@ -157,6 +188,8 @@ class ConvKernel : public OpKernel {
   bool padded_ = false;
   static constexpr int64_t kMinShiftedChannels = 8;
   bool im2col_ = false;  // padded rows through one patch matrix (few input channels)
+  bool direct_ = false;  // padded rows through DirectConv2D (float32, AVX-512)
+  DirectConv2D dc_;
   PaddedRows rows_;
   int64_t wr_ = 0;  // elements of the split weights (padded rows)
   int64_t col_ = 0;  // elements of one thread's work memory (a patch matrix, or the padded-rows buffers)
