@@ -1,7 +1,12 @@
 // ThreadPool: workers that wait for a job by spinning briefly and then sleeping.
 //
-// A ParallelFor publishes one job (the function and its block count) under a new epoch; each worker and
-// the caller claim blocks with an atomic counter until none are left; the caller waits for the last block.
+// A ParallelFor publishes one job (the function and its block count) under a new epoch. Thread t (the caller
+// is 0) first claims block t, then any block nobody has claimed yet; the caller waits for the last block.
+// Claiming its own block first gives every thread the same part of each batch-major tensor op after op
+// (block t of an op over images and block t of the elementwise op after it cover the same images), so the
+// data a thread reads was mostly written by itself: on the shared machine's two cores, reading data the
+// other core just wrote made memory-bound ops slower at 2 threads than at 1. A claim is tagged with its
+// epoch, so a worker still finishing one job can never claim a block of the next.
 // Handing a short job to a worker that is still spinning costs well under a microsecond, where waking a
 // sleeping thread costs tens on a shared machine. Spinning is bounded (kSpinNanos), so idle workers sleep
 // and leave the cores to other processes. Blocks are computed as before any thread sees them, so which
@@ -50,23 +55,40 @@ struct ThreadPool::Impl {
   std::mutex mu;
   std::condition_variable wake, finished;
   std::atomic<uint64_t> epoch{0};
-  std::atomic<int64_t> next_block{0}, done_blocks{0};
+  std::atomic<int64_t> done_blocks{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed;  // per block: the epoch of the job that last claimed it
   int64_t blocks = 0, per = 0, n = 0;
   const RangeFn* fn = nullptr;
   bool stop = false;
   std::vector<std::thread> threads;
 
-  void RunBlocks() {
-    for (int64_t b = next_block.fetch_add(1); b < blocks; b = next_block.fetch_add(1)) {
-      (*fn)(b * per, std::min(n, (b + 1) * per));
-      if (done_blocks.fetch_add(1) + 1 == blocks) {
-        std::lock_guard<std::mutex> lock(mu);
-        finished.notify_one();
-      }
+  // Epochs only grow: a block already claimed for this job or a later one is not claimable, so a worker
+  // still looping over the blocks of a finished job cannot take (or re-tag) a block of the next one.
+  bool Claim(int64_t b, uint64_t job) {
+    uint64_t last = claimed[b].load(std::memory_order_acquire);
+    while (last < job) {
+      if (claimed[b].compare_exchange_weak(last, job, std::memory_order_acq_rel)) return true;
+    }
+    return false;
+  }
+
+  void RunBlock(int64_t b) {
+    (*fn)(b * per, std::min(n, (b + 1) * per));
+    if (done_blocks.fetch_add(1) + 1 == blocks) {
+      std::lock_guard<std::mutex> lock(mu);
+      finished.notify_one();
     }
   }
 
-  void Worker() {
+  // Thread `self`'s share of job `job`: its own block, then whatever is left.
+  void RunBlocks(int64_t self, uint64_t job) {
+    if (self < blocks && Claim(self, job)) RunBlock(self);
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (b != self && Claim(b, job)) RunBlock(b);
+    }
+  }
+
+  void Worker(int self) {
     in_pool_worker = true;
     uint64_t seen = 0;
     for (;;) {
@@ -76,7 +98,7 @@ struct ThreadPool::Impl {
       }
       if (stop) return;
       seen = epoch.load(std::memory_order_acquire);
-      RunBlocks();
+      RunBlocks(self, seen);
     }
   }
 };
@@ -84,7 +106,9 @@ struct ThreadPool::Impl {
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   if (num_threads_ <= 1) return;
   impl_ = std::make_unique<Impl>();
-  for (int i = 1; i < num_threads_; ++i) impl_->threads.emplace_back([this] { impl_->Worker(); });
+  impl_->claimed = std::make_unique<std::atomic<uint64_t>[]>(num_threads_);
+  for (int i = 0; i < num_threads_; ++i) impl_->claimed[i].store(0);
+  for (int i = 1; i < num_threads_; ++i) impl_->threads.emplace_back([this, i] { impl_->Worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -108,26 +132,26 @@ void ThreadPool::ParallelFor(int64_t n, double cost_per_item, RangeFn fn) {
     fn(0, n);
     return;
   }
-  std::unique_lock<std::mutex> job(impl_->job_mu, std::try_to_lock);
-  if (!job.owns_lock()) {  // another thread is using the pool
+  std::unique_lock<std::mutex> job_lock(impl_->job_mu, std::try_to_lock);
+  if (!job_lock.owns_lock()) {  // another thread is using the pool
     fn(0, n);
     return;
   }
   Impl& im = *impl_;
   int64_t per = (n + blocks - 1) / blocks;
+  uint64_t job = 0;
   {
     std::lock_guard<std::mutex> lock(im.mu);
     im.n = n;
     im.per = per;
     im.blocks = (n + per - 1) / per;
     im.fn = &fn;
-    im.next_block.store(0);
     im.done_blocks.store(0);
-    im.epoch.fetch_add(1, std::memory_order_release);
+    job = im.epoch.fetch_add(1, std::memory_order_release) + 1;
   }
   im.wake.notify_all();
   const int64_t total = im.blocks;
-  im.RunBlocks();
+  im.RunBlocks(0, job);
   if (!SpinUntil([&] { return im.done_blocks.load(std::memory_order_acquire) == total; })) {
     std::unique_lock<std::mutex> lock(im.mu);
     im.finished.wait(lock, [&] { return im.done_blocks.load(std::memory_order_acquire) == total; });

@@ -4,9 +4,11 @@
 // rows against a naive loop, Where's flat and broadcast selects, float32 Conv and ConvGrad against their
 // definitions, and the thread pool.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include "engine/executor.h"
 #include "graph/builder.h"
@@ -441,6 +443,26 @@ TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
   int calls = 0;
   pool.ParallelFor(10, 1.0, [&](int64_t b, int64_t e) { calls++; EXPECT_EQ(e - b, 10); });
   EXPECT_EQ(calls, 1) << "tiny loops stay on the caller";
+}
+
+// Back-to-back jobs whose blocks finish at different times, on 2 and 3 threads: every block of every job runs
+// exactly once and each job returns only after all its blocks (a worker still looping over a finished job's
+// blocks must not take a block of the next one: that ran a block twice and hung the caller).
+TEST(ThreadPoolTest, BackToBackJobsRunEachBlockOnce) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> hits(threads);
+    for (int job = 0; job < 20000; ++job) {
+      for (auto& h : hits) h.store(0);
+      pool.ParallelFor(threads, 2e6, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          if ((job + i) % 3 == 0) std::this_thread::yield();  // uneven block times
+          hits[i].fetch_add(1);
+        }
+      });
+      for (int i = 0; i < threads; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " threads, job " << job << ", block " << i;
+    }
+  }
 }
 
 }  // namespace
