@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "checkpoint/checkpoint_io.h"
@@ -130,20 +131,50 @@ Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, V
   return Status::OK();
 }
 
-// Whether some node reads `name` at an input that carries a gradient (e.g. not BatchNormalization's
-// running statistics or Reshape's shape).
-bool Differentiable(const Graph& g, const std::string& name) {
-  for (const Node& n : g.nodes) {
+// The values the loss depends on through node inputs that carry a gradient: reverse reachability from the
+// loss over the (topologically ordered) nodes, skipping each gradient rule's stop inputs. Ops without a
+// gradient rule pass nothing on (gradient building would reject them on the way to a trainable input).
+std::set<std::string> GradientReach(const Graph& g, const std::string& loss) {
+  std::set<std::string> reach = {loss};
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    const Node& n = *it;
+    bool feeds = false;
+    for (const std::string& out : n.outputs) feeds = feeds || (!out.empty() && reach.count(out));
+    if (!feeds) continue;
     std::string domain = n.op_type == "BatchNormalization" ? "com.microsoft" : n.domain;
     std::string op = n.op_type == "BatchNormalization" ? "BatchNormInternal" : n.op_type;
     const GradientRule* rule = FindGradientRule(domain, op);
     if (rule == nullptr) continue;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
-      if (n.inputs[i] != name) continue;
-      if (std::find(rule->stop.begin(), rule->stop.end(), static_cast<int>(i)) == rule->stop.end()) return true;
+      if (n.inputs[i].empty()) continue;
+      if (std::find(rule->stop.begin(), rule->stop.end(), static_cast<int>(i)) == rule->stop.end()) {
+        reach.insert(n.inputs[i]);
+      }
     }
   }
-  return false;
+  return reach;
+}
+
+// Whether a floating-point tensor holds NaN or an infinity.
+bool HasNonFinite(const Tensor& t) {
+  const int64_t n = t.NumElements();
+  switch (t.dtype()) {
+    case DType::kFloat32:
+      for (int64_t i = 0; i < n; ++i) if (!std::isfinite(t.data<float>()[i])) return true;
+      return false;
+    case DType::kFloat64:
+      for (int64_t i = 0; i < n; ++i) if (!std::isfinite(t.data<double>()[i])) return true;
+      return false;
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      const uint16_t exp = t.dtype() == DType::kFloat16 ? 0x7C00 : 0x7F80;  // all-ones exponent: inf or NaN
+      const auto* bits = static_cast<const uint16_t*>(t.raw_data());
+      for (int64_t i = 0; i < n; ++i) if ((bits[i] & exp) == exp) return true;
+      return false;
+    }
+    default:
+      return false;
+  }
 }
 
 // BatchNormalization's running statistics (inputs 3 and 4) that are initializers, each with the node that
@@ -175,7 +206,8 @@ StatusOr<std::map<std::string, std::string>> RunningStatistics(const Graph& g) {
 // 2. Trainable and frozen initializers become graph inputs (static shapes) and checkpoint parameters.
 // Running statistics that the training model updates become frozen parameters.
 Status MoveParameters(Model* m, const ArtifactOptions& o, const std::map<std::string, std::string>& running,
-                      CheckpointState* ckpt, std::vector<std::string>* trainable) {
+                      CheckpointState* ckpt, std::vector<std::string>* trainable,
+                      std::vector<InitializerDecision>* decisions) {
   Graph& g = m->graph;
   std::set<std::string> frozen(o.frozen.begin(), o.frozen.end());
   std::set<std::string> wanted(o.requires_grad.begin(), o.requires_grad.end());
@@ -187,16 +219,45 @@ Status MoveParameters(Model* m, const ArtifactOptions& o, const std::map<std::st
                              ": it is updated from batch statistics, not trained");
     }
   }
+  for (const std::string& n : o.requires_grad) {
+    if (HasNonFinite(g.initializers.at(n))) {
+      return InvalidArgument("requires_grad names \"", n, "\", which holds non-finite values (a mask or other "
+                             "buffer, not a weight): training it would make every step NaN");
+    }
+  }
   for (const std::string& n : o.frozen) {
     if (!g.initializers.count(n)) return NotFound("frozen names \"", n, "\", which is not an initializer");
   }
   for (const auto& [name, node] : running) frozen.insert(name);
+  const std::set<std::string> reach = GradientReach(g, g.outputs[0].name);
   std::vector<std::string> order = g.initializer_order;
   for (const std::string& name : order) {
     const Tensor t = g.initializers.at(name);
-    bool train = o.requires_grad.empty()
-                     ? (IsFloatingPoint(t.dtype()) && !frozen.count(name) && Differentiable(g, name))
-                     : wanted.count(name) > 0;
+    InitializerDecision d;
+    d.name = name;
+    d.elements = t.NumElements();
+    bool train = false;
+    if (!o.requires_grad.empty()) {
+      train = wanted.count(name) > 0;
+      if (!train) d.why = "not named by --requires-grad";
+    } else if (frozen.count(name)) {
+      d.why = "--frozen";
+    } else if (!IsFloatingPoint(t.dtype())) {
+      d.why = std::string(DTypeName(t.dtype())) + " values";
+    } else if (HasNonFinite(t)) {
+      d.why = "holds non-finite values (a mask or other buffer)";
+    } else if (!reach.count(name)) {
+      d.why = "no gradient reaches it from the loss";
+    } else {
+      train = true;
+    }
+    if (train) {
+      d.kind = InitializerDecision::Kind::kTrainable;
+    } else if (frozen.count(name)) {  // kept in the checkpoint without gradients
+      d.kind = InitializerDecision::Kind::kFrozen;
+      d.why = running.count(name) ? "BatchNormalization running statistic" : "--frozen";
+    }
+    decisions->push_back(d);
     if (!train && !frozen.count(name)) continue;
     ckpt->AddParameter(name, t, train);
     if (train) trainable->push_back(name);
@@ -331,7 +392,7 @@ StatusOr<Artifacts> GenerateArtifacts(const Model& forward, const ArtifactOption
     ONT_ASSIGN_OR_RETURN(running, RunningStatistics(m.graph));
   }
   std::vector<std::string> trainable;
-  ONT_RETURN_IF_ERROR(MoveParameters(&m, options, running, &a.checkpoint, &trainable));
+  ONT_RETURN_IF_ERROR(MoveParameters(&m, options, running, &a.checkpoint, &trainable, &a.initializers));
   a.eval = m;
   MakeEvalModel(&a.eval);
   a.training = m;

@@ -38,8 +38,10 @@ StatusOr<BnRunningStats> ParseBnRunningStats(const std::string& name);  // pytor
 struct ArtifactOptions {
   LossKind loss = LossKind::kCrossEntropy;
   std::string loss_output;             // kOutput: the graph output used as the loss
-  // empty: every float initializer that is not frozen and feeds a differentiable input (so not, e.g.,
-  // BatchNormalization's running statistics, which stay constants as in ONNX Runtime's artifacts)
+  // empty: every float initializer that is not frozen, holds only finite values (a -inf attention mask is
+  // a buffer, not a weight) and reaches the loss through inputs that carry gradients (so not, e.g.,
+  // BatchNormalization's running statistics or a Reshape's shape). Names given here must be initializers
+  // with finite values.
   std::vector<std::string> requires_grad;
   std::vector<std::string> frozen;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
@@ -56,7 +58,18 @@ struct ArtifactOptions {
   bool fuse = true;
 };
 
+// What GenerateArtifacts made of one initializer of the forward model (ONNX cannot tell a parameter from a
+// buffer, so this is a decision worth showing the user).
+struct InitializerDecision {
+  enum class Kind { kTrainable, kFrozen, kConstant };
+  std::string name;
+  Kind kind = Kind::kConstant;
+  int64_t elements = 0;
+  std::string why;  // for frozen and constant ones: which rule or option decided
+};
+
 struct Artifacts {
+  std::vector<InitializerDecision> initializers;  // in the forward model's initializer order
   Model training;
   Model eval;
   Model optimizer;

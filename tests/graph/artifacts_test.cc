@@ -2,6 +2,8 @@
 #include "graph/artifacts.h"
 
 #include <cmath>
+#include <limits>
+#include <map>
 
 #include "checkpoint/checkpoint_io.h"
 #include "engine/executor.h"
@@ -132,6 +134,51 @@ TEST(ArtifactsTest, OptionErrors) {
   EXPECT_FALSE(f->checkpoint.parameters.at("fc1.weight").requires_grad);
   EXPECT_TRUE(f->checkpoint.parameters.at("fc2.weight").requires_grad);
   EXPECT_EQ(f->training.graph.FindInput("fc1.weight_grad.accumulation.buffer"), nullptr);
+}
+
+// Which initializers become parameters: a weight is trained; a -inf mask added to the logits, a float
+// threshold that only feeds a comparison, and a float initializer on a branch the loss does not read stay
+// constants, each with its reason; --requires-grad on the mask is refused.
+TEST(ArtifactsTest, DecidesWhichInitializersAreParameters) {
+  Model m = MakeMlpClassifier(4, {}, 3, 1);  // logits = Gemm(input, fc1.weight, fc1.bias)
+  Graph& g = m.graph;
+  const std::string logits = g.outputs[0].name;
+  const float inf = std::numeric_limits<float>::infinity();
+  g.AddInitializer("mask", Tensor::FromVector<float>({0.0f, -inf, 0.0f}, {3}));
+  g.AddInitializer("threshold", Tensor::FromVector<float>({0.5f}, {1}));
+  g.AddInitializer("side.scale", Tensor::FromVector<float>({2.0f, 3.0f, 4.0f}, {3}));
+  for (Node& n : g.nodes) {
+    for (std::string& out : n.outputs) {
+      if (out == logits) out = "raw";
+    }
+  }
+  g.nodes.push_back(MakeNode("Add", {"raw", "mask"}, {"masked"}, {}, "add_mask"));
+  g.nodes.push_back(MakeNode("Greater", {"masked", "threshold"}, {"above"}, {}, "cmp"));
+  g.nodes.push_back(MakeNode("Where", {"above", "masked", "masked"}, {logits}, {}, "where"));
+  g.nodes.push_back(MakeNode("Mul", {"raw", "side.scale"}, {"side"}, {}, "side_mul"));
+  ValueInfo side = g.outputs[0];
+  side.name = "side";
+  g.outputs.push_back(side);
+  auto a = GenerateArtifacts(m, ArtifactOptions());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  std::map<std::string, InitializerDecision> by_name;
+  for (const InitializerDecision& d : a->initializers) by_name[d.name] = d;
+  using Kind = InitializerDecision::Kind;
+  EXPECT_EQ(by_name.at("fc1.weight").kind, Kind::kTrainable);
+  EXPECT_EQ(by_name.at("fc1.bias").kind, Kind::kTrainable);
+  EXPECT_EQ(by_name.at("mask").kind, Kind::kConstant);
+  EXPECT_THAT(by_name.at("mask").why, HasSubstr("non-finite"));
+  EXPECT_EQ(by_name.at("threshold").kind, Kind::kConstant);
+  EXPECT_THAT(by_name.at("threshold").why, HasSubstr("no gradient reaches it"));
+  EXPECT_EQ(by_name.at("side.scale").kind, Kind::kConstant);
+  EXPECT_THAT(by_name.at("side.scale").why, HasSubstr("no gradient reaches it"));
+  EXPECT_EQ(a->checkpoint.parameter_order, (std::vector<std::string>{"fc1.weight", "fc1.bias"}));
+  EXPECT_TRUE(a->training.graph.initializers.count("mask"));
+  ArtifactOptions train_mask;
+  train_mask.requires_grad = {"fc1.weight", "mask"};
+  auto refused = GenerateArtifacts(m, train_mask);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("\"mask\", which holds non-finite values"));
 }
 
 }  // namespace

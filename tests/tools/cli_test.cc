@@ -85,8 +85,14 @@ std::string Slurp(const std::string& path) {
 
 TEST_F(CliTest, GenerateTrainEvaluateExport) {
   std::string dir = Tmp("cli_mlp");
+  ::testing::internal::CaptureStdout();
   Status g = cli::Generate({"--builtin", "mlp", "--out", dir, "--extra-outputs", "logits"});
+  const std::string said = ::testing::internal::GetCapturedStdout();
   ASSERT_TRUE(g.ok()) << g.ToString();
+  // generate says which initializers it made parameters, and how to change that
+  EXPECT_THAT(said, HasSubstr("trainable: 4 initializers"));
+  EXPECT_THAT(said, HasSubstr("fc1.weight, fc1.bias, fc2.weight, fc2.bias"));
+  EXPECT_THAT(said, HasSubstr("--requires-grad a,b trains exactly the named initializers"));
   std::string metrics = dir + "/metrics.jsonl", exported = dir + "/inference.onnx";
   Status t = cli::Train({"--artifacts", dir, "--data", "fashion-mnist", "--data-root", data_, "--epochs", "2",
                          "--batch-size", "32", "--lr", "3e-3", "--metrics", metrics, "--export", exported});

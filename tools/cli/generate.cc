@@ -9,6 +9,47 @@
 
 namespace ontrain {
 namespace cli {
+namespace {
+
+// Which initializers became trainable parameters, frozen parameters or constants, and why: ONNX cannot tell a
+// parameter from a buffer, so the user sees the decision. Each list stops after kShown names.
+void PrintInitializerDecisions(const std::vector<InitializerDecision>& decisions) {
+  constexpr size_t kShown = 24;
+  using Kind = InitializerDecision::Kind;
+  const std::pair<Kind, const char*> kinds[] = {
+      {Kind::kTrainable, "trainable"}, {Kind::kFrozen, "frozen (in the checkpoint, not trained)"},
+      {Kind::kConstant, "constant (kept in the models)"}};
+  for (const auto& [kind, label] : kinds) {
+    size_t count = 0;
+    int64_t values = 0;
+    for (const InitializerDecision& d : decisions) {
+      if (d.kind != kind) continue;
+      ++count;
+      values += d.elements;
+    }
+    if (count == 0) continue;
+    std::printf("%s: %zu initializer%s, %lld values\n", label, count, count == 1 ? "" : "s",
+                static_cast<long long>(values));
+    std::string line = " ";
+    size_t shown = 0;
+    for (const InitializerDecision& d : decisions) {
+      if (d.kind != kind) continue;
+      std::string item = d.why.empty() ? d.name : d.name + " (" + d.why + ")";
+      if (shown++ == kShown) item = "... and " + std::to_string(count - kShown) + " more";
+      if (line.size() > 1 && line.size() + item.size() + 2 > 110) {
+        std::printf("%s\n", line.c_str());
+        line = " ";
+      }
+      line += (line.size() > 1 ? ", " : " ") + item;
+      if (shown > kShown) break;
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  std::printf("--requires-grad a,b trains exactly the named initializers; --frozen c,d keeps the named ones in "
+              "the checkpoint without training them\n");
+}
+
+}  // namespace
 
 Status Generate(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"model", "builtin", "out", "loss", "loss-output", "requires-grad",
@@ -68,6 +109,7 @@ Status Generate(const std::vector<std::string>& args) {
   std::printf("wrote %s/{training_model.onnx, eval_model.onnx, optimizer_model.onnx, checkpoint}: %zu trainable and "
               "%zu frozen parameters, %zu training nodes\n",
               f.Get("out").c_str(), trainable, frozen, a.training.graph.nodes.size());
+  PrintInitializerDecisions(a.initializers);
   if (a.fused.layer_norms + a.fused.gelus + a.fused.matmul_transposes > 0) {
     std::printf("fused in the training model: %d LayerNorm and %d GELU sequences, %d MatMul(x, Transpose(W)) (--no-fuse "
                 "keeps them as exported)\n",
