@@ -132,8 +132,9 @@ Status AddLoss(Model* m, const ArtifactOptions& o, const std::map<std::string, V
 }
 
 // The values the loss depends on through node inputs that carry a gradient: reverse reachability from the
-// loss over the (topologically ordered) nodes, skipping each gradient rule's stop inputs. Ops without a
-// gradient rule pass nothing on (gradient building would reject them on the way to a trainable input).
+// loss over the (topologically ordered) nodes, skipping each gradient rule's stop inputs. An op without a
+// gradient rule passes the reach to all its inputs, so that the initializers before it become trainable and
+// gradient building names the op, instead of training silently only what lies after it.
 std::set<std::string> GradientReach(const Graph& g, const std::string& loss) {
   std::set<std::string> reach = {loss};
   for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
@@ -144,10 +145,9 @@ std::set<std::string> GradientReach(const Graph& g, const std::string& loss) {
     std::string domain = n.op_type == "BatchNormalization" ? "com.microsoft" : n.domain;
     std::string op = n.op_type == "BatchNormalization" ? "BatchNormInternal" : n.op_type;
     const GradientRule* rule = FindGradientRule(domain, op);
-    if (rule == nullptr) continue;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (n.inputs[i].empty()) continue;
-      if (std::find(rule->stop.begin(), rule->stop.end(), static_cast<int>(i)) == rule->stop.end()) {
+      if (rule == nullptr || std::find(rule->stop.begin(), rule->stop.end(), static_cast<int>(i)) == rule->stop.end()) {
         reach.insert(n.inputs[i]);
       }
     }

@@ -162,6 +162,9 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
   // 3. Which inputs of which nodes receive gradients, and how many partials each value collects.
   std::map<size_t, std::vector<bool>> wants;
   std::map<std::string, int> partials;
+  // Ops with no gradient between a trainable input and the loss: every one is named in one error, so a user
+  // sees the whole gap at once (op -> its nodes, in graph order).
+  std::map<std::string, std::vector<std::string>> missing;
   for (size_t idx : active) {
     const Node& n = g.nodes[idx];
     const GradientRule* rule = FindGradientRule(n.domain, n.op_type);
@@ -171,9 +174,8 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
         auto t = types.find(o);
         return !o.empty() && (t == types.end() || t->second.dtype == DType::kUndefined || IsFloat(t->second.dtype));
       });
-      if (!float_out) continue;
-      return Unimplemented("the gradient builder has not been registered for op ", n.domain.empty() ? "" : n.domain + "::",
-                           n.op_type, " (", n.Describe(), ")");
+      if (float_out) missing[(n.domain.empty() ? "" : n.domain + "::") + n.op_type].push_back(n.name);
+      continue;
     }
     std::vector<bool> w(n.inputs.size(), false);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -186,6 +188,19 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
       partials[in]++;
     }
     wants[idx] = w;
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (auto& [op, nodes] : missing) {
+      std::reverse(nodes.begin(), nodes.end());  // collected in reverse graph order
+      list += (list.empty() ? "" : "; ") + op + " (" + std::to_string(nodes.size()) + (nodes.size() == 1 ? " node: " : " nodes: ");
+      for (size_t k = 0; k < nodes.size() && k < 3; ++k) list += (k ? ", " : "") + ("\"" + nodes[k] + "\"");
+      if (nodes.size() > 3) list += ", ...";
+      list += ")";
+    }
+    return Unimplemented("the gradient builder has not been registered for ", missing.size() == 1 ? "op " : "ops ", list,
+                         ", which lie between trainable parameters and the loss. Freeze the parameters before them "
+                         "(--frozen / frozen_params) to train the rest");
   }
   // 4. The seed, then the reverse sweep.
   // The seed d(loss)/d(loss) = 1: a scalar of the loss's type (float32 for ONNX Runtime's artifacts).

@@ -9,6 +9,7 @@
 #include "engine/executor.h"
 #include "gmock/gmock.h"
 #include "graph/builder.h"
+#include "graph/gradient_builders.h"
 #include "graph/model_zoo.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
@@ -179,6 +180,28 @@ TEST(ArtifactsTest, DecidesWhichInitializersAreParameters) {
   auto refused = GenerateArtifacts(m, train_mask);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("\"mask\", which holds non-finite values"));
+}
+
+// Ops without a gradient between the parameters and the loss are all named in one error, with their nodes,
+// instead of the first one alone (and the parameters before them are not quietly left untrained).
+TEST(ArtifactsTest, NamesEveryOpWithoutAGradient) {
+  ASSERT_EQ(FindGradientRule("", "Shrink"), nullptr);
+  ASSERT_EQ(FindGradientRule("", "LpNormalization"), nullptr);
+  Model m = MakeMlpClassifier(4, {}, 3, 1);
+  Graph& g = m.graph;
+  const std::string logits = g.outputs[0].name;
+  for (Node& n : g.nodes) {
+    for (std::string& out : n.outputs) {
+      if (out == logits) out = "raw";
+    }
+  }
+  g.nodes.push_back(MakeNode("LpNormalization", {"raw"}, {"n1"}, {}, "norm_a"));
+  g.nodes.push_back(MakeNode("Shrink", {"n1"}, {"s"}, {}, "shrink"));
+  g.nodes.push_back(MakeNode("LpNormalization", {"s"}, {logits}, {}, "norm_b"));
+  auto a = GenerateArtifacts(m, ArtifactOptions());
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("ops LpNormalization (2 nodes: \"norm_a\", \"norm_b\"); Shrink (1 node: \"shrink\")"));
+  EXPECT_THAT(a.status().message(), HasSubstr("Freeze the parameters before them"));
 }
 
 }  // namespace
