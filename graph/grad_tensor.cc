@@ -94,6 +94,16 @@ Status TriluGrad(GradContext& c) {
   c.Emit("Trilu", ins, {c.dx[0]}, CopyAttrs(c.node()));
   return Status::OK();
 }
+// Resize (X, roi, scales, sizes; gradient graphs start at opset 13): ONNX Runtime's com.microsoft
+// ResizeGrad(dY, X, roi, scales) with the node's attributes. Without scales (sizes given), ResizeGrad takes
+// the scales from dY's shape.
+Status ResizeGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::vector<std::string> ins = {c.dy[0], c.in(0), c.has_input(1) ? c.in(1) : "", c.has_input(2) ? c.in(2) : ""};
+  while (!ins.empty() && ins.back().empty()) ins.pop_back();
+  c.Emit("ResizeGrad", ins, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
 Status GatherElementsGrad(GradContext& c) {
   if (!c.wants(0)) return Status::OK();
   std::string s = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});

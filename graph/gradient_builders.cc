@@ -120,6 +120,7 @@ const std::vector<Row>& Rules() {
       {"", "ReduceSumSquare", {ReduceOtherGrad, {1}}},
       {"", "Relu", {MsUnaryGrad<kReluGrad, false>, {}}},
       {"", "Reshape", {ReshapeLikeGrad, {1}}},
+      {"", "Resize", {ResizeGrad, {1, 2, 3}}},
       {"", "Round", {ZeroGrad, {}}},
       {"", "Selu", {SeluGrad, {}}},
       {"", "Sigmoid", {MsUnaryGrad<kSigmoidGrad, true>, {}}},

@@ -87,6 +87,7 @@ Status ThresholdedReluGrad(GradContext& c);
 Status TileGrad(GradContext& c);
 Status TransposeGrad(GradContext& c);
 Status TriluGrad(GradContext& c);
+Status ResizeGrad(GradContext& c);
 Status WhereGrad(GradContext& c);
 Status ZeroGrad(GradContext& c);
 template <const char* kOp, bool kUsesOutput>

@@ -121,6 +121,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "ReduceSumSquare", 1, kLatest, kNumeric, kReduceSumSquare, 0, Host({1})},
       {kOnnx, "Relu", 1, kLatest, kSigned, kRelu},
       {kOnnx, "Reshape", 1, kLatest, kAll, kReshape, 0, Host({1})},
+      {kOnnx, "Resize", 10, kLatest, kAll, kResize, 0, Host({1, 2, 3})},
       {kOnnx, "Round", 11, kLatest, kFloat, kRound},
       {kOnnx, "Selu", 1, kLatest, kFloat, kSelu},
       {kOnnx, "SequenceAt", 11, kLatest, kAll, kSequenceAt, 0, Host({1})},
@@ -153,6 +154,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "Transpose", 1, kLatest, kAll, kTranspose},
       {kOnnx, "Trilu", 14, kLatest, kAll, kTrilu, 0, Host({1})},
       {kOnnx, "Unsqueeze", 1, kLatest, kAll, kUnsqueeze, 0, Host({1})},
+      {kOnnx, "Upsample", 9, 9, kAll, kResize, 0, Host({1})},
       {kOnnx, "Where", 9, kLatest, kAll, kWhere, 1},
       {kOnnx, "Xor", 1, kLatest, kBool, kXor},
       // ai.onnx.preview.training
@@ -184,6 +186,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kMs, "LogSoftmaxGrad_13", 1, 1, kFloat, kLogSoftmaxGrad13},
       {kMs, "ReduceSumTraining", 1, 1, kNumeric, kReduceSumTraining, 0, Host({1})},
       {kMs, "ReluGrad", 1, 1, kFloat, kReluGrad},
+      {kMs, "ResizeGrad", 1, 1, kFloat, kResizeGrad, 0, Host({2, 3})},
       {kMs, "SGDOptimizerV2", 1, 1, kFloat32, kSGDOptimizerV2, 1, Host({0, 3}) | InPlace({1})},
       {kMs, "Scale", 1, 1, kFloat, kScale, 0, Host({1})},
       {kMs, "SigmoidGrad", 1, 1, kFloat, kSigmoidGrad},

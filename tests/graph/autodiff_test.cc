@@ -502,5 +502,48 @@ TEST(AutodiffTest, ErrorsNameTheOpAndUnreachableInputs) {
   EXPECT_THAT(u.message(), HasSubstr("'z'"));
 }
 
+// Resize's gradient (com.microsoft ResizeGrad) through the builder, for each interpolation mode and the
+// coordinate transformations PyTorch and TensorFlow export: linear half_pixel upsampling by scales, cubic
+// align_corners by sizes, nearest asymmetric round_prefer_ceil (up along one axis, down along another),
+// linear tf_crop_and_resize with a roi reaching outside the input (extrapolated elements get no gradient),
+// and cubic half_pixel downsampling with exclude_outside and a = -0.5.
+TEST(AutodiffTest, ResizeEveryMode) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {1, 2, 3, 4})};
+  g.AddInitializer("s1", Tensor::FromVector<float>({1, 1, 2, 1.5f}, {4}));
+  g.AddInitializer("z2", Tensor::FromVector<int64_t>({1, 2, 5, 3}, {4}));
+  g.AddInitializer("s3", Tensor::FromVector<float>({1, 1, 1.5f, 0.5f}, {4}));
+  g.AddInitializer("roi", Tensor::FromVector<float>({0, 0, 0.2f, -0.1f, 1, 1, 0.9f, 1.3f}, {8}));
+  g.AddInitializer("z4", Tensor::FromVector<int64_t>({1, 2, 4, 5}, {4}));
+  g.AddInitializer("s5", Tensor::FromVector<float>({1, 1, 0.6f, 0.8f}, {4}));
+  using A = std::vector<onnx::AttributeProto>;
+  g.nodes = {
+      MakeNode("Resize", {"x", "", "s1"}, {"r1"}, A{AttrString("mode", "linear")}, "linear"),
+      MakeNode("Resize", {"x", "", "", "z2"}, {"r2"},
+               A{AttrString("mode", "cubic"), AttrString("coordinate_transformation_mode", "align_corners")}, "cubic"),
+      MakeNode("Resize", {"x", "", "s3"}, {"r3"},
+               A{AttrString("mode", "nearest"), AttrString("coordinate_transformation_mode", "asymmetric"),
+                 AttrString("nearest_mode", "round_prefer_ceil")},
+               "nearest"),
+      MakeNode("Resize", {"x", "roi", "", "z4"}, {"r4"},
+               A{AttrString("mode", "linear"), AttrString("coordinate_transformation_mode", "tf_crop_and_resize"),
+                 AttrFloat("extrapolation_value", 0.5f)},
+               "crop"),
+      MakeNode("Resize", {"x", "", "s5"}, {"r5"},
+               A{AttrString("mode", "cubic"), AttrInt("exclude_outside", 1), AttrFloat("cubic_coeff_a", -0.5f)},
+               "cubic_exclude"),
+      MakeNode("Flatten", {"r1"}, {"f1"}, {AttrInt("axis", 0)}, "f1"),
+      MakeNode("Flatten", {"r2"}, {"f2"}, {AttrInt("axis", 0)}, "f2"),
+      MakeNode("Flatten", {"r3"}, {"f3"}, {AttrInt("axis", 0)}, "f3"),
+      MakeNode("Flatten", {"r4"}, {"f4"}, {AttrInt("axis", 0)}, "f4"),
+      MakeNode("Flatten", {"r5"}, {"f5"}, {AttrInt("axis", 0)}, "f5"),
+      MakeNode("Concat", {"f1", "f2", "f3", "f4", "f5"}, {"y"}, {AttrInt("axis", 1)}, "concat")};
+  AddWeightedLoss(&c.model, {1, 72 + 30 + 16 + 40 + 6}, 41);
+  c.feeds = {{"x", Random({1, 2, 3, 4}, 42)}};
+  c.xs = {"x"};
+  CheckGradients(c, 1e-6);
+}
+
 }  // namespace
 }  // namespace ontrain

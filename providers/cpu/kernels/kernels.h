@@ -30,6 +30,10 @@ extern KernelFactory kMin;
 extern KernelFactory kWhere;
 extern KernelFactory kClip;
 
+// resize.cc
+extern KernelFactory kResize;
+extern KernelFactory kResizeGrad;
+
 // conv.cc
 extern KernelFactory kConv;
 extern KernelFactory kConvTranspose;
