@@ -6,7 +6,7 @@ GELU through Erf; opset 17 for torch.nn.TransformerEncoderLayer), the fixed batc
 losses of 10 torch.optim.AdamW steps, the eval-mode logits at initialisation and after the 10 steps, and
 BatchNorm's running statistics after them (lr 1e-2, betas 0.9/0.999, eps 1e-8, weight decay 0.01: ONNX
 Runtime's adam_mode 0) on that batch. Run with Debian's /usr/bin/python3 (python3-torch 1.13) from the
-repository root; the tests only read tests/data/torch/.
+repository root (naming fixtures remakes only those); the tests only read tests/data/torch/.
 """
 import os
 
@@ -131,6 +131,41 @@ class UNet(nn.Module):
         return self.out(torch.cat([a, u], 1))
 
 
+class UNetInterp(nn.Module):
+    """A U-Net that upsamples with F.interpolate, nearest in one branch and bilinear (align_corners=False)
+    in the other: ONNX Resize with scales, its gradient ONNX Runtime's ResizeGrad."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.c2 = nn.Conv2d(4, 6, 3, padding=1)
+        self.c3 = nn.Conv2d(6, 3, 1)
+        self.out = nn.Conv2d(4 + 6 + 3, 5, 1)
+
+    def forward(self, x):
+        a = F.relu(self.c1(x))
+        b = F.relu(self.c2(F.max_pool2d(a, 2)))
+        up_nearest = F.interpolate(b, scale_factor=2.0, mode="nearest")
+        up_bilinear = F.interpolate(self.c3(b), scale_factor=2.0, mode="bilinear", align_corners=False)
+        return self.out(torch.cat([a, up_nearest, up_bilinear], 1))
+
+
+class CausalAttention(nn.Module):
+    """Single-head causal self-attention whose mask is a float buffer (-inf above the diagonal), which the
+    exporter writes as an initializer: it must stay a constant, as PyTorch never trains it."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.proj = nn.Linear(8, 5)
+        self.register_buffer("mask", torch.triu(torch.full((6, 6), float("-inf")), 1))
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, -1)
+        att = q @ k.transpose(1, 2) / (8 ** 0.5) + self.mask
+        return self.proj((att.softmax(-1) @ v).mean(1))
+
+
 # name, model, input shape, export mode, opset
 MODELS = [
     ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL, 14),
@@ -140,8 +175,10 @@ MODELS = [
     ("encoder_layer", EncoderLayer, (4, 6, 16), torch.onnx.TrainingMode.TRAINING, 17),
     ("pad_pool", PadPool, (4, 2, 16), torch.onnx.TrainingMode.EVAL, 17),
     ("unet", UNet, (2, 1, 8, 8), torch.onnx.TrainingMode.TRAINING, 17),
+    ("unet_interp", UNetInterp, (2, 1, 8, 8), torch.onnx.TrainingMode.EVAL, 17),
+    ("causal_mask", CausalAttention, (4, 6, 8), torch.onnx.TrainingMode.EVAL, 17),
 ]
-SPATIAL_AXES = {"unet": {2: "height", 3: "width"}}  # symbolic beyond the batch
+SPATIAL_AXES = {"unet": {2: "height", 3: "width"}, "unet_interp": {2: "height", 3: "width"}}  # symbolic beyond the batch
 
 
 def write_tensor(f, name, t):
@@ -149,8 +186,10 @@ def write_tensor(f, name, t):
     f.write("%s %s %s\n" % (name, ",".join(str(d) for d in t.shape), " ".join("%.17g" % v for v in a)))
 
 
-def main():
+def main(only):
     for name, cls, shape, mode, opset in MODELS:
+        if only and name not in only:
+            continue
         torch.manual_seed(0)
         model = cls()
         gen = torch.Generator().manual_seed(1)
@@ -199,4 +238,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    main(sys.argv[1:])  # fixture names to (re)make; all when none

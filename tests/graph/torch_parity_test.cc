@@ -6,6 +6,7 @@
 // match PyTorch's eval mode at initialisation and after the 10 steps, and BatchNorm's running statistics
 // after the 10 steps match PyTorch's (momentum update with the unbiased batch variance).
 #include <cmath>
+#include <set>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -67,6 +68,15 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
   o.fuse = !unfused;
   auto artifacts = GenerateArtifacts(forward.value(), o);
   ASSERT_TRUE(artifacts.ok()) << artifacts.status().ToString();
+  // Without flags, exactly PyTorch's parameters are trainable (not, e.g., a -inf attention mask buffer).
+  std::set<std::string> torch_params, trainable;
+  for (const auto& [key, tv] : ref.tensors) {
+    if (key.rfind("grad:", 0) == 0) torch_params.insert(key.substr(5));
+  }
+  for (const auto& [pname, p] : artifacts->checkpoint.parameters) {
+    if (p.requires_grad) trainable.insert(pname);
+  }
+  EXPECT_EQ(trainable, torch_params);
   if (name == "transformer") {
     EXPECT_EQ(artifacts->fused.layer_norms, unfused ? 0 : 2);
     EXPECT_EQ(artifacts->fused.gelus, unfused ? 0 : 1);
@@ -169,7 +179,7 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "transformer:unfused",
                                                                 "bn_dropout", "encoder_layer", "encoder_layer:unfused",
-                                                                "pad_pool", "unet"));
+                                                                "pad_pool", "unet", "unet_interp", "causal_mask"));
 
 }  // namespace
 }  // namespace ontrain
