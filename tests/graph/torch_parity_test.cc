@@ -6,9 +6,9 @@
 // match PyTorch's eval mode at initialisation and after the 10 steps, and BatchNorm's running statistics
 // after the 10 steps match PyTorch's (momentum update with the unbiased batch variance).
 #include <cmath>
-#include <set>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "checkpoint/checkpoint_io.h"
