@@ -94,6 +94,46 @@ Status TriluGrad(GradContext& c) {
   c.Emit("Trilu", ins, {c.dx[0]}, CopyAttrs(c.node()));
   return Status::OK();
 }
+// GatherND: ONNX Runtime's GatherNDGrad(shape, indices, dY) scatters dY back (adding at repeated indices).
+Status GatherNDGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string s = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
+  c.Emit("GatherNDGrad", {s, c.in(1), c.dy[0]}, {c.dx[0]}, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+// ScatterND and ScatterElements (and the older Scatter): with reduction none, data's gradient is dY with the
+// scattered positions zeroed (ScatterND / ScatterElements of zeros into dY), with reduction add it is dY; the
+// updates' gradient is dY gathered at the indices. Other reductions have no gradient here. (With duplicate
+// indices and reduction none, every duplicate update receives the gradient of the position it was written to.)
+Status ScatterGrad(GradContext& c) {
+  const bool nd = c.node().op_type == "ScatterND";
+  const std::string reduction = c.node().GetString("reduction", "none");
+  if (reduction != "none" && reduction != "add") {
+    return Unimplemented(c.node().Describe(), ": no gradient for reduction \"", reduction, "\"");
+  }
+  std::vector<onnx::AttributeProto> axis;
+  if (!nd) axis.push_back(AttrInt("axis", c.node().GetInt("axis", 0)));
+  if (c.wants(0)) {
+    if (reduction == "add") {
+      c.Emit("Identity", {c.dy[0]}, {c.dx[0]});
+    } else {
+      std::string zero = c.ConstFloat("zero", 0.0f, c.in(2));
+      std::string shape = c.Emit("Shape", {c.in(2)}, {c.Tmp("updates_shape")});
+      std::string zeros = c.Emit("Expand", {zero, shape}, {c.Tmp("zeros")});
+      c.Emit(nd ? "ScatterND" : "ScatterElements", {c.dy[0], c.in(1), zeros}, {c.dx[0]}, axis);
+    }
+  }
+  if (c.wants(2)) c.Emit(nd ? "GatherND" : "GatherElements", {c.dy[0], c.in(1)}, {c.dx[2]}, axis);
+  return Status::OK();
+}
+// TopK: the values' gradient goes back to where they were taken from (ONNX Runtime's GatherElementsGrad with
+// the output indices).
+Status TopKGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  std::string s = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
+  c.Emit("GatherElementsGrad", {c.dy[0], s, c.out(1)}, {c.dx[0]}, {AttrInt("axis", c.node().GetInt("axis", -1))}, kMs);
+  return Status::OK();
+}
 // Resize (X, roi, scales, sizes; gradient graphs start at opset 13): ONNX Runtime's com.microsoft
 // ResizeGrad(dY, X, roi, scales) with the node's attributes. Without scales (sizes given), ResizeGrad takes
 // the scales from dY's shape.

@@ -88,6 +88,9 @@ Status TileGrad(GradContext& c);
 Status TransposeGrad(GradContext& c);
 Status TriluGrad(GradContext& c);
 Status ResizeGrad(GradContext& c);
+Status GatherNDGrad(GradContext& c);
+Status ScatterGrad(GradContext& c);
+Status TopKGrad(GradContext& c);
 Status WhereGrad(GradContext& c);
 Status ZeroGrad(GradContext& c);
 template <const char* kOp, bool kUsesOutput>

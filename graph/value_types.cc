@@ -44,7 +44,7 @@ DType OutputDType(const Node& n, size_t k, const std::vector<DType>& in) {
   if (op == "EyeLike") return AttrDType(n, "dtype", input(0));
   if (op == "Where") return input(1);
   if (op == "OneHot") return input(2);
-  if (op == "GatherGrad") return input(2);
+  if (op == "GatherGrad" || op == "GatherNDGrad") return input(2);
   if (op == "Dropout" && k == 1) return DType::kBool;
   if ((op == "MaxPool" || op == "TopK") && k == 1) return DType::kInt64;
   if (op == "ConcatTraining" && k == 1) return DType::kInt64;

@@ -545,5 +545,45 @@ TEST(AutodiffTest, ResizeEveryMode) {
   CheckGradients(c, 1e-6);
 }
 
+// GatherND (with batch_dims and a repeated index tuple), ScatterND and ScatterElements with reductions none
+// and add (data and updates both differentiated; indices without duplicates for reduction none), and TopK
+// (largest along the last axis, smallest along axis 0) through the gradient builder.
+TEST(AutodiffTest, GatherScatterTopK) {
+  Case c{Base()};
+  c.model.opset_imports[""] = 18;
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("a", DType::kFloat64, {2, 3, 4}), TensorInfo("u", DType::kFloat64, {2, 4}),
+              TensorInfo("v", DType::kFloat64, {2, 2, 2})};
+  g.AddInitializer("ind", Tensor::FromVector<int64_t>({1, 2, 1, 2, 0, -1}, {3, 2}));       // GatherND, repeated
+  g.AddInitializer("bind", Tensor::FromVector<int64_t>({2, 0, 1, 1}, {2, 2, 1}));         // batch_dims 1
+  g.AddInitializer("snd", Tensor::FromVector<int64_t>({1, 0, 0, 2}, {2, 2}));             // ScatterND rows
+  g.AddInitializer("sel", Tensor::FromVector<int64_t>({1, 0, 2, 1, 0, 2, 1, 0}, {2, 2, 2}));  // axis 1
+  g.AddInitializer("k", Tensor::FromVector<int64_t>({2}, {1}));
+  using A = std::vector<onnx::AttributeProto>;
+  g.nodes = {
+      MakeNode("GatherND", {"a", "ind"}, {"g1"}, {}, "gnd"),
+      MakeNode("GatherND", {"a", "bind"}, {"g2"}, A{AttrInt("batch_dims", 1)}, "gnd_batch"),
+      MakeNode("ScatterND", {"a", "snd", "u"}, {"s1"}, {}, "snd_none"),
+      MakeNode("ScatterND", {"a", "snd", "u"}, {"s2"}, A{AttrString("reduction", "add")}, "snd_add"),
+      MakeNode("ScatterElements", {"a", "sel", "v"}, {"s3"}, A{AttrInt("axis", 1)}, "se_none"),
+      MakeNode("ScatterElements", {"a", "sel", "v"}, {"s4"}, A{AttrInt("axis", 1), AttrString("reduction", "add")},
+               "se_add"),
+      MakeNode("TopK", {"a", "k"}, {"t1", "i1"}, {}, "topk_last"),
+      MakeNode("TopK", {"a", "k"}, {"t2", "i2"}, A{AttrInt("axis", 0), AttrInt("largest", 0)}, "topk_first"),
+      MakeNode("Flatten", {"g1"}, {"f1"}, {AttrInt("axis", 0)}, "f1"),
+      MakeNode("Flatten", {"g2"}, {"f2"}, {AttrInt("axis", 0)}, "f2"),
+      MakeNode("Flatten", {"s1"}, {"f3"}, {AttrInt("axis", 0)}, "f3"),
+      MakeNode("Flatten", {"s2"}, {"f4"}, {AttrInt("axis", 0)}, "f4"),
+      MakeNode("Flatten", {"s3"}, {"f5"}, {AttrInt("axis", 0)}, "f5"),
+      MakeNode("Flatten", {"s4"}, {"f6"}, {AttrInt("axis", 0)}, "f6"),
+      MakeNode("Flatten", {"t1"}, {"f7"}, {AttrInt("axis", 0)}, "f7"),
+      MakeNode("Flatten", {"t2"}, {"f8"}, {AttrInt("axis", 0)}, "f8"),
+      MakeNode("Concat", {"f1", "f2", "f3", "f4", "f5", "f6", "f7", "f8"}, {"y"}, {AttrInt("axis", 1)}, "concat")};
+  AddWeightedLoss(&c.model, {1, 12 + 16 + 24 * 4 + 12 + 24}, 51);
+  c.feeds = {{"a", Random({2, 3, 4}, 52)}, {"u", Random({2, 4}, 53)}, {"v", Random({2, 2, 2}, 54)}};
+  c.xs = {"a", "u", "v"};
+  CheckGradients(c, 1e-6);
+}
+
 }  // namespace
 }  // namespace ontrain

@@ -30,6 +30,13 @@ extern KernelFactory kMin;
 extern KernelFactory kWhere;
 extern KernelFactory kClip;
 
+// scatter_gather.cc
+extern KernelFactory kGatherND;
+extern KernelFactory kGatherNDGrad;
+extern KernelFactory kScatterND;
+extern KernelFactory kScatterElements;
+extern KernelFactory kTopK;
+
 // resize.cc
 extern KernelFactory kResize;
 extern KernelFactory kResizeGrad;
