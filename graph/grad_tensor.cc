@@ -279,9 +279,10 @@ Status FoldedPadGrad(GradContext& c, const std::string& mode) {
 // axis after another: output position j of an axis of length n padded by (b, e) reads input
 //   edge:    clamp(j - b, 0, n - 1)
 //   reflect: (n - 1) - |(n - 1) - |j - b||
+//   wrap:    (j - b) mod n
 // so the gradient is GatherGrad along the axes in reverse order, each into the shape the forward gather
 // read (output dims before the axis, input dims from it on).
-Status GatheredPadGrad(GradContext& c, const std::string& mode, int64_t rank) {
+Status GatheredPadGrad(GradContext& c, const std::string& mode, int64_t rank, const std::string& pads) {
   auto scalar = [&](const std::string& hint, int64_t v) { return c.Const(hint, Tensor::FromVector<int64_t>({v}, {})); };
   const std::string zero = scalar("zero", 0), one = scalar("one", 1);
   const std::string xs = c.Emit("Shape", {c.in(0)}, {c.Tmp("x_shape")});
@@ -289,13 +290,15 @@ Status GatheredPadGrad(GradContext& c, const std::string& mode, int64_t rank) {
   std::vector<std::string> index(static_cast<size_t>(rank));
   for (int64_t d = 0; d < rank; ++d) {
     std::string n = c.Emit("Gather", {xs, scalar("axis", d)}, {c.Tmp("n")});
-    std::string b = c.Emit("Gather", {c.in(1), scalar("begin_at", d)}, {c.Tmp("begin")});
-    std::string e = c.Emit("Gather", {c.in(1), scalar("end_at", rank + d)}, {c.Tmp("end")});
+    std::string b = c.Emit("Gather", {pads, scalar("begin_at", d)}, {c.Tmp("begin")});
+    std::string e = c.Emit("Gather", {pads, scalar("end_at", rank + d)}, {c.Tmp("end")});
     std::string len = c.Emit("Add", {c.Emit("Add", {n, b}, {c.Tmp("n_b")}), e}, {c.Tmp("len")});
     std::string k = c.Emit("Sub", {c.Emit("Range", {zero, len, one}, {c.Tmp("j")}), b}, {c.Tmp("k")});
     std::string last = c.Emit("Sub", {n, one}, {c.Tmp("last")});
     if (mode == "edge") {
       index[d] = c.Emit("Max", {c.Emit("Min", {k, last}, {c.Tmp("k_hi")}), zero}, {c.Tmp("index")});
+    } else if (mode == "wrap") {  // (j - b) mod n, taking the divisor's sign
+      index[d] = c.Emit("Mod", {k, n}, {c.Tmp("index")});
     } else {
       std::string folded = c.Emit("Abs", {c.Emit("Sub", {last, c.Emit("Abs", {k}, {c.Tmp("abs_k")})}, {c.Tmp("from_end")})},
                                   {c.Tmp("abs_from_end")});
@@ -319,23 +322,35 @@ Status GatheredPadGrad(GradContext& c, const std::string& mode, int64_t rank) {
 Status PadGrad(GradContext& c) {
   if (!c.wants(0)) return Status::OK();
   if (c.opset() < 11) return Unimplemented("Pad gradient before opset 11");
-  if (c.has_input(3)) return Unimplemented("Pad gradient with an axes input (opset 18)");
   const std::string mode = c.node().GetString("mode", "constant");
   const ValueInfo* x = c.Type(c.in(0));
   if (!x || !x->has_shape) return InvalidArgument("Pad gradient needs the input's rank");
+  int64_t rank = static_cast<int64_t>(x->dims.size());
+  std::string pads = c.in(1);
+  if (c.has_input(3)) {
+    // axes (opset 18): pads[2 * len(axes)] of the named axes -> pads[2 * rank] of all, zeros elsewhere:
+    // ScatterElements of the pads into zeros at axes (made non-negative) and axes + rank.
+    std::string r = c.Const("rank", Tensor::FromVector<int64_t>({rank}, {1}));
+    std::string axes = c.Emit("Cast", {c.in(3)}, {c.Tmp("axes64")}, {AttrInt("to", static_cast<int64_t>(onnx::TensorProto::INT64))});
+    axes = c.Emit("Mod", {c.Emit("Add", {axes, r}, {c.Tmp("axes_r")}), r}, {c.Tmp("axes")});
+    std::string at = c.Emit("Concat", {axes, c.Emit("Add", {axes, r}, {c.Tmp("end_at")})}, {c.Tmp("pad_at")},
+                            {AttrInt("axis", 0)});
+    pads = c.Emit("ScatterElements", {c.ConstInts("zero_pads", std::vector<int64_t>(2 * rank, 0)), at, c.in(1)},
+                  {c.Tmp("pads")}, {AttrInt("axis", 0)});
+  }
+  if (mode == "wrap") return GatheredPadGrad(c, mode, rank, pads);
   if (mode == "reflect" || mode == "edge") {
-    return Foldable(c) ? FoldedPadGrad(c, mode) : GatheredPadGrad(c, mode, static_cast<int64_t>(x->dims.size()));
+    return !c.has_input(3) && Foldable(c) ? FoldedPadGrad(c, mode) : GatheredPadGrad(c, mode, rank, pads);
   }
   if (mode != "constant") return Unimplemented("Pad gradient in ", mode, " mode");
   std::string shape = c.Emit("Shape", {c.in(0)}, {c.Tmp("shape")});
   // dX = dY without its padding: the slice starts after the begin pads (at 0 where a negative pad cropped).
-  int64_t rank = static_cast<int64_t>(x->dims.size());
-  std::string begin = c.Emit("Slice", {c.in(1), c.ConstInts("zero", {0}), c.ConstInts("rank", {rank})}, {c.Tmp("begin")});
+  std::string begin = c.Emit("Slice", {pads, c.ConstInts("zero", {0}), c.ConstInts("rank", {rank})}, {c.Tmp("begin")});
   std::string zeros = c.ConstInts("zeros", std::vector<int64_t>(rank, 0));
   std::string starts = c.Emit("Max", {begin, zeros}, {c.Tmp("starts")});
   // The input rows the forward pass kept: negative pads cropped some at either end; those get zero gradient.
   std::string neg = c.Emit("Min", {begin, zeros}, {c.Tmp("neg_begin")});
-  std::string end_pads = c.Emit("Slice", {c.in(1), c.ConstInts("rank2", {rank}), c.ConstInts("twice", {2 * rank})},
+  std::string end_pads = c.Emit("Slice", {pads, c.ConstInts("rank2", {rank}), c.ConstInts("twice", {2 * rank})},
                                 {c.Tmp("end_pads")});
   std::string neg_end = c.Emit("Min", {end_pads, zeros}, {c.Tmp("neg_end")});
   std::string kept = c.Emit("Add", {c.Emit("Add", {shape, neg}, {c.Tmp("kept0")}), neg_end}, {c.Tmp("kept")});

@@ -106,7 +106,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "OneHot", 9, kLatest, kNumeric, kOneHot, 0, Host({1})},
       {kOnnx, "Or", 1, kLatest, kBool, kOr},
       {kOnnx, "PRelu", 1, kLatest, kNumeric, kPRelu},
-      {kOnnx, "Pad", 1, 17, kAll, kPad, 0, Host({1, 2})},
+      {kOnnx, "Pad", 1, kLatest, kAll, kPad, 0, Host({1, 2, 3})},
       {kOnnx, "Pow", 1, kLatest, kNumeric, kPow},
       {kOnnx, "Range", 11, kLatest, kNumeric, kRange, 0, Host({0, 1, 2})},
       {kOnnx, "Reciprocal", 1, kLatest, kFloat, kReciprocal},

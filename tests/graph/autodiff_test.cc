@@ -585,5 +585,20 @@ TEST(AutodiffTest, GatherScatterTopK) {
   CheckGradients(c, 1e-6);
 }
 
+// Pad in wrap mode (opset 19) through the gradient builder, with a negative pad cropping one side. (Opset
+// 18's axes input is not testable here: libonnx 1.12's shape inference knows only Pad-13 and rejects it.)
+TEST(AutodiffTest, PadWrap) {
+  Case c{Base()};
+  c.model.opset_imports[""] = 19;
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {2, 3, 4})};
+  g.AddInitializer("pads", Tensor::FromVector<int64_t>({0, 2, 1, 0, 1, 2}, {6}));
+  g.nodes = {MakeNode("Pad", {"x", "pads"}, {"y"}, {AttrString("mode", "wrap")}, "pad")};
+  AddWeightedLoss(&c.model, {2, 6, 7}, 61);
+  c.feeds = {{"x", Random({2, 3, 4}, 62)}};
+  c.xs = {"x"};
+  CheckGradients(c, 1e-6);
+}
+
 }  // namespace
 }  // namespace ontrain

@@ -338,6 +338,48 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
   }
 }
 
+// Pad's opset 18 axes input (negative axis included) against the same pads written out for every axis, and
+// wrap mode (opset 19) against its definition (x[(i - begin) mod n] along each axis), cropping included.
+TEST(CpuKernelsTest, PadAxesAndWrap) {
+  const Shape xs = {2, 3, 4};
+  std::vector<float> x(24);
+  for (int i = 0; i < 24; ++i) x[i] = static_cast<float>(i);
+  auto pad = [&](int64_t opset, const std::string& mode, const std::vector<int64_t>& pads,
+                 const std::vector<int64_t>& axes, const Shape& ys) {
+    Model m;
+    m.opset_imports[""] = opset;
+    m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, xs));
+    m.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, ys));
+    m.graph.AddInitializer("pads", Tensor::FromVector<int64_t>(pads, {static_cast<int64_t>(pads.size())}));
+    std::vector<std::string> ins = {"x", "pads"};
+    if (!axes.empty()) {
+      m.graph.AddInitializer("axes", Tensor::FromVector<int64_t>(axes, {static_cast<int64_t>(axes.size())}));
+      ins = {"x", "pads", "", "axes"};
+    }
+    m.graph.nodes.push_back(MakeNode("Pad", ins, {"y"}, {AttrString("mode", mode)}, "pad"));
+    return RunModel(m, {{"x", Tensor::FromVector(x, xs)}})[0];
+  };
+  for (const char* mode : {"constant", "reflect", "edge", "wrap"}) {
+    SCOPED_TRACE(mode);
+    Tensor with_axes = pad(19, mode, {1, 2, 2, 1}, {-1, 1}, {2, 6, 7});
+    Tensor full = pad(19, mode, {0, 2, 1, 0, 1, 2}, {}, {2, 6, 7});
+    ASSERT_EQ(with_axes.shape(), full.shape());
+    for (int64_t i = 0; i < full.NumElements(); ++i) ASSERT_EQ(with_axes.data<float>()[i], full.data<float>()[i]) << i;
+  }
+  const std::vector<int64_t> pads = {1, -1, 5, 0, 2, 1};  // begin (1, -1, 5), end (0, 2, 1)
+  Tensor y = pad(19, "wrap", pads, {}, {3, 4, 10});
+  ASSERT_EQ(y.shape(), (Shape{3, 4, 10}));
+  auto wrap = [](int64_t i, int64_t n) { return ((i % n) + n) % n; };
+  for (int64_t a = 0; a < 3; ++a) {
+    for (int64_t b = 0; b < 4; ++b) {
+      for (int64_t c = 0; c < 10; ++c) {
+        const int64_t src = (wrap(a - 1, 2) * 3 + wrap(b + 1, 3)) * 4 + wrap(c - 5, 4);
+        ASSERT_EQ(y.data<float>()[(a * 4 + b) * 10 + c], x[src]) << a << "," << b << "," << c;
+      }
+    }
+  }
+}
+
 Model DropoutModel(int64_t seed) {
   Model m;
   m.opset_imports[""] = 13;

@@ -171,27 +171,46 @@ class SliceGradKernel : public OpKernel {
   SliceGeometry geo_;
 };
 
-// Pad: pads [begin..., end...] (negative pads crop) from input 1 (opset >= 11) or attributes; modes
-// constant (value from input 2 or the attribute), reflect, edge.
+// Pad: pads [begin..., end...] (negative pads crop) and the constant value from attributes before opset 11,
+// from inputs 1 and 2 after; opset 18's axes input names the padded axes (pads then has 2 * len(axes)
+// values); modes constant, reflect, edge and (opset 19) wrap.
 class PadKernel : public OpKernel {
  public:
-  explicit PadKernel(const NodeInfo& info)
-      : node_(*info.node), opset_(info.opset), mode_(info.node->GetString("mode", "constant")) {}
+  explicit PadKernel(const NodeInfo& info) : node_(*info.node), opset_(info.opset) {
+    const std::string mode = info.node->GetString("mode", "constant");
+    mode_ = mode == "constant" ? kConstant : mode == "reflect" ? kReflect : mode == "edge" ? kEdge
+          : mode == "wrap" ? kWrap : kUnknown;
+  }
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
-    if (mode_ != "constant" && mode_ != "reflect" && mode_ != "edge") return InvalidArgument("unknown mode \"", mode_, "\"");
+    if (mode_ == kUnknown) return InvalidArgument("unknown mode \"", node_.GetString("mode", ""), "\"");
+    const int64_t rank = x->rank();
     if (opset_ >= 11) {
       ONT_ASSIGN_OR_RETURN(const Tensor* p, RequireInput(ctx, 1, "pads"));
-      ONT_ASSIGN_OR_RETURN(pads_, ReadInts(*p, "pads"));
+      ONT_ASSIGN_OR_RETURN(Shape given, ReadInts(*p, "pads"));
       value_ = 0;
       if (ctx.input(2) && ctx.input(2)->NumElements() > 0) {
         ONT_ASSIGN_OR_RETURN(value_, ReadScalar(*ctx.input(2), "constant_value"));
+      }
+      if (ctx.input(3) && ctx.input(3)->NumElements() > 0) {  // axes (opset 18)
+        ONT_ASSIGN_OR_RETURN(Shape axes, ReadInts(*ctx.input(3), "axes"));
+        const int64_t na = static_cast<int64_t>(axes.size());
+        if (static_cast<int64_t>(given.size()) != 2 * na) {
+          return InvalidArgument("pads has ", given.size(), " values, expected ", 2 * na, " for ", na, " axes");
+        }
+        pads_.assign(static_cast<size_t>(2 * rank), 0);
+        for (int64_t i = 0; i < na; ++i) {
+          ONT_ASSIGN_OR_RETURN(int64_t ax, NormalizeAxis(axes[i], rank, "axes"));
+          pads_[ax] = given[i];
+          pads_[ax + rank] = given[i + na];
+        }
+      } else {
+        pads_ = given;
       }
     } else {
       pads_ = node_.GetInts(opset_ < 2 ? "paddings" : "pads");
       value_ = node_.GetFloat("value", 0.0f);
     }
-    int64_t rank = x->rank();
     if (static_cast<int64_t>(pads_.size()) != 2 * rank) {
       return InvalidArgument("pads has ", pads_.size(), " values, expected ", 2 * rank, " for rank ", rank);
     }
@@ -199,7 +218,9 @@ class PadKernel : public OpKernel {
     for (int64_t d = 0; d < rank; ++d) {
       out[d] = x->dim(d) + pads_[d] + pads_[d + rank];
       if (out[d] < 0) return InvalidArgument("pads ", ShapeToString(pads_), " crop dimension ", d, " below zero");
-      if (mode_ != "constant" && x->dim(d) == 0 && out[d] > 0) return InvalidArgument(mode_, " padding of an empty dim");
+      if (mode_ != kConstant && x->dim(d) == 0 && out[d] > 0) {
+        return InvalidArgument(node_.GetString("mode", ""), " padding of an empty dim");
+      }
     }
     return ctx.DeclareOutput(0, x->dtype(), out);
   }
@@ -218,12 +239,14 @@ class PadKernel : public OpKernel {
           int64_t c = rem % y->dim(d) - pads_[d], dim = x.dim(d);
           rem /= y->dim(d);
           if (c < 0 || c >= dim) {
-            if (mode_ == "constant") {
+            if (mode_ == kConstant) {
               outside = true;
               break;
             }
-            if (mode_ == "edge") {
+            if (mode_ == kEdge) {
               c = c < 0 ? 0 : dim - 1;
+            } else if (mode_ == kWrap) {
+              c = ((c % dim) + dim) % dim;
             } else if (dim == 1) {
               c = 0;
             } else {
@@ -241,9 +264,10 @@ class PadKernel : public OpKernel {
   }
 
  private:
+  enum Mode { kConstant, kReflect, kEdge, kWrap, kUnknown };
   const Node& node_;
   int64_t opset_;
-  std::string mode_;
+  Mode mode_ = kConstant;
   Shape pads_;
   double value_ = 0;
 };
