@@ -129,6 +129,13 @@ Status PoolGrad(GradContext& c) {
     c.Emit("Reshape", {dx, c.Emit("Shape", {c.in(0)}, {c.Tmp("x_shape")})}, {c.dx[0]});
     return Status::OK();
   }
+  if (!known && !max) {
+    // AveragePoolGrad sizes dX from the graph (ONNX Runtime's kernel reads it there); with run-time dims,
+    // X goes along as a second input whose shape the CPU kernel reads (an ontrain extension: ONNX Runtime
+    // could not run this case at all).
+    c.Emit("AveragePoolGrad", {c.dy[0], c.in(0)}, {c.dx[0]}, CopyAttrs(c.node()));
+    return Status::OK();
+  }
   if (!known) {
     return Unimplemented(c.node().op_type, " gradient needs the pooled input's dims after the batch to be known, got ",
                          x->TypeString());

@@ -44,7 +44,8 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "Atan", 7, kLatest, kFloat, kAtan},
       {kOnnx, "Atanh", 9, kLatest, kFloat, kAtanh},
       {kOnnx, "AveragePool", 1, 18, kFloat, kAveragePool},
-      {kOnnx, "AveragePoolGrad", 9, kLatest, kFloat, kAveragePoolGrad},  // ONNX Runtime's, in the ONNX domain
+      // ONNX Runtime's, in the ONNX domain; ontrain's optional input 1 (X, shape only) sizes dX at run time
+      {kOnnx, "AveragePoolGrad", 9, kLatest, kFloat, kAveragePoolGrad, 0, ShapeOnly({1})},
       {kOnnx, "BatchNormalization", 1, kLatest, kFloat, kBatchNormalization},
       {kOnnx, "Cast", 1, kLatest, kAll, kCast},
       {kOnnx, "CastLike", 15, kLatest, kAll, kCastLike, 0, ShapeOnly({1})},

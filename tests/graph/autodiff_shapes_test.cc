@@ -53,6 +53,28 @@ TEST(AutodiffTest, MaxPoolWithRuntimeInputShape) {
   CheckGradients(c, 1e-6);
 }
 
+// AveragePool after a run-time Pad, 2-D with pads of its own (count_include_pad 0 and 1, ceil_mode): the
+// pooled dims are unknown until run time, so AveragePoolGrad takes X as a second input to size dX.
+TEST(AutodiffTest, AveragePoolWithRuntimeInputShape) {
+  for (int include_pad : {0, 1}) {
+    SCOPED_TRACE(include_pad);
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    g.inputs = {TensorInfo("x", DType::kFloat64, {-1, 2, 4, 5}, {"batch", "", "", ""}),
+                TensorInfo("pads", DType::kInt64, {8})};
+    g.nodes = {MakeNode("Pad", {"x", "pads"}, {"p"}, {AttrString("mode", "reflect")}, "pad"),
+               MakeNode("AveragePool", {"p"}, {"y"},
+                        {AttrInts("kernel_shape", {3, 2}), AttrInts("strides", {2, 2}), AttrInts("pads", {1, 0, 1, 1}),
+                         AttrInt("count_include_pad", include_pad), AttrInt("ceil_mode", 1)},
+                        "pool")};
+    AddWeightedLoss(&c.model, {2, 2, 4, 3}, 91);
+    c.feeds = {{"x", Random({2, 2, 4, 5}, 92)}};
+    c.fixed = {{"pads", Tensor::FromVector<int64_t>({0, 0, 1, 0, 0, 0, 1, 1}, {8})}};
+    c.xs = {"x"};
+    CheckGradients(c, 1e-6);
+  }
+}
+
 // Tile whose input has symbolic dims and whose repeats come at run time.
 TEST(AutodiffTest, TileWithRuntimeShapes) {
   Case c{Base()};

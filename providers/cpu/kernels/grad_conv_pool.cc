@@ -279,7 +279,17 @@ class AveragePoolGradKernel : public OpKernel {
       : info_(info), count_include_pad_(info.node->GetInt("count_include_pad", 0) != 0) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
-    ONT_ASSIGN_OR_RETURN(Shape s, PoolGradOutputShape(info_, *dy));
+    // dX's shape: X's when given as input 1 (ontrain's extension for pooled dims known only at run time;
+    // only its shape is read), else the graph's declared output shape, as in ONNX Runtime.
+    Shape s;
+    if (const Tensor* x = ctx.input(1)) {
+      s = x->shape();
+    } else {
+      ONT_ASSIGN_OR_RETURN(s, PoolGradOutputShape(info_, *dy));
+    }
+    if (s.size() < 3 || s.size() != dy->shape().size()) {
+      return InvalidArgument("dX shape ", ShapeToString(s), " does not match dY ", ShapeToString(dy->shape()));
+    }
     in_.assign(s.begin() + 2, s.end());
     geo_ = WindowAttrs::FromNode(*info_.node, {});
     if (geo_.kernel.size() != in_.size()) return InvalidArgument("kernel_shape does not match the spatial rank");
