@@ -72,6 +72,14 @@ onnx::AttributeProto AttrFloats(const std::string& name, const std::vector<float
   return a;
 }
 
+onnx::AttributeProto AttrStrings(const std::string& name, const std::vector<std::string>& v) {
+  onnx::AttributeProto a;
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::STRINGS);
+  for (const std::string& x : v) a.add_strings(x);
+  return a;
+}
+
 onnx::AttributeProto AttrTensor(const std::string& name, const Tensor& v) {
   onnx::AttributeProto a;
   a.set_name(name);

@@ -21,6 +21,7 @@ onnx::AttributeProto AttrFloat(const std::string& name, float v);
 onnx::AttributeProto AttrString(const std::string& name, const std::string& v);
 onnx::AttributeProto AttrInts(const std::string& name, const std::vector<int64_t>& v);
 onnx::AttributeProto AttrFloats(const std::string& name, const std::vector<float>& v);
+onnx::AttributeProto AttrStrings(const std::string& name, const std::vector<std::string>& v);
 onnx::AttributeProto AttrTensor(const std::string& name, const Tensor& v);
 
 // A tensor filled with v, in the floating-point type `dtype` (float64 and float16 as such; anything else

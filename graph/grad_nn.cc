@@ -103,6 +103,23 @@ Status FusedMatMulGrad(GradContext& c) {
   return Status::OK();
 }
 
+// com.microsoft LSTMTraining (the rewritten LSTM): ONNX Runtime's LSTMGrad(X, W, R, SL, H0, C0, HAll, CAll,
+// iofc, dHAll, dHFinal, dCFinal) -> dX, dW, dR, dB, dH0, dC0, dP, plus the peephole weights as input 12 when
+// the LSTM has them (ontrain's extension: the peephole terms need them).
+Status LstmGrad(GradContext& c) {
+  auto in = [&](int i) { return c.has_input(i) ? c.in(i) : std::string(); };
+  std::vector<std::string> ins = {c.in(0), c.in(1), c.in(2), in(4), in(5), in(6), c.out(0), c.out(3), c.out(4),
+                                  c.dy.size() > 0 ? c.dy[0] : "", c.dy.size() > 1 ? c.dy[1] : "",
+                                  c.dy.size() > 2 ? c.dy[2] : ""};
+  if (c.has_input(7)) ins.push_back(c.in(7));
+  std::vector<std::string> outs;
+  for (int i : {0, 1, 2, 3, 5, 6, 7}) outs.push_back(c.wants(i) ? c.dx[i] : "");
+  while (!outs.empty() && outs.back().empty()) outs.pop_back();
+  if (outs.empty()) return Status::OK();
+  c.Emit("LSTMGrad", ins, outs, CopyAttrs(c.node()), kMs);
+  return Status::OK();
+}
+
 // ---- convolution, pooling, normalization ----
 Status ConvGrad(GradContext& c) {
   std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};

@@ -152,6 +152,7 @@ const std::vector<Row>& Rules() {
       {kMs, "FastGelu", {FastGeluGrad, {}}},
       {kMs, "FusedMatMul", {FusedMatMulGrad, {}}},
       {kMs, "Gelu", {GeluGrad, {}}},
+      {kMs, "LSTMTraining", {LstmGrad, {4}}},
       {kMs, "LayerNormalization", {LayerNormGrad, {}}},
   };
   return *rules;

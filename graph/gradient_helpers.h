@@ -87,6 +87,7 @@ Status ThresholdedReluGrad(GradContext& c);
 Status TileGrad(GradContext& c);
 Status TransposeGrad(GradContext& c);
 Status TriluGrad(GradContext& c);
+Status LstmGrad(GradContext& c);
 Status ResizeGrad(GradContext& c);
 Status GatherNDGrad(GradContext& c);
 Status ScatterGrad(GradContext& c);

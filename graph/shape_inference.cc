@@ -83,6 +83,27 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
     out->push_back(std::move(y));
     return true;
   }
+  if (n.op_type == "LSTMTraining") {  // X [S, B, I] -> [S, D, B, H], [D, B, H] twice, [S, D, B, H], [S, D, B, 4H]
+    const int64_t h = n.GetInt("hidden_size", 0), d = n.GetString("direction", "forward") == "bidirectional" ? 2 : 1;
+    const bool shaped = xi.has_shape && xi.dims.size() == 3;
+    const Dim H{h, ""}, D{d, ""}, G{4 * h, ""};
+    const std::vector<std::vector<Dim>> dims = {
+        {shaped ? xi.dims[0] : Dim{}, D, shaped ? xi.dims[1] : Dim{}, H},
+        {D, shaped ? xi.dims[1] : Dim{}, H},
+        {D, shaped ? xi.dims[1] : Dim{}, H},
+        {shaped ? xi.dims[0] : Dim{}, D, shaped ? xi.dims[1] : Dim{}, H},
+        {shaped ? xi.dims[0] : Dim{}, D, shaped ? xi.dims[1] : Dim{}, G}};
+    for (size_t i = 0; i < n.outputs.size() && i < 5; ++i) {
+      if (n.outputs[i].empty() || known.count(n.outputs[i])) continue;
+      ValueInfo v;
+      v.name = n.outputs[i];
+      v.dtype = xi.dtype;
+      v.has_shape = true;
+      v.dims = dims[i];
+      out->push_back(std::move(v));
+    }
+    return true;
+  }
   if (n.op_type == "Gelu" || n.op_type == "FastGelu" || n.op_type == "QuickGelu" || n.op_type == "BiasGelu") {
     like(0, false);
     return true;
@@ -204,6 +225,15 @@ Status InferShapes(Model* model) {
   for (size_t round = 0; round <= model->graph.nodes.size(); ++round) {
     onnx::ModelProto proto = ModelToProto(*model);
     proto.mutable_graph()->clear_value_info();
+    // com.microsoft LSTMTraining is ONNX's LSTM (layout 0) plus two outputs: ONNX infers its first three
+    // outputs as an LSTM (else a Shape of them would meet an untyped value, on which libonnx 1.12's data
+    // propagation crashes), the other two come from InferMicrosoftNode.
+    for (onnx::NodeProto& node : *proto.mutable_graph()->mutable_node()) {
+      if (node.domain() != "com.microsoft" || node.op_type() != "LSTMTraining") continue;
+      node.set_domain("");
+      node.set_op_type("LSTM");
+      while (node.output_size() > 3) node.mutable_output()->RemoveLast();
+    }
     for (const ValueInfo& s : seeds) *proto.mutable_graph()->add_value_info() = ValueInfoToProto(s);
     onnx::ShapeInferenceOptions options;
     options.check_type = true;

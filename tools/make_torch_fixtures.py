@@ -166,6 +166,23 @@ class CausalAttention(nn.Module):
         return self.proj((att.softmax(-1) @ v).mean(1))
 
 
+class LstmClassifier(nn.Module):
+    """A bidirectional LSTM (batch first) whose outputs are averaged over time and classified, plus a second
+    one-directional LSTM layer read through its final hidden state: ONNX LSTM, its weights reordered from
+    PyTorch's gate order by exported graph ops, trained through LSTMTraining / LSTMGrad."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(6, 8, batch_first=True, bidirectional=True)
+        self.lstm2 = nn.LSTM(16, 7, batch_first=True)
+        self.fc = nn.Linear(16 + 7, 5)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        _, (h, _) = self.lstm2(y)
+        return self.fc(torch.cat([y.mean(1), h[0]], 1))
+
+
 # name, model, input shape, export mode, opset
 MODELS = [
     ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL, 14),
@@ -177,6 +194,7 @@ MODELS = [
     ("unet", UNet, (2, 1, 8, 8), torch.onnx.TrainingMode.TRAINING, 17),
     ("unet_interp", UNetInterp, (2, 1, 8, 8), torch.onnx.TrainingMode.EVAL, 17),
     ("causal_mask", CausalAttention, (4, 6, 8), torch.onnx.TrainingMode.EVAL, 17),
+    ("lstm", LstmClassifier, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
 ]
 SPATIAL_AXES = {"unet": {2: "height", 3: "width"}, "unet_interp": {2: "height", 3: "width"}}  # symbolic beyond the batch
 

@@ -600,5 +600,60 @@ TEST(AutodiffTest, PadWrap) {
   CheckGradients(c, 1e-6);
 }
 
+// LSTM through the rewrite to LSTMTraining and its LSTMGrad, every input differentiated: forward with bias,
+// initial states and sequence lengths (one row shorter, one empty), all three outputs in the loss;
+// bidirectional with peepholes, clip and smooth non-default activations; reverse with input_forget; and
+// layout 1 (batch first).
+TEST(AutodiffTest, LstmEveryOption) {
+  struct C {
+    std::string direction;
+    int64_t layout;
+    bool peepholes, input_forget, lens;
+    float clip;
+    std::vector<std::string> activations;
+  };
+  const C cases[] = {{"forward", 0, false, false, true, 0, {}},
+                     {"bidirectional", 0, true, false, false, 0.9f, {"Sigmoid", "Softsign", "ScaledTanh", "Sigmoid", "Tanh", "Softplus"}},
+                     {"reverse", 0, false, true, true, 0, {}},
+                     {"forward", 1, true, false, false, 0, {}}};
+  const int64_t S = 4, B = 3, I = 2, H = 3;
+  for (const C& t : cases) {
+    SCOPED_TRACE(t.direction + " layout " + std::to_string(t.layout));
+    const int64_t D = t.direction == "bidirectional" ? 2 : 1;
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    const Shape xs = t.layout ? Shape{B, S, I} : Shape{S, B, I};
+    const Shape ss = t.layout ? Shape{B, D, H} : Shape{D, B, H};
+    g.inputs = {TensorInfo("x", DType::kFloat64, xs), TensorInfo("w", DType::kFloat64, {D, 4 * H, I}),
+                TensorInfo("r", DType::kFloat64, {D, 4 * H, H}), TensorInfo("b", DType::kFloat64, {D, 8 * H}),
+                TensorInfo("h0", DType::kFloat64, ss), TensorInfo("c0", DType::kFloat64, ss)};
+    std::vector<std::string> ins = {"x", "w", "r", "b", t.lens ? "sl" : "", "h0", "c0"};
+    if (t.lens) g.AddInitializer("sl", Tensor::FromVector<int32_t>({4, 2, 0}, {3}));
+    if (t.peepholes) {
+      g.inputs.push_back(TensorInfo("p", DType::kFloat64, {D, 3 * H}));
+      ins.push_back("p");
+    }
+    std::vector<onnx::AttributeProto> attrs = {AttrInt("hidden_size", H), AttrString("direction", t.direction),
+                                               AttrInt("layout", t.layout), AttrInt("input_forget", t.input_forget)};
+    if (t.clip > 0) attrs.push_back(AttrFloat("clip", t.clip));
+    if (!t.activations.empty()) attrs.push_back(AttrStrings("activations", t.activations));
+    g.nodes = {MakeNode("LSTM", ins, {"ys", "yh", "yc"}, attrs, "lstm"),
+               MakeNode("Flatten", {"ys"}, {"f1"}, {AttrInt("axis", 0)}, "f1"),
+               MakeNode("Flatten", {"yh"}, {"f2"}, {AttrInt("axis", 0)}, "f2"),
+               MakeNode("Flatten", {"yc"}, {"f3"}, {AttrInt("axis", 0)}, "f3"),
+               MakeNode("Concat", {"f1", "f2", "f3"}, {"y"}, {AttrInt("axis", 1)}, "concat")};
+    AddWeightedLoss(&c.model, {1, S * D * B * H + 2 * D * B * H}, 71);
+    c.feeds = {{"x", Random(xs, 72, -1, 1)}, {"w", Random({D, 4 * H, I}, 73, -0.8, 0.8)},
+               {"r", Random({D, 4 * H, H}, 74, -0.8, 0.8)}, {"b", Random({D, 8 * H}, 75, -0.5, 0.5)},
+               {"h0", Random(ss, 76)}, {"c0", Random(ss, 77)}};
+    c.xs = {"x", "w", "r", "b", "h0", "c0"};
+    if (t.peepholes) {
+      c.feeds.push_back({"p", Random({D, 3 * H}, 78, -0.5, 0.5)});
+      c.xs.push_back("p");
+    }
+    CheckGradients(c, 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace ontrain

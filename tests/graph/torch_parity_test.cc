@@ -99,7 +99,8 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
   std::vector<Tensor> batch = {Tensor::FromVector(xf, xs), Tensor::FromVector(lv, ref.tensors.at("labels").first)};
   // The eval model (Dropout off, BatchNorm on running statistics) against PyTorch's eval mode, before training.
   std::vector<Tensor> eval_out;
-  ASSERT_TRUE(s.value()->EvalStep(batch, &eval_out).ok());
+  Status evaluated = s.value()->EvalStep(batch, &eval_out);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.ToString();
   const auto& expected_logits = ref.tensors.at("eval_logits").second;
   ASSERT_EQ(static_cast<size_t>(eval_out[1].NumElements()), expected_logits.size());
   double worst_eval = 0;
@@ -179,7 +180,7 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "transformer:unfused",
                                                                 "bn_dropout", "encoder_layer", "encoder_layer:unfused",
-                                                                "pad_pool", "unet", "unet_interp", "causal_mask"));
+                                                                "pad_pool", "unet", "unet_interp", "causal_mask", "lstm"));
 
 }  // namespace
 }  // namespace ontrain

@@ -37,6 +37,11 @@ extern KernelFactory kScatterND;
 extern KernelFactory kScatterElements;
 extern KernelFactory kTopK;
 
+// rnn.cc
+extern KernelFactory kLstm;
+extern KernelFactory kLstmTraining;
+extern KernelFactory kLstmGrad;
+
 // resize.cc
 extern KernelFactory kResize;
 extern KernelFactory kResizeGrad;
