@@ -87,17 +87,19 @@ Status PrepareForGradients(Model* model) {
       DecomposeInstanceNorm(g, i, rank, x->dtype);
     }
   }
-  // LSTM: ONNX Runtime's LSTMReplacement, com.microsoft LSTMTraining (layout 0) with all five outputs (every
-  // hidden state, the final states, every cell state and the gate pre-activations the gradient reads).
-  // Layout 1 is transposed into layout 0 around it.
+  // LSTM and GRU: ONNX Runtime's LSTMReplacement and GRUReplacement, com.microsoft LSTMTraining (five
+  // outputs: every hidden state, the final states, every cell state and the gate pre-activations the
+  // gradient reads) and GRUTraining (three: every hidden state, the final one, the gate pre-activations),
+  // both in layout 0; layout 1 is transposed into layout 0 around them.
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!g.nodes[i].domain.empty() || g.nodes[i].op_type != "LSTM") continue;
+    if (!g.nodes[i].domain.empty() || (g.nodes[i].op_type != "LSTM" && g.nodes[i].op_type != "GRU")) continue;
     Node n = g.nodes[i];
+    const bool lstm = n.op_type == "LSTM";
     const bool batch_first = n.GetInt("layout", 0) == 1;
-    n.op_type = "LSTMTraining";
+    n.op_type = lstm ? "LSTMTraining" : "GRUTraining";
     n.domain = "com.microsoft";
     n.attributes.erase("layout");
-    while (n.outputs.size() < 5) n.outputs.push_back("");
+    while (n.outputs.size() < (lstm ? 5u : 3u)) n.outputs.push_back("");
     std::vector<Node> before, after;
     auto transpose = [&](const std::string& from, const std::string& to, std::vector<int64_t> perm, const char* hint) {
       return MakeNode("Transpose", {from}, {to}, {AttrInts("perm", perm)}, FreshName(g, n.name + "/" + hint));
@@ -107,6 +109,7 @@ Status PrepareForGradients(Model* model) {
       before.push_back(transpose(n.inputs[0], x, {1, 0, 2}, "x_transpose"));
       n.inputs[0] = x;
       for (size_t k : {size_t{5}, size_t{6}}) {
+        if (k == 6 && !lstm) continue;
         if (k < n.inputs.size() && !n.inputs[k].empty()) {
           const std::string st = FreshName(g, n.name + (k == 5 ? "/h0_dir_first" : "/c0_dir_first"));
           before.push_back(transpose(n.inputs[k], st, {1, 0, 2}, "state_transpose"));
@@ -114,16 +117,19 @@ Status PrepareForGradients(Model* model) {
         }
       }
       const std::vector<int64_t> y_perm = {2, 0, 1, 3}, state_perm = {1, 0, 2};
-      for (size_t k = 0; k < 3; ++k) {
+      for (size_t k = 0; k < (lstm ? 3u : 2u); ++k) {
         if (n.outputs[k].empty()) continue;
         const std::string seq_first = FreshName(g, n.name + "/out" + std::to_string(k) + "_seq_first");
         after.push_back(transpose(seq_first, n.outputs[k], k == 0 ? y_perm : state_perm, "out_transpose"));
         n.outputs[k] = seq_first;
       }
     }
-    const char* names[] = {"all_hidden_states", "", "", "all_cell_states", "iofc"};
-    for (size_t k : {size_t{0}, size_t{3}, size_t{4}}) {
-      if (n.outputs[k].empty()) n.outputs[k] = FreshName(g, n.name + "/" + names[k]);
+    if (n.outputs[0].empty()) n.outputs[0] = FreshName(g, n.name + "/all_hidden_states");
+    if (lstm) {
+      if (n.outputs[3].empty()) n.outputs[3] = FreshName(g, n.name + "/all_cell_states");
+      if (n.outputs[4].empty()) n.outputs[4] = FreshName(g, n.name + "/iofc");
+    } else if (n.outputs[2].empty()) {
+      n.outputs[2] = FreshName(g, n.name + "/zrh");
     }
     g.nodes[i] = n;
     g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, after.begin(), after.end());
@@ -265,7 +271,7 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
       any |= has;
     }
     if (!any) continue;
-    if (ctx.dy[0].empty() && n.op_type != "Split" && n.op_type != "LSTMTraining") {
+    if (ctx.dy[0].empty() && n.op_type != "Split" && n.op_type != "LSTMTraining" && n.op_type != "GRUTraining") {
       return Unimplemented(n.Describe(), ": gradients through outputs other than the first are not supported");
     }
     const std::vector<bool>& w = wants[idx];

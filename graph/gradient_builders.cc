@@ -151,6 +151,7 @@ const std::vector<Row>& Rules() {
       {kMs, "ConcatTraining", {ConcatTrainingGrad, {}}},
       {kMs, "FastGelu", {FastGeluGrad, {}}},
       {kMs, "FusedMatMul", {FusedMatMulGrad, {}}},
+      {kMs, "GRUTraining", {GruGrad, {4}}},
       {kMs, "Gelu", {GeluGrad, {}}},
       {kMs, "LSTMTraining", {LstmGrad, {4}}},
       {kMs, "LayerNormalization", {LayerNormGrad, {}}},

@@ -88,6 +88,7 @@ Status TileGrad(GradContext& c);
 Status TransposeGrad(GradContext& c);
 Status TriluGrad(GradContext& c);
 Status LstmGrad(GradContext& c);
+Status GruGrad(GradContext& c);
 Status ResizeGrad(GradContext& c);
 Status GatherNDGrad(GradContext& c);
 Status ScatterGrad(GradContext& c);

@@ -104,6 +104,22 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
     }
     return true;
   }
+  if (n.op_type == "GRUTraining") {  // X [S, B, I] -> [S, D, B, H], [D, B, H], [S, D, B, 3H]
+    const int64_t h = n.GetInt("hidden_size", 0), d = n.GetString("direction", "forward") == "bidirectional" ? 2 : 1;
+    const bool shaped = xi.has_shape && xi.dims.size() == 3;
+    const Dim H{h, ""}, D{d, ""}, G{3 * h, ""}, S = shaped ? xi.dims[0] : Dim{}, B = shaped ? xi.dims[1] : Dim{};
+    const std::vector<std::vector<Dim>> dims = {{S, D, B, H}, {D, B, H}, {S, D, B, G}};
+    for (size_t i = 0; i < n.outputs.size() && i < 3; ++i) {
+      if (n.outputs[i].empty() || known.count(n.outputs[i])) continue;
+      ValueInfo v;
+      v.name = n.outputs[i];
+      v.dtype = xi.dtype;
+      v.has_shape = true;
+      v.dims = dims[i];
+      out->push_back(std::move(v));
+    }
+    return true;
+  }
   if (n.op_type == "Gelu" || n.op_type == "FastGelu" || n.op_type == "QuickGelu" || n.op_type == "BiasGelu") {
     like(0, false);
     return true;
@@ -229,10 +245,11 @@ Status InferShapes(Model* model) {
     // outputs as an LSTM (else a Shape of them would meet an untyped value, on which libonnx 1.12's data
     // propagation crashes), the other two come from InferMicrosoftNode.
     for (onnx::NodeProto& node : *proto.mutable_graph()->mutable_node()) {
-      if (node.domain() != "com.microsoft" || node.op_type() != "LSTMTraining") continue;
+      if (node.domain() != "com.microsoft" || (node.op_type() != "LSTMTraining" && node.op_type() != "GRUTraining")) continue;
+      const bool lstm = node.op_type() == "LSTMTraining";  // GRUTraining likewise: GRU plus one output
       node.set_domain("");
-      node.set_op_type("LSTM");
-      while (node.output_size() > 3) node.mutable_output()->RemoveLast();
+      node.set_op_type(lstm ? "LSTM" : "GRU");
+      while (node.output_size() > (lstm ? 3 : 2)) node.mutable_output()->RemoveLast();
     }
     for (const ValueInfo& s : seeds) *proto.mutable_graph()->add_value_info() = ValueInfoToProto(s);
     onnx::ShapeInferenceOptions options;

@@ -183,6 +183,22 @@ class LstmClassifier(nn.Module):
         return self.fc(torch.cat([y.mean(1), h[0]], 1))
 
 
+class GruSequence(nn.Module):
+    """A two-layer GRU (batch first; PyTorch exports linear_before_reset=1) whose every step is classified and
+    averaged, plus a bidirectional GRU read through its final hidden states."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(6, 7, num_layers=2, batch_first=True)
+        self.bi = nn.GRU(6, 4, batch_first=True, bidirectional=True)
+        self.fc = nn.Linear(7 + 8, 5)
+
+    def forward(self, x):
+        y, _ = self.gru(x)
+        _, h = self.bi(x)
+        return self.fc(torch.cat([y.mean(1), h[0], h[1]], 1))
+
+
 # name, model, input shape, export mode, opset
 MODELS = [
     ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL, 14),
@@ -195,6 +211,7 @@ MODELS = [
     ("unet_interp", UNetInterp, (2, 1, 8, 8), torch.onnx.TrainingMode.EVAL, 17),
     ("causal_mask", CausalAttention, (4, 6, 8), torch.onnx.TrainingMode.EVAL, 17),
     ("lstm", LstmClassifier, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
+    ("gru", GruSequence, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
 ]
 SPATIAL_AXES = {"unet": {2: "height", 3: "width"}, "unet_interp": {2: "height", 3: "width"}}  # symbolic beyond the batch
 

@@ -655,5 +655,49 @@ TEST(AutodiffTest, LstmEveryOption) {
   }
 }
 
+// GRU through the rewrite to GRUTraining and its GRUGrad: linear_before_reset 0 and 1 (PyTorch exports 1),
+// forward with sequence lengths, bidirectional with clip and non-default activations, reverse, layout 1.
+TEST(AutodiffTest, GruEveryOption) {
+  struct C {
+    std::string direction;
+    int64_t layout, lbr;
+    bool lens;
+    float clip;
+    std::vector<std::string> activations;
+  };
+  const C cases[] = {{"forward", 0, 0, true, 0, {}},
+                     {"forward", 0, 1, true, 0, {}},
+                     {"bidirectional", 0, 1, false, 0.9f, {"Sigmoid", "Softsign", "Sigmoid", "Tanh"}},
+                     {"reverse", 0, 0, true, 0, {}},
+                     {"bidirectional", 1, 0, false, 0, {}}};
+  const int64_t S = 4, B = 3, I = 2, H = 3;
+  for (const C& t : cases) {
+    SCOPED_TRACE(t.direction + " layout " + std::to_string(t.layout) + " linear_before_reset " + std::to_string(t.lbr));
+    const int64_t D = t.direction == "bidirectional" ? 2 : 1;
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    const Shape xs = t.layout ? Shape{B, S, I} : Shape{S, B, I};
+    const Shape ss = t.layout ? Shape{B, D, H} : Shape{D, B, H};
+    g.inputs = {TensorInfo("x", DType::kFloat64, xs), TensorInfo("w", DType::kFloat64, {D, 3 * H, I}),
+                TensorInfo("r", DType::kFloat64, {D, 3 * H, H}), TensorInfo("b", DType::kFloat64, {D, 6 * H}),
+                TensorInfo("h0", DType::kFloat64, ss)};
+    if (t.lens) g.AddInitializer("sl", Tensor::FromVector<int32_t>({4, 2, 0}, {3}));
+    std::vector<onnx::AttributeProto> attrs = {AttrInt("hidden_size", H), AttrString("direction", t.direction),
+                                               AttrInt("layout", t.layout), AttrInt("linear_before_reset", t.lbr)};
+    if (t.clip > 0) attrs.push_back(AttrFloat("clip", t.clip));
+    if (!t.activations.empty()) attrs.push_back(AttrStrings("activations", t.activations));
+    g.nodes = {MakeNode("GRU", {"x", "w", "r", "b", t.lens ? "sl" : "", "h0"}, {"ys", "yh"}, attrs, "gru"),
+               MakeNode("Flatten", {"ys"}, {"f1"}, {AttrInt("axis", 0)}, "f1"),
+               MakeNode("Flatten", {"yh"}, {"f2"}, {AttrInt("axis", 0)}, "f2"),
+               MakeNode("Concat", {"f1", "f2"}, {"y"}, {AttrInt("axis", 1)}, "concat")};
+    AddWeightedLoss(&c.model, {1, S * D * B * H + D * B * H}, 81);
+    c.feeds = {{"x", Random(xs, 82)}, {"w", Random({D, 3 * H, I}, 83, -0.8, 0.8)},
+               {"r", Random({D, 3 * H, H}, 84, -0.8, 0.8)}, {"b", Random({D, 6 * H}, 85, -0.5, 0.5)},
+               {"h0", Random(ss, 86)}};
+    c.xs = {"x", "w", "r", "b", "h0"};
+    CheckGradients(c, 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace ontrain

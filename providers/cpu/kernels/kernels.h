@@ -41,6 +41,9 @@ extern KernelFactory kTopK;
 extern KernelFactory kLstm;
 extern KernelFactory kLstmTraining;
 extern KernelFactory kLstmGrad;
+extern KernelFactory kGru;
+extern KernelFactory kGruTraining;
+extern KernelFactory kGruGrad;
 
 // resize.cc
 extern KernelFactory kResize;
