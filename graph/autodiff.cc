@@ -91,15 +91,24 @@ Status PrepareForGradients(Model* model) {
   // outputs: every hidden state, the final states, every cell state and the gate pre-activations the
   // gradient reads) and GRUTraining (three: every hidden state, the final one, the gate pre-activations),
   // both in layout 0; layout 1 is transposed into layout 0 around them.
+  // RNN stays ONNX's RNN (its gradient recomputes the pre-activations from Y), in layout 0 with Y kept.
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!g.nodes[i].domain.empty() || (g.nodes[i].op_type != "LSTM" && g.nodes[i].op_type != "GRU")) continue;
+    const std::string& op = g.nodes[i].op_type;
+    if (!g.nodes[i].domain.empty() || (op != "LSTM" && op != "GRU" && op != "RNN")) continue;
+    if (op == "RNN" && g.nodes[i].GetInt("layout", 0) == 0) {
+      if (g.nodes[i].outputs.empty()) g.nodes[i].outputs.push_back("");
+      if (g.nodes[i].outputs[0].empty()) g.nodes[i].outputs[0] = FreshName(g, g.nodes[i].name + "/all_hidden_states");
+      continue;
+    }
     Node n = g.nodes[i];
-    const bool lstm = n.op_type == "LSTM";
+    const bool lstm = n.op_type == "LSTM", rnn = n.op_type == "RNN";
     const bool batch_first = n.GetInt("layout", 0) == 1;
-    n.op_type = lstm ? "LSTMTraining" : "GRUTraining";
-    n.domain = "com.microsoft";
+    if (!rnn) {
+      n.op_type = lstm ? "LSTMTraining" : "GRUTraining";
+      n.domain = "com.microsoft";
+    }
     n.attributes.erase("layout");
-    while (n.outputs.size() < (lstm ? 5u : 3u)) n.outputs.push_back("");
+    while (n.outputs.size() < (lstm ? 5u : rnn ? 2u : 3u)) n.outputs.push_back("");
     std::vector<Node> before, after;
     auto transpose = [&](const std::string& from, const std::string& to, std::vector<int64_t> perm, const char* hint) {
       return MakeNode("Transpose", {from}, {to}, {AttrInts("perm", perm)}, FreshName(g, n.name + "/" + hint));
@@ -128,7 +137,7 @@ Status PrepareForGradients(Model* model) {
     if (lstm) {
       if (n.outputs[3].empty()) n.outputs[3] = FreshName(g, n.name + "/all_cell_states");
       if (n.outputs[4].empty()) n.outputs[4] = FreshName(g, n.name + "/iofc");
-    } else if (n.outputs[2].empty()) {
+    } else if (!rnn && n.outputs[2].empty()) {
       n.outputs[2] = FreshName(g, n.name + "/zrh");
     }
     g.nodes[i] = n;
@@ -200,11 +209,24 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
   }
   std::set<std::string> to_loss = {loss};
   std::vector<size_t> active;
+  // Only edges that can carry a gradient count: a float output the loss depends on, and inputs the op's rule
+  // does not stop. (Through a Shape the loss depends on a value's shape, not on its contents: counting that
+  // edge made the value wait for a gradient partial that never came.)
+  auto float_value = [&](const std::string& v) {
+    auto t = types.find(v);
+    return t == types.end() || t->second.dtype == DType::kUndefined || IsFloat(t->second.dtype);
+  };
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Node& n = g.nodes[*it];
-    bool hit = std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) { return to_loss.count(o) > 0; });
+    bool hit = std::any_of(n.outputs.begin(), n.outputs.end(),
+                           [&](const std::string& o) { return to_loss.count(o) > 0 && float_value(o); });
     if (!hit) continue;
-    for (const auto& i : n.inputs) if (!i.empty()) to_loss.insert(i);
+    const GradientRule* rule = FindGradientRule(n.domain, n.op_type);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty()) continue;
+      if (rule && std::find(rule->stop.begin(), rule->stop.end(), static_cast<int>(i)) != rule->stop.end()) continue;
+      to_loss.insert(n.inputs[i]);
+    }
     bool from = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& i) { return from_x.count(i) > 0; });
     if (from) active.push_back(*it);  // reverse topological order
   }
@@ -271,7 +293,8 @@ Status BuildGradientGraph(Model* model, const std::string& loss, const std::vect
       any |= has;
     }
     if (!any) continue;
-    if (ctx.dy[0].empty() && n.op_type != "Split" && n.op_type != "LSTMTraining" && n.op_type != "GRUTraining") {
+    if (ctx.dy[0].empty() && n.op_type != "Split" && n.op_type != "LSTMTraining" && n.op_type != "GRUTraining" &&
+        n.op_type != "RNN") {
       return Unimplemented(n.Describe(), ": gradients through outputs other than the first are not supported");
     }
     const std::vector<bool>& w = wants[idx];

@@ -134,6 +134,20 @@ Status GruGrad(GradContext& c) {
   return Status::OK();
 }
 
+// RNN (layout 0 after the rewrite): ontrain's com.microsoft RNNGrad(X, W, R, B, SL, H0, Y, dY, dY_h) -> dX, dW,
+// dR, dB, dH0 (ONNX Runtime has no RNN gradient).
+Status RnnGrad(GradContext& c) {
+  auto in = [&](int i) { return c.has_input(i) ? c.in(i) : std::string(); };
+  std::vector<std::string> ins = {c.in(0), c.in(1), c.in(2), in(3), in(4), in(5), c.out(0),
+                                  c.dy.size() > 0 ? c.dy[0] : "", c.dy.size() > 1 ? c.dy[1] : ""};
+  std::vector<std::string> outs;
+  for (int i : {0, 1, 2, 3, 5}) outs.push_back(c.wants(i) ? c.dx[i] : "");
+  while (!outs.empty() && outs.back().empty()) outs.pop_back();
+  if (outs.empty()) return Status::OK();
+  c.Emit("RNNGrad", ins, outs, CopyAttrs(c.node(), {"layout"}), kMs);
+  return Status::OK();
+}
+
 // ---- convolution, pooling, normalization ----
 Status ConvGrad(GradContext& c) {
   std::vector<std::string> outs = {c.wants(0) ? c.dx[0] : "", c.wants(1) ? c.dx[1] : "", c.wants(2) ? c.dx[2] : ""};

@@ -108,6 +108,7 @@ const std::vector<Row>& Rules() {
       {"", "PRelu", {PReluGrad, {}}},
       {"", "Pad", {PadGrad, {1, 2, 3}}},
       {"", "Pow", {PowGrad, {1}}},
+      {"", "RNN", {RnnGrad, {4}}},
       {"", "Reciprocal", {ReciprocalGrad, {}}},
       {"", "ReduceL1", {ReduceOtherGrad, {1}}},
       {"", "ReduceL2", {ReduceOtherGrad, {1}}},

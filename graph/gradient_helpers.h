@@ -89,6 +89,7 @@ Status TransposeGrad(GradContext& c);
 Status TriluGrad(GradContext& c);
 Status LstmGrad(GradContext& c);
 Status GruGrad(GradContext& c);
+Status RnnGrad(GradContext& c);
 Status ResizeGrad(GradContext& c);
 Status GatherNDGrad(GradContext& c);
 Status ScatterGrad(GradContext& c);

@@ -199,6 +199,21 @@ class GruSequence(nn.Module):
         return self.fc(torch.cat([y.mean(1), h[0], h[1]], 1))
 
 
+class RnnClassifier(nn.Module):
+    """A bidirectional Elman RNN with ReLU (batch first) feeding a tanh one; the last step is classified."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(6, 5, batch_first=True, bidirectional=True, nonlinearity="relu")
+        self.rnn2 = nn.RNN(10, 6, batch_first=True)
+        self.fc = nn.Linear(6, 5)
+
+    def forward(self, x):
+        y, _ = self.rnn(x)
+        y2, _ = self.rnn2(y)
+        return self.fc(y2[:, -1])
+
+
 # name, model, input shape, export mode, opset
 MODELS = [
     ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL, 14),
@@ -212,6 +227,7 @@ MODELS = [
     ("causal_mask", CausalAttention, (4, 6, 8), torch.onnx.TrainingMode.EVAL, 17),
     ("lstm", LstmClassifier, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
     ("gru", GruSequence, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
+    ("rnn", RnnClassifier, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
 ]
 SPATIAL_AXES = {"unet": {2: "height", 3: "width"}, "unet_interp": {2: "height", 3: "width"}}  # symbolic beyond the batch
 

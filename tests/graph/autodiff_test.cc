@@ -699,5 +699,65 @@ TEST(AutodiffTest, GruEveryOption) {
   }
 }
 
+// RNN with its RNNGrad: forward with sequence lengths, bidirectional with clip and non-default activations,
+// reverse, and layout 1.
+TEST(AutodiffTest, RnnEveryOption) {
+  struct C {
+    std::string direction;
+    int64_t layout;
+    bool lens;
+    float clip;
+    std::vector<std::string> activations;
+  };
+  const C cases[] = {{"forward", 0, true, 0, {}},
+                     {"bidirectional", 0, false, 0.9f, {"Softsign", "Tanh"}},
+                     {"reverse", 0, true, 0, {"Sigmoid"}},
+                     {"bidirectional", 1, false, 0, {}}};
+  const int64_t S = 4, B = 3, I = 2, H = 3;
+  for (const C& t : cases) {
+    SCOPED_TRACE(t.direction + " layout " + std::to_string(t.layout));
+    const int64_t D = t.direction == "bidirectional" ? 2 : 1;
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    const Shape xs = t.layout ? Shape{B, S, I} : Shape{S, B, I};
+    const Shape ss = t.layout ? Shape{B, D, H} : Shape{D, B, H};
+    g.inputs = {TensorInfo("x", DType::kFloat64, xs), TensorInfo("w", DType::kFloat64, {D, H, I}),
+                TensorInfo("r", DType::kFloat64, {D, H, H}), TensorInfo("b", DType::kFloat64, {D, 2 * H}),
+                TensorInfo("h0", DType::kFloat64, ss)};
+    if (t.lens) g.AddInitializer("sl", Tensor::FromVector<int32_t>({4, 2, 0}, {3}));
+    std::vector<onnx::AttributeProto> attrs = {AttrInt("hidden_size", H), AttrString("direction", t.direction),
+                                               AttrInt("layout", t.layout)};
+    if (t.clip > 0) attrs.push_back(AttrFloat("clip", t.clip));
+    if (!t.activations.empty()) attrs.push_back(AttrStrings("activations", t.activations));
+    g.nodes = {MakeNode("RNN", {"x", "w", "r", "b", t.lens ? "sl" : "", "h0"}, {"ys", "yh"}, attrs, "rnn"),
+               MakeNode("Flatten", {"ys"}, {"f1"}, {AttrInt("axis", 0)}, "f1"),
+               MakeNode("Flatten", {"yh"}, {"f2"}, {AttrInt("axis", 0)}, "f2"),
+               MakeNode("Concat", {"f1", "f2"}, {"y"}, {AttrInt("axis", 1)}, "concat")};
+    AddWeightedLoss(&c.model, {1, S * D * B * H + D * B * H}, 91);
+    c.feeds = {{"x", Random(xs, 92)}, {"w", Random({D, H, I}, 93, -0.8, 0.8)}, {"r", Random({D, H, H}, 94, -0.8, 0.8)},
+               {"b", Random({D, 2 * H}, 95, -0.5, 0.5)}, {"h0", Random(ss, 96)}};
+    c.xs = {"x", "w", "r", "b", "h0"};
+    CheckGradients(c, 1e-6);
+  }
+}
+
+// A value read both by a differentiable op and, through a Transpose, by a Shape: the loss depends on the
+// Transpose's output only through its shape, so the Transpose sends no gradient and must not be waited for
+// (it was: the value never completed its partials and x was "unreachable").
+TEST(AutodiffTest, ValueAlsoReadThroughAShape) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat64, {2, 3})};
+  g.nodes = {MakeNode("Tanh", {"x"}, {"a"}, {}, "tanh"),
+             MakeNode("Transpose", {"a"}, {"t"}, {AttrInts("perm", {1, 0})}, "transpose"),
+             MakeNode("Transpose", {"t"}, {"tt"}, {AttrInts("perm", {1, 0})}, "transpose_back"),
+             MakeNode("Shape", {"tt"}, {"s"}, {}, "shape"),
+             MakeNode("Reshape", {"a", "s"}, {"y"}, {}, "reshape")};
+  AddWeightedLoss(&c.model, {2, 3}, 97);
+  c.feeds = {{"x", Random({2, 3}, 98)}};
+  c.xs = {"x"};
+  CheckGradients(c, 1e-6);
+}
+
 }  // namespace
 }  // namespace ontrain

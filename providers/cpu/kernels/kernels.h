@@ -44,6 +44,8 @@ extern KernelFactory kLstmGrad;
 extern KernelFactory kGru;
 extern KernelFactory kGruTraining;
 extern KernelFactory kGruGrad;
+extern KernelFactory kRnn;
+extern KernelFactory kRnnGrad;
 
 // resize.cc
 extern KernelFactory kResize;

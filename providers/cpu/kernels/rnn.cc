@@ -1,4 +1,5 @@
-// LSTM (ONNX, opsets 7 on, layout 0 and 1), com.microsoft LSTMTraining (ONNX Runtime's training form: layout
+// The recurrent layers LSTM, GRU and RNN (ONNX, opsets 7 on, layouts 0 and 1) with their training forms and
+// gradients. LSTM: com.microsoft LSTMTraining (ONNX Runtime's training form: layout
 // 0, and two more outputs that the gradient reads: every step's cell state and gate pre-activations) and
 // com.microsoft LSTMGrad (back-propagation through time).
 //
@@ -939,6 +940,247 @@ class GruGradKernel : public OpKernel {
   LstmAttrs attrs_;
   LstmDims n_;
 };
+
+// ---- RNN ----
+// H' = f(Xt Wi' + H Ri' + Wbi + Rbi), clip bounding the pre-activation. RNNGrad(X, W, R, B, SL, H0, Y, dY,
+// dY_h) -> dX, dW, dR, dB, dH0 (ontrain's: ONNX Runtime has no RNN gradient) recomputes each step's
+// pre-activation from Y, the previous hidden states.
+
+template <typename T>
+void RnnPre(const LstmDims& n, int64_t d, const T* b, const T* hprev, const T* rd, const T* xrow, T* out, double clip) {
+  const int64_t H = n.hidden;
+  for (int64_t k = 0; k < H; ++k) {
+    double z = double(xrow[k]);
+    if (b) z += double(b[d * 2 * H + k]) + b[d * 2 * H + H + k];
+    if (hprev) for (int64_t q = 0; q < H; ++q) z += double(rd[k * H + q]) * hprev[q];
+    out[k] = static_cast<T>(clip > 0 ? std::min(clip, std::max(-clip, z)) : z);
+  }
+}
+
+class RnnKernel : public OpKernel {
+ public:
+  explicit RnnKernel(const NodeInfo& info) : node_(*info.node) {}
+  Status Prepare(KernelContext& ctx) override {
+    if (!parsed_) {
+      ONT_ASSIGN_OR_RETURN(attrs_, LstmAttrs::FromNode(node_, 1, {"Tanh"}));
+      parsed_ = true;
+    }
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 2, "R"));
+    ONT_RETURN_IF_ERROR(n_.Check(attrs_, *x, *w, *r, 1));
+    const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
+    if (const Tensor* b = Optional(ctx, 3); b && b->shape() != Shape{D, 2 * H}) {
+      return InvalidArgument("B has shape ", ShapeToString(b->shape()), ", expected [", D, ",", 2 * H, "]");
+    }
+    if (const Tensor* sl = Optional(ctx, 4)) {
+      if (sl->shape() != Shape{B}) return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", B, "]");
+      ONT_ASSIGN_OR_RETURN(Shape lens, ReadInts(*sl, "sequence_lens"));
+      for (int64_t bb = 0; bb < B; ++bb) {
+        if (lens[bb] < 0 || lens[bb] > S) return InvalidArgument("sequence_lens[", bb, "] = ", lens[bb], " is outside [0, ", S, "]");
+      }
+    }
+    const Shape state = attrs_.layout ? Shape{B, D, H} : Shape{D, B, H};
+    if (const Tensor* s = Optional(ctx, 5); s && s->shape() != state) {
+      return InvalidArgument("initial_h has shape ", ShapeToString(s->shape()), ", expected ", ShapeToString(state));
+    }
+    // scratch: xw [S, B, H], h [B, H], pre [B, H]; layout 1: x, y, h0, yh transposed
+    int64_t elems = S * B * H + 2 * B * H;
+    if (attrs_.layout) elems += S * B * n_.input + S * D * B * H + 2 * D * B * H;
+    ctx.RequestScratch(static_cast<size_t>(elems) * DTypeSize(x->dtype()));
+    const Shape y = attrs_.layout ? Shape{B, S, D, H} : Shape{S, D, B, H};
+    if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), y));
+    if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, x->dtype(), state));
+    return Status::OK();
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &w = *ctx.input(1), &r = *ctx.input(2);
+    return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq, I = n_.input;
+      T* xw = static_cast<T*>(ctx.scratch());
+      T* h = xw + S * B * H;
+      T* pre = h + B * H;
+      T* extra = pre + B * H;
+      const Tensor* sl = Optional(ctx, 4);
+      const Tensor* b = Optional(ctx, 3);
+      const Tensor* h0 = Optional(ctx, 5);
+      T* yt = ctx.output(0) ? ctx.output(0)->data<T>() : nullptr;
+      T* yht = ctx.output(1) ? ctx.output(1)->data<T>() : nullptr;
+      const T* px = x.data<T>();
+      const T* ph0 = h0 ? h0->data<T>() : nullptr;
+      T *y = yt, *yh = yht;
+      if (attrs_.layout) {
+        T* xs = extra;
+        T* ys = xs + S * B * I;
+        T* st = ys + S * D * B * H;
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t bb = 0; bb < B; ++bb) std::copy_n(px + (bb * S + s) * I, I, xs + (s * B + bb) * I);
+        if (ph0) {
+          for (int64_t bb = 0; bb < B; ++bb)
+            for (int64_t d = 0; d < D; ++d) std::copy_n(ph0 + (bb * D + d) * H, H, st + (d * B + bb) * H);
+          ph0 = st;
+        }
+        px = xs;
+        y = yt ? ys : nullptr;
+        yh = yht ? st + D * B * H : nullptr;
+      }
+      auto len_of = [&](int64_t bb) -> int64_t {
+        if (!sl) return S;
+        return sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[bb] : sl->data<int32_t>()[bb];
+      };
+      if (y) std::fill(y, y + S * D * B * H, T(0));
+      for (int64_t d = 0; d < D; ++d) {
+        const bool reverse = attrs_.reverse_only || d == 1;
+        const Activation& f = attrs_.act[d][0];
+        const T* rd = r.data<T>() + d * H * H;
+        Gemm<T>(false, true, S * B, H, I, T(1), px, w.data<T>() + d * H * I, T(0), xw, nullptr);
+        for (int64_t j = 0; j < B * H; ++j) h[j] = ph0 ? ph0[d * B * H + j] : T(0);
+        for (int64_t s = 0; s < S; ++s) {
+          for (int64_t bb = 0; bb < B; ++bb) {
+            const int64_t len = len_of(bb);
+            if (s >= len) continue;
+            const int64_t t = reverse ? len - 1 - s : s;
+            RnnPre<T>(n_, d, b ? b->data<T>() : nullptr, h + bb * H, rd, xw + (t * B + bb) * H, pre + bb * H, attrs_.clip);
+          }
+          for (int64_t bb = 0; bb < B; ++bb) {
+            const int64_t len = len_of(bb);
+            if (s >= len) continue;
+            const int64_t t = reverse ? len - 1 - s : s;
+            for (int64_t k = 0; k < H; ++k) h[bb * H + k] = static_cast<T>(f(pre[bb * H + k]));
+            if (y) std::copy_n(h + bb * H, H, y + ((t * D + d) * B + bb) * H);
+          }
+        }
+        if (yh) std::copy_n(h, B * H, yh + d * B * H);
+      }
+      if (attrs_.layout) {
+        if (yt)
+          for (int64_t s = 0; s < S; ++s)
+            for (int64_t d = 0; d < D; ++d)
+              for (int64_t bb = 0; bb < B; ++bb) std::copy_n(y + ((s * D + d) * B + bb) * H, H, yt + ((bb * S + s) * D + d) * H);
+        if (yht)
+          for (int64_t d = 0; d < D; ++d)
+            for (int64_t bb = 0; bb < B; ++bb) std::copy_n(yh + (d * B + bb) * H, H, yht + (bb * D + d) * H);
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  const Node& node_;
+  bool parsed_ = false;
+  LstmAttrs attrs_;
+  LstmDims n_;
+};
+
+class RnnGradKernel : public OpKernel {
+ public:
+  explicit RnnGradKernel(const NodeInfo& info) : node_(*info.node) {}
+  Status Prepare(KernelContext& ctx) override {
+    if (!parsed_) {
+      ONT_ASSIGN_OR_RETURN(attrs_, LstmAttrs::FromNode(node_, 1, {"Tanh"}));
+      if (attrs_.layout != 0) return InvalidArgument("RNNGrad takes layout 0 only");
+      parsed_ = true;
+    }
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 2, "R"));
+    ONT_RETURN_IF_ERROR(n_.Check(attrs_, *x, *w, *r, 1));
+    const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
+    ONT_ASSIGN_OR_RETURN(const Tensor* yall, RequireInput(ctx, 6, "Y"));
+    if (yall->shape() != Shape{S, D, B, H}) return InvalidArgument("Y has shape ", ShapeToString(yall->shape()));
+    // scratch: xw [S, B, H], dG [S, B, H], dh [B, H], dpre [B, H], back [B, H], pre [H]
+    ctx.RequestScratch(static_cast<size_t>(2 * S * B * H + 3 * B * H + H) * DTypeSize(x->dtype()));
+    if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
+    if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, x->dtype(), w->shape()));
+    if (ctx.output_requested(2)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, x->dtype(), r->shape()));
+    if (ctx.output_requested(3)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(3, x->dtype(), {D, 2 * H}));
+    if (ctx.output_requested(4)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(4, x->dtype(), {D, B, H}));
+    return Status::OK();
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &w = *ctx.input(1), &r = *ctx.input(2);
+    return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq, I = n_.input;
+      T* xw = static_cast<T*>(ctx.scratch());
+      T* dg = xw + S * B * H;
+      T* dh = dg + S * B * H;
+      T* dpre = dh + B * H;
+      T* back = dpre + B * H;
+      T* pre = back + B * H;
+      const Tensor* b = Optional(ctx, 3);
+      const Tensor* sl = Optional(ctx, 4);
+      const Tensor* h0 = Optional(ctx, 5);
+      const T* yall = ctx.input(6)->data<T>();
+      const Tensor* dyall = Optional(ctx, 7);
+      const Tensor* dyh = Optional(ctx, 8);
+      Tensor *dx = ctx.output(0), *dw = ctx.output(1), *dr = ctx.output(2), *db = ctx.output(3), *dh0 = ctx.output(4);
+      for (Tensor* o : {dx, dw, dr, db}) if (o) std::fill(o->data<T>(), o->data<T>() + o->NumElements(), T(0));
+      auto len_of = [&](int64_t bb) -> int64_t {
+        if (!sl) return S;
+        return sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[bb] : sl->data<int32_t>()[bb];
+      };
+      for (int64_t d = 0; d < D; ++d) {
+        const bool reverse = attrs_.reverse_only || d == 1;
+        const Activation& f = attrs_.act[d][0];
+        const T* rd = r.data<T>() + d * H * H;
+        Gemm<T>(false, true, S * B, H, I, T(1), x.data<T>(), w.data<T>() + d * H * I, T(0), xw, nullptr);
+        std::fill(dg, dg + S * B * H, T(0));
+        for (int64_t j = 0; j < B * H; ++j) dh[j] = dyh ? dyh->data<T>()[d * B * H + j] : T(0);
+        for (int64_t s = S - 1; s >= 0; --s) {
+          std::fill(dpre, dpre + B * H, T(0));
+          for (int64_t bb = 0; bb < B; ++bb) {
+            const int64_t len = len_of(bb);
+            if (s >= len) continue;
+            const int64_t t = reverse ? len - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+            const T* hp = s == 0 ? (h0 ? h0->data<T>() + (d * B + bb) * H : nullptr) : yall + ((tp * D + d) * B + bb) * H;
+            RnnPre<T>(n_, d, b ? b->data<T>() : nullptr, hp, rd, xw + (t * B + bb) * H, pre, attrs_.clip);
+            T* dhr = dh + bb * H;
+            if (dyall) {
+              const T* gy = dyall->data<T>() + ((t * D + d) * B + bb) * H;
+              for (int64_t k = 0; k < H; ++k) dhr[k] += gy[k];
+            }
+            for (int64_t k = 0; k < H; ++k) {
+              const double z = pre[k];
+              const bool clipped = attrs_.clip > 0 && (z >= attrs_.clip || z <= -attrs_.clip);
+              dpre[bb * H + k] = static_cast<T>(clipped ? 0.0 : double(dhr[k]) * f.Derivative(z));
+            }
+            std::copy_n(dpre + bb * H, H, dg + (t * B + bb) * H);
+            if (dr && hp) {
+              T* drd = dr->data<T>() + d * H * H;
+              for (int64_t q = 0; q < H; ++q)
+                for (int64_t k = 0; k < H; ++k) drd[q * H + k] += dpre[bb * H + q] * hp[k];
+            }
+          }
+          Gemm<T>(false, false, B, H, H, T(1), dpre, rd, T(0), back, nullptr);
+          for (int64_t bb = 0; bb < B; ++bb) {
+            if (s >= len_of(bb)) continue;
+            std::copy_n(back + bb * H, H, dh + bb * H);
+          }
+        }
+        if (dh0) std::copy_n(dh, B * H, dh0->data<T>() + d * B * H);
+        if (dx) Gemm<T>(false, false, S * B, I, H, T(1), dg, w.data<T>() + d * H * I, T(1), dx->data<T>(), nullptr);
+        if (dw) Gemm<T>(true, false, H, I, S * B, T(1), dg, x.data<T>(), T(1), dw->data<T>() + d * H * I, nullptr);
+        if (db) {
+          T* dbd = db->data<T>() + d * 2 * H;
+          for (int64_t q = 0; q < H; ++q) {
+            double sum = 0;
+            for (int64_t row = 0; row < S * B; ++row) sum += dg[row * H + q];
+            dbd[q] = dbd[H + q] = static_cast<T>(sum);
+          }
+        }
+      }
+      return Status::OK();
+    });
+  }
+
+ private:
+  const Node& node_;
+  bool parsed_ = false;
+  LstmAttrs attrs_;
+  LstmDims n_;
+};
 }  // namespace
 
 KernelFactory kLstm = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
@@ -955,6 +1197,8 @@ KernelFactory kGruTraining = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<O
   return std::unique_ptr<OpKernel>(new GruKernel(i, true));
 };
 KernelFactory kGruGrad = MakeKernel<GruGradKernel>;
+KernelFactory kRnn = MakeKernel<RnnKernel>;
+KernelFactory kRnnGrad = MakeKernel<RnnGradKernel>;
 
 }  // namespace cpu
 }  // namespace ontrain
