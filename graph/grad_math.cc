@@ -1,4 +1,5 @@
-// Gradient builders of elementwise ops, activations, softmax and the losses.
+// Gradient builders of elementwise ops, activations, softmax, the losses and Einsum.
+#include <cctype>
 #include <cmath>
 
 #include "graph/gradient_helpers.h"
@@ -348,6 +349,100 @@ Status PReluGrad(GradContext& c) {  // dX = x < 0 ? slope dY : dY; dSlope = redu
   if (c.wants(1)) {
     std::string xdy = c.Emit("Mul", {c.dy[0], c.in(0)}, {c.Tmp("x_dy")});
     ONT_RETURN_IF_ERROR(c.ReduceTo(1, Masked(c, neg, xdy, Zero(c, c.in(0))), c.out(0)));
+  }
+  return Status::OK();
+}
+
+
+// Einsum: operand k's gradient is the einsum of dY with the other operands, written with k's letters as the
+// output ("out,others->k"); letters only k has (summed away in the forward pass) are restored by Unsqueeze
+// and Expand. Ellipses are spelled out with unused letters (ranks from the graph). A letter repeated within
+// an operand (a diagonal) has no gradient here.
+Status EinsumGrad(GradContext& c) {
+  std::string eq;
+  for (char ch : c.node().GetString("equation", "")) if (ch != ' ') eq += ch;
+  const size_t arrow = eq.find("->");
+  std::vector<std::string> terms;
+  {
+    const std::string lhs = eq.substr(0, arrow);
+    size_t start = 0;
+    for (size_t i = 0; i <= lhs.size(); ++i) {
+      if (i == lhs.size() || lhs[i] == ',') {
+        terms.push_back(lhs.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+  }
+  std::string out = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
+  std::string used;
+  for (char ch : eq) if (std::isalpha(static_cast<unsigned char>(ch))) used += ch;
+  std::string spare;
+  for (char ch = 'A'; ch <= 'Z'; ++ch) if (used.find(ch) == std::string::npos) spare += ch;
+  for (char ch = 'a'; ch <= 'z'; ++ch) if (used.find(ch) == std::string::npos) spare += ch;
+  // ellipses -> letters, right-aligned to the widest
+  int64_t widest = 0;
+  std::vector<int64_t> ell(terms.size(), -1);
+  for (size_t k = 0; k < terms.size(); ++k) {
+    if (terms[k].find("...") == std::string::npos) continue;
+    const ValueInfo* t = c.Type(c.in(static_cast<int>(k)));
+    if (!t || !t->has_shape) return Unimplemented("Einsum gradient with an ellipsis needs operand ranks");
+    int64_t named = 0;
+    for (char ch : terms[k]) named += std::isalpha(static_cast<unsigned char>(ch)) ? 1 : 0;
+    ell[k] = static_cast<int64_t>(t->dims.size()) - named;
+    widest = std::max(widest, ell[k]);
+  }
+  if (widest > static_cast<int64_t>(spare.size())) return Unimplemented("Einsum gradient: too many ellipsis dims");
+  auto spell = [&](const std::string& term, int64_t n) {
+    const size_t dots = term.find("...");
+    if (dots == std::string::npos) return term;
+    return term.substr(0, dots) + spare.substr(static_cast<size_t>(widest - n), static_cast<size_t>(n)) + term.substr(dots + 3);
+  };
+  for (size_t k = 0; k < terms.size(); ++k) terms[k] = spell(terms[k], ell[k] < 0 ? 0 : ell[k]);
+  if (arrow == std::string::npos) {  // implicit: ellipsis letters, then letters used once, alphabetically
+    std::string all;
+    for (const std::string& t : terms) all += t;
+    out = spare.substr(0, static_cast<size_t>(widest));
+    std::string once;
+    for (char ch : all) {
+      if (spare.substr(0, static_cast<size_t>(widest)).find(ch) != std::string::npos) continue;
+      if (std::count(all.begin(), all.end(), ch) == 1) once += ch;
+    }
+    std::sort(once.begin(), once.end());
+    out += once;
+  } else {
+    out = spell(out, widest);
+  }
+  for (size_t k = 0; k < terms.size(); ++k) {
+    if (!c.wants(static_cast<int>(k))) continue;
+    const std::string& mine = terms[k];
+    for (char ch : mine) {
+      if (std::count(mine.begin(), mine.end(), ch) > 1) {
+        return Unimplemented(c.node().Describe(), ": no gradient for a letter repeated within an operand (\"", mine, "\")");
+      }
+    }
+    std::string others;
+    std::vector<std::string> ins = {c.dy[0]};
+    for (size_t j = 0; j < terms.size(); ++j) {
+      if (j == k) continue;
+      others += terms[j];
+      ins.push_back(c.in(static_cast<int>(j)));
+    }
+    std::string kept;
+    std::vector<int64_t> lonely;
+    for (size_t d = 0; d < mine.size(); ++d) {
+      if (out.find(mine[d]) == std::string::npos && others.find(mine[d]) == std::string::npos) lonely.push_back(static_cast<int64_t>(d));
+      else kept += mine[d];
+    }
+    std::string grad_eq = out;
+    for (size_t j = 0; j < terms.size(); ++j) if (j != k) grad_eq += "," + terms[j];
+    grad_eq += "->" + kept;
+    if (lonely.empty()) {
+      c.Emit("Einsum", ins, {c.dx[k]}, {AttrString("equation", grad_eq)});
+      continue;
+    }
+    std::string g = c.Emit("Einsum", ins, {c.Tmp("einsum_grad")}, {AttrString("equation", grad_eq)});
+    g = c.Emit("Unsqueeze", {g, c.ConstInts("lonely_axes", lonely)}, {c.Tmp("unsqueezed")});
+    c.Emit("Expand", {g, c.Emit("Shape", {c.in(static_cast<int>(k))}, {c.Tmp("shape")})}, {c.dx[k]});
   }
   return Status::OK();
 }

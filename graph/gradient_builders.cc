@@ -75,6 +75,7 @@ const std::vector<Row>& Rules() {
       {"", "CumSum", {CumSumGrad, {1}}},
       {"", "Div", {DivGrad, {}}},
       {"", "Dropout", {DropoutGrad, {1, 2}}},
+      {"", "Einsum", {EinsumGrad, {}}},
       {"", "Elu", {EluGrad, {}}},
       {"", "Erf", {ErfGrad, {}}},
       {"", "Exp", {ExpGrad, {}}},

@@ -90,6 +90,7 @@ Status TriluGrad(GradContext& c);
 Status LstmGrad(GradContext& c);
 Status GruGrad(GradContext& c);
 Status RnnGrad(GradContext& c);
+Status EinsumGrad(GradContext& c);
 Status ResizeGrad(GradContext& c);
 Status GatherNDGrad(GradContext& c);
 Status ScatterGrad(GradContext& c);

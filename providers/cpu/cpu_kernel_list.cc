@@ -63,6 +63,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kOnnx, "CumSum", 11, kLatest, kNumeric, kCumSum, 0, Host({1})},
       {kOnnx, "Div", 1, kLatest, kNumeric, kDiv},
       {kOnnx, "Dropout", 1, kLatest, kFloat, kDropout, 0, Host({1, 2})},
+      {kOnnx, "Einsum", 12, kLatest, kNumeric, kEinsum},
       {kOnnx, "Elu", 1, kLatest, kFloat, kElu},
       {kOnnx, "Equal", 1, kLatest, kAll, kEqual},
       {kOnnx, "Erf", 9, kLatest, kFloat, kErf},

@@ -759,5 +759,42 @@ TEST(AutodiffTest, ValueAlsoReadThroughAShape) {
   CheckGradients(c, 1e-6);
 }
 
+// Einsum through its gradient builder: batched matrix product, attention scores, transpose, a full sum and a
+// letter summed away within one operand (restored by Expand), an inner product, an implicit output, an
+// ellipsis, and three operands (the kernel's direct loop).
+TEST(AutodiffTest, EinsumEquations) {
+  struct C {
+    std::string eq;
+    std::vector<Shape> shapes;
+    Shape out;
+  };
+  const C cases[] = {{"bij,bjk->bik", {{2, 3, 4}, {2, 4, 2}}, {2, 3, 2}},
+                     {"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}, {2, 2, 3, 5}},
+                     {"ij->ji", {{3, 4}}, {4, 3}},
+                     {"ij,j->", {{3, 4}, {4}}, {}},
+                     {"ij,jk->i", {{3, 4}, {4, 2}}, {3}},
+                     {"i,i->", {{5}, {5}}, {}},
+                     {"ij,jk", {{3, 4}, {4, 2}}, {3, 2}},
+                     {"...ij,...jk->...ik", {{2, 3, 4}, {2, 4, 2}}, {2, 3, 2}},
+                     {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}, {2, 2}}};
+  uint32_t seed = 100;
+  for (const C& t : cases) {
+    SCOPED_TRACE(t.eq);
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    std::vector<std::string> ins;
+    for (size_t k = 0; k < t.shapes.size(); ++k) {
+      const std::string name = "x" + std::to_string(k);
+      g.inputs.push_back(TensorInfo(name, DType::kFloat64, t.shapes[k]));
+      c.feeds.push_back({name, Random(t.shapes[k], seed++)});
+      c.xs.push_back(name);
+      ins.push_back(name);
+    }
+    g.nodes = {MakeNode("Einsum", ins, {"y"}, {AttrString("equation", t.eq)}, "einsum")};
+    AddWeightedLoss(&c.model, t.out, seed++);
+    CheckGradients(c, 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace ontrain

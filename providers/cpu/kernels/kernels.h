@@ -47,6 +47,9 @@ extern KernelFactory kGruGrad;
 extern KernelFactory kRnn;
 extern KernelFactory kRnnGrad;
 
+// einsum.cc
+extern KernelFactory kEinsum;
+
 // resize.cc
 extern KernelFactory kResize;
 extern KernelFactory kResizeGrad;
