@@ -214,6 +214,24 @@ class RnnClassifier(nn.Module):
         return self.fc(y2[:, -1])
 
 
+class EinsumAttention(nn.Module):
+    """Multi-head self-attention written with torch.einsum (scores, weighted values and the output
+    projection), mean-pooled and classified."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.out = nn.Parameter(torch.randn(2, 4, 8) * 0.3)  # heads, head dim, model dim
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        n, t, _ = x.shape
+        q, k, v = self.qkv(x).reshape(n, t, 3, 2, 4).unbind(2)
+        att = torch.einsum("nqhd,nkhd->nhqk", q, k) / 2.0
+        h = torch.einsum("nhqk,nkhd->nqhd", att.softmax(-1), v)
+        return self.fc(torch.einsum("nqhd,hdm->nqm", h, self.out).mean(1))
+
+
 # name, model, input shape, export mode, opset
 MODELS = [
     ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL, 14),
@@ -228,6 +246,7 @@ MODELS = [
     ("lstm", LstmClassifier, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
     ("gru", GruSequence, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
     ("rnn", RnnClassifier, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
+    ("einsum_attention", EinsumAttention, (4, 6, 8), torch.onnx.TrainingMode.EVAL, 17),
 ]
 SPATIAL_AXES = {"unet": {2: "height", 3: "width"}, "unet_interp": {2: "height", 3: "width"}}  # symbolic beyond the batch
 

@@ -180,7 +180,8 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "transformer:unfused",
                                                                 "bn_dropout", "encoder_layer", "encoder_layer:unfused",
-                                                                "pad_pool", "unet", "unet_interp", "causal_mask", "lstm", "gru", "rnn"));
+                                                                "pad_pool", "unet", "unet_interp", "causal_mask", "lstm", "gru", "rnn",
+                                                                "einsum_attention"));
 
 }  // namespace
 }  // namespace ontrain
