@@ -14,7 +14,9 @@
 
 #include "checkpoint/checkpoint_io.h"
 #include "gmock/gmock.h"
+#include "graph/builder.h"
 #include "graph/model_io.h"
+#include "graph/model_zoo.h"
 #include "gtest/gtest.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/dataset.h"
@@ -81,6 +83,23 @@ std::string Slurp(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// generate names, in one warning, every op of the models that the CPU provider has no kernel for (here an
+// output computed by Det, off the gradient's path).
+TEST(CliGenerateTest, WarnsOfOpsWithoutACpuKernel) {
+  Model m = MakeMlpClassifier(4, {}, 3, 1);
+  m.graph.AddInitializer("mats", Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}));
+  m.graph.nodes.push_back(MakeNode("Det", {"mats"}, {"dets"}, {}, "det"));
+  m.graph.outputs.push_back(TensorInfo("dets", DType::kFloat32, {2}));
+  const std::string model = ::testing::TempDir() + "/det_model.onnx";
+  ASSERT_TRUE(SaveModel(m, model).ok());
+  ::testing::internal::CaptureStdout();
+  Status g = cli::Generate({"--model", model, "--out", ::testing::TempDir() + "/det_artifacts"});
+  const std::string said = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(g.ok()) << g.ToString();
+  EXPECT_THAT(said, HasSubstr("warning: the CPU provider has no kernel for 1 op of these models: Det-"));
+  EXPECT_THAT(said, HasSubstr("(\"det\")"));
 }
 
 TEST_F(CliTest, GenerateTrainEvaluateExport) {

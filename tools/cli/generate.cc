@@ -1,9 +1,15 @@
 // `ontrain generate`: training artifacts from a forward ONNX model (or a built-in one).
+#include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "graph/artifacts.h"
 #include "graph/model_io.h"
 #include "graph/model_zoo.h"
+#include "providers/cpu/cpu_provider.h"
+#include "providers/kernel_registry.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 
@@ -47,6 +53,31 @@ void PrintInitializerDecisions(const std::vector<InitializerDecision>& decisions
   }
   std::printf("--requires-grad a,b trains exactly the named initializers; --frozen c,d keeps the named ones in "
               "the checkpoint without training them\n");
+}
+
+// Ops of the generated models that the CPU provider has no kernel for, each with up to three of its nodes:
+// the whole gap in one line, before a session would stop at the first of them.
+void WarnMissingKernels(const Artifacts& a) {
+  auto registry = KernelRegistry::Create(CpuKernelList());
+  if (!registry.ok()) return;
+  std::map<std::string, std::vector<std::string>> missing;
+  for (const Model* m : {&a.training, &a.eval}) {
+    for (const Node& n : m->graph.nodes) {
+      if (registry->HasOp(n.domain, n.op_type, m->OpsetFor(n.domain))) continue;
+      const std::string op = (n.domain.empty() ? "" : n.domain + "::") + n.op_type + "-" + std::to_string(m->OpsetFor(n.domain));
+      auto& nodes = missing[op];
+      if (std::find(nodes.begin(), nodes.end(), n.name) == nodes.end()) nodes.push_back(n.name);
+    }
+  }
+  if (missing.empty()) return;
+  std::string list;
+  for (const auto& [op, nodes] : missing) {
+    list += (list.empty() ? "" : "; ") + op + " (";
+    for (size_t k = 0; k < nodes.size() && k < 3; ++k) list += (k ? ", \"" : "\"") + nodes[k] + "\"";
+    list += nodes.size() > 3 ? ", ...)" : ")";
+  }
+  std::printf("warning: the CPU provider has no kernel for %zu op%s of these models: %s; a session on the CPU "
+              "will refuse them\n", missing.size(), missing.size() == 1 ? "" : "s", list.c_str());
 }
 
 }  // namespace
@@ -110,6 +141,7 @@ Status Generate(const std::vector<std::string>& args) {
               "%zu frozen parameters, %zu training nodes\n",
               f.Get("out").c_str(), trainable, frozen, a.training.graph.nodes.size());
   PrintInitializerDecisions(a.initializers);
+  WarnMissingKernels(a);
   if (a.fused.layer_norms + a.fused.gelus + a.fused.matmul_transposes > 0) {
     std::printf("fused in the training model: %d LayerNorm and %d GELU sequences, %d MatMul(x, Transpose(W)) (--no-fuse "
                 "keeps them as exported)\n",
