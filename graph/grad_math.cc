@@ -202,6 +202,43 @@ Status CosGrad(GradContext& c) {
   c.Emit("Mul", {c.dy[0], s}, {c.dx[0]});
   return Status::OK();
 }
+// The inverse trigonometric and the hyperbolic functions, from their derivatives:
+//   asin' = 1/sqrt(1-x^2), acos' = -1/sqrt(1-x^2), atan' = 1/(1+x^2), tan' = 1+tan^2,
+//   sinh' = cosh, cosh' = sinh, asinh' = 1/sqrt(x^2+1), acosh' = 1/sqrt(x^2-1), atanh' = 1/(1-x^2).
+Status TrigGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const std::string& op = c.node().op_type;
+  const std::string x = c.in(0);
+  auto one = [&] { return c.ConstFloat("one", 1.0f); };
+  if (op == "Sinh" || op == "Cosh") {
+    c.Emit("Mul", {c.dy[0], c.Emit(op == "Sinh" ? "Cosh" : "Sinh", {x}, {c.Tmp("derivative")})}, {c.dx[0]});
+    return Status::OK();
+  }
+  if (op == "Tan") {
+    std::string y2 = c.Emit("Mul", {c.out(0), c.out(0)}, {c.Tmp("tan2")});
+    c.Emit("Mul", {c.dy[0], c.Emit("Add", {y2, one()}, {c.Tmp("sec2")})}, {c.dx[0]});
+    return Status::OK();
+  }
+  std::string x2 = c.Emit("Mul", {x, x}, {c.Tmp("x2")});
+  std::string denom;
+  if (op == "Asin" || op == "Acos") denom = c.Emit("Sqrt", {c.Emit("Sub", {one(), x2}, {c.Tmp("one_minus_x2")})}, {c.Tmp("denom")});
+  else if (op == "Atan") denom = c.Emit("Add", {one(), x2}, {c.Tmp("denom")});
+  else if (op == "Asinh") denom = c.Emit("Sqrt", {c.Emit("Add", {x2, one()}, {c.Tmp("x2_plus_one")})}, {c.Tmp("denom")});
+  else if (op == "Acosh") denom = c.Emit("Sqrt", {c.Emit("Sub", {x2, one()}, {c.Tmp("x2_minus_one")})}, {c.Tmp("denom")});
+  else denom = c.Emit("Sub", {one(), x2}, {c.Tmp("denom")});  // Atanh
+  if (op == "Acos") {
+    std::string q = c.Emit("Div", {c.dy[0], denom}, {c.Tmp("quotient")});
+    c.Emit("Neg", {q}, {c.dx[0]});
+  } else {
+    c.Emit("Div", {c.dy[0], denom}, {c.dx[0]});
+  }
+  return Status::OK();
+}
+// CastLike(x, like): the gradient is cast back to x's type; `like` only gives a type.
+Status CastLikeGrad(GradContext& c) {
+  if (c.wants(0)) c.Emit("CastLike", {c.dy[0], c.in(0)}, {c.dx[0]});
+  return Status::OK();
+}
 Status WhereGrad(GradContext& c) {
   for (int i = 1; i <= 2; ++i) {
     if (!c.wants(i)) continue;

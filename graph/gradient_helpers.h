@@ -91,6 +91,8 @@ Status LstmGrad(GradContext& c);
 Status GruGrad(GradContext& c);
 Status RnnGrad(GradContext& c);
 Status EinsumGrad(GradContext& c);
+Status TrigGrad(GradContext& c);
+Status CastLikeGrad(GradContext& c);
 Status ResizeGrad(GradContext& c);
 Status GatherNDGrad(GradContext& c);
 Status ScatterGrad(GradContext& c);

@@ -796,5 +796,24 @@ TEST(AutodiffTest, EinsumEquations) {
   }
 }
 
+// The inverse trigonometric and hyperbolic functions, Tan and CastLike, each inside its domain.
+TEST(AutodiffTest, TrigonometricAndHyperbolic) {
+  Case c{Base()};
+  Graph& g = c.model.graph;
+  g.inputs = {TensorInfo("a", DType::kFloat64, {5}), TensorInfo("b", DType::kFloat64, {5})};
+  g.AddInitializer("like", Tensor::FromVector<double>({0.0}, {1}));
+  g.nodes = {MakeNode("Asin", {"a"}, {"t1"}, {}, "asin"),       MakeNode("Acos", {"a"}, {"t2"}, {}, "acos"),
+             MakeNode("Atan", {"b"}, {"t3"}, {}, "atan"),       MakeNode("Tan", {"a"}, {"t4"}, {}, "tan"),
+             MakeNode("Sinh", {"b"}, {"t5"}, {}, "sinh"),       MakeNode("Cosh", {"b"}, {"t6"}, {}, "cosh"),
+             MakeNode("Asinh", {"b"}, {"t7"}, {}, "asinh"),     MakeNode("Acosh", {"b"}, {"t8"}, {}, "acosh"),
+             MakeNode("Atanh", {"a"}, {"t9"}, {}, "atanh"),     MakeNode("CastLike", {"a", "like"}, {"t10"}, {}, "castlike"),
+             MakeNode("Concat", {"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9", "t10"}, {"y"}, {AttrInt("axis", 0)},
+                      "concat")};
+  AddWeightedLoss(&c.model, {50}, 111);
+  c.feeds = {{"a", Random({5}, 112, -0.8, 0.8)}, {"b", Random({5}, 113, 1.2, 2.0)}};
+  c.xs = {"a", "b"};
+  CheckGradients(c, 1e-6);
+}
+
 }  // namespace
 }  // namespace ontrain
