@@ -75,6 +75,13 @@ const std::vector<ArtifactSet>& ReferenceSets() {
       // LayerNorm and GELU as PyTorch exports them at opset 14: the generator fuses both in the training model.
       {"gen-transformer", {{"input", "float", {4, 6, 8}}, {"labels", "int64", {4}, 5}}, {}, "", "",
        "tests/data/torch/transformer/forward.onnx"},
+      // A -inf mask buffer (a constant, not a parameter) and attention written with Einsum. (The U-Net with
+      // Resize and the recurrent fixtures are not here: onnxruntime-web 1.19.2 has no ResizeGrad,
+      // LSTMTraining or GRUTraining kernels, and ontrain's RNNGrad is its own.)
+      {"gen-causal-mask", {{"input", "float", {4, 6, 8}}, {"labels", "int64", {4}, 5}}, {}, "", "",
+       "tests/data/torch/causal_mask/forward.onnx"},
+      {"gen-einsum-attention", {{"input", "float", {4, 6, 8}}, {"labels", "int64", {4}, 5}}, {}, "", "",
+       "tests/data/torch/einsum_attention/forward.onnx"},
   };
   // The built-in MLP with optimizer models that surround the optimizer node with other nodes.
   for (const char* name : {"lr-scaled", "warmup", "clip", "sequence-ops", "sgd-clip-lr"}) {
