@@ -18,7 +18,8 @@ namespace {
 // Output types of a com.microsoft node whose outputs follow from its inputs' types, or false when the op
 // has no rule here or its first input is untyped. BatchNormInternal: Y like X, the four statistics [C];
 // ConcatTraining: Concat's rule and int64 [inputs]; the elementwise activations: Y like X; FusedMatMul:
-// MatMul's rule on the (optionally) transposed operands.
+// MatMul's rule on the (optionally) transposed operands; LSTMTraining / GRUTraining: the recurrent layer's
+// outputs plus every step's states and gate pre-activations.
 // Without `need_shape`, an input known by type alone gives outputs known by type alone.
 bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueInfo*>& known,
                         std::vector<ValueInfo>* out, bool need_shape) {
@@ -83,33 +84,17 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
     out->push_back(std::move(y));
     return true;
   }
-  if (n.op_type == "LSTMTraining") {  // X [S, B, I] -> [S, D, B, H], [D, B, H] twice, [S, D, B, H], [S, D, B, 4H]
+  if (n.op_type == "LSTMTraining" || n.op_type == "GRUTraining") {
+    // X [S, B, I] -> LSTM: [S, D, B, H], [D, B, H] twice, [S, D, B, H], [S, D, B, 4H];
+    //                GRU: [S, D, B, H], [D, B, H], [S, D, B, 3H]
+    const bool lstm = n.op_type == "LSTMTraining";
     const int64_t h = n.GetInt("hidden_size", 0), d = n.GetString("direction", "forward") == "bidirectional" ? 2 : 1;
     const bool shaped = xi.has_shape && xi.dims.size() == 3;
-    const Dim H{h, ""}, D{d, ""}, G{4 * h, ""};
-    const std::vector<std::vector<Dim>> dims = {
-        {shaped ? xi.dims[0] : Dim{}, D, shaped ? xi.dims[1] : Dim{}, H},
-        {D, shaped ? xi.dims[1] : Dim{}, H},
-        {D, shaped ? xi.dims[1] : Dim{}, H},
-        {shaped ? xi.dims[0] : Dim{}, D, shaped ? xi.dims[1] : Dim{}, H},
-        {shaped ? xi.dims[0] : Dim{}, D, shaped ? xi.dims[1] : Dim{}, G}};
-    for (size_t i = 0; i < n.outputs.size() && i < 5; ++i) {
-      if (n.outputs[i].empty() || known.count(n.outputs[i])) continue;
-      ValueInfo v;
-      v.name = n.outputs[i];
-      v.dtype = xi.dtype;
-      v.has_shape = true;
-      v.dims = dims[i];
-      out->push_back(std::move(v));
-    }
-    return true;
-  }
-  if (n.op_type == "GRUTraining") {  // X [S, B, I] -> [S, D, B, H], [D, B, H], [S, D, B, 3H]
-    const int64_t h = n.GetInt("hidden_size", 0), d = n.GetString("direction", "forward") == "bidirectional" ? 2 : 1;
-    const bool shaped = xi.has_shape && xi.dims.size() == 3;
-    const Dim H{h, ""}, D{d, ""}, G{3 * h, ""}, S = shaped ? xi.dims[0] : Dim{}, B = shaped ? xi.dims[1] : Dim{};
-    const std::vector<std::vector<Dim>> dims = {{S, D, B, H}, {D, B, H}, {S, D, B, G}};
-    for (size_t i = 0; i < n.outputs.size() && i < 3; ++i) {
+    const Dim H{h, ""}, D{d, ""}, G{(lstm ? 4 : 3) * h, ""}, S = shaped ? xi.dims[0] : Dim{}, B = shaped ? xi.dims[1] : Dim{};
+    const std::vector<Dim> all = {S, D, B, H}, state = {D, B, H}, gates = {S, D, B, G};
+    const std::vector<std::vector<Dim>> dims =
+        lstm ? std::vector<std::vector<Dim>>{all, state, state, all, gates} : std::vector<std::vector<Dim>>{all, state, gates};
+    for (size_t i = 0; i < n.outputs.size() && i < dims.size(); ++i) {
       if (n.outputs[i].empty() || known.count(n.outputs[i])) continue;
       ValueInfo v;
       v.name = n.outputs[i];

@@ -11,7 +11,9 @@
 // keep their state and output zeros; the reverse direction runs each row from its own last step. X W' for
 // every step is one GEMM before the loop, H R' one GEMM per step; LSTMGrad collects the pre-activation
 // gradients of all steps and forms dX and dW with one GEMM each at the end.
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -186,6 +188,52 @@ const Tensor* Optional(const KernelContext& ctx, int i) {
   return t && t->NumElements() > 0 ? t : nullptr;
 }
 
+// Sequence length of batch row b: sequence_lens[b], or every step without that input.
+int64_t SeqLen(const Tensor* sl, int64_t b, int64_t steps) {
+  if (!sl) return steps;
+  return sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[b] : sl->data<int32_t>()[b];
+}
+
+// The inputs every recurrent op shares: B [D, bias] (input 3), sequence_lens [batch] within [0, seq] (input
+// 4), and the initial states at `states` ([D, batch, H], or [batch, D, H] in layout 1).
+Status CheckRecurrentInputs(const KernelContext& ctx, const LstmAttrs& a, const LstmDims& n, int64_t bias,
+                            std::initializer_list<int> states) {
+  const int64_t D = n.dirs, B = n.batch, H = n.hidden, S = n.seq;
+  if (const Tensor* b = Optional(ctx, 3); b && b->shape() != Shape{D, bias}) {
+    return InvalidArgument("B has shape ", ShapeToString(b->shape()), ", expected [", D, ",", bias, "]");
+  }
+  if (const Tensor* sl = Optional(ctx, 4)) {
+    if (sl->shape() != Shape{B}) return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", B, "]");
+    ONT_ASSIGN_OR_RETURN(Shape lens, ReadInts(*sl, "sequence_lens"));
+    for (int64_t bb = 0; bb < B; ++bb) {
+      if (lens[bb] < 0 || lens[bb] > S) return InvalidArgument("sequence_lens[", bb, "] = ", lens[bb], " is outside [0, ", S, "]");
+    }
+  }
+  const Shape state = a.layout ? Shape{B, D, H} : Shape{D, B, H};
+  for (int i : states) {
+    if (const Tensor* st = Optional(ctx, i); st && st->shape() != state) {
+      return InvalidArgument(i == 5 ? "initial_h" : "initial_c", " has shape ", ShapeToString(st->shape()), ", expected ",
+                             ShapeToString(state));
+    }
+  }
+  return Status::OK();
+}
+
+// [a, b, inner] -> [b, a, inner]: layout 1's X and initial states into layout 0, and final states back.
+template <typename T>
+void SwapOuter(const T* src, int64_t a, int64_t b, int64_t inner, T* dst) {
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j) std::copy_n(src + (i * b + j) * inner, inner, dst + (j * a + i) * inner);
+}
+
+// Y [S, D, B, H] (layout 0) -> [B, S, D, H] (layout 1).
+template <typename T>
+void YToBatchFirst(const T* y, int64_t S, int64_t D, int64_t B, int64_t H, T* out) {
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t bb = 0; bb < B; ++bb) std::copy_n(y + ((s * D + d) * B + bb) * H, H, out + ((bb * S + s) * D + d) * H);
+}
+
 // The forward pass over layout-0 data for one direction `d`: x [seq, batch, input]; writes every step's
 // hidden state into y (may be null), cell state into call and clipped pre-activations into gates (both may be
 // null), and the final states. `xw` is scratch [seq, batch, 4H], `pre` [batch, 4H].
@@ -271,23 +319,8 @@ class LstmKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 2, "R"));
     ONT_RETURN_IF_ERROR(n_.Check(attrs_, *x, *w, *r));
     const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
-    if (const Tensor* b = Optional(ctx, 3); b && b->shape() != Shape{D, 8 * H}) {
-      return InvalidArgument("B has shape ", ShapeToString(b->shape()), ", expected [", D, ",", 8 * H, "]");
-    }
-    if (const Tensor* sl = Optional(ctx, 4)) {
-      if (sl->shape() != Shape{B}) return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", B, "]");
-      ONT_ASSIGN_OR_RETURN(Shape lens, ReadInts(*sl, "sequence_lens"));
-      for (int64_t bb = 0; bb < B; ++bb) {
-        if (lens[bb] < 0 || lens[bb] > S) return InvalidArgument("sequence_lens[", bb, "] = ", lens[bb], " is outside [0, ", S, "]");
-      }
-    }
+    ONT_RETURN_IF_ERROR(CheckRecurrentInputs(ctx, attrs_, n_, 8 * H, {5, 6}));
     const Shape state = attrs_.layout ? Shape{B, D, H} : Shape{D, B, H};
-    for (int i : {5, 6}) {
-      if (const Tensor* s = Optional(ctx, i); s && s->shape() != state) {
-        return InvalidArgument(i == 5 ? "initial_h" : "initial_c", " has shape ", ShapeToString(s->shape()), ", expected ",
-                               ShapeToString(state));
-      }
-    }
     if (const Tensor* p = Optional(ctx, 7); p && p->shape() != Shape{D, 3 * H}) {
       return InvalidArgument("P has shape ", ShapeToString(p->shape()), ", expected [", D, ",", 3 * H, "]");
     }
@@ -334,14 +367,9 @@ class LstmKernel : public OpKernel {
         T* xs = extra;
         T* ys = xs + S * B * I;
         T* st = ys + S * D * B * H;  // h0, c0, yh, yc, each [D, B, H]
-        for (int64_t s = 0; s < S; ++s)
-          for (int64_t bb = 0; bb < B; ++bb) std::copy_n(px + (bb * S + s) * I, I, xs + (s * B + bb) * I);
-        auto to_dbh = [&](const T* src, T* dst) {
-          for (int64_t bb = 0; bb < B; ++bb)
-            for (int64_t d = 0; d < D; ++d) std::copy_n(src + (bb * D + d) * H, H, dst + (d * B + bb) * H);
-        };
-        if (ph0) to_dbh(ph0, st), ph0 = st;
-        if (pc0) to_dbh(pc0, st + D * B * H), pc0 = st + D * B * H;
+        SwapOuter(px, B, S, I, xs);
+        if (ph0) SwapOuter(ph0, B, D, H, st), ph0 = st;
+        if (pc0) SwapOuter(pc0, B, D, H, st + D * B * H), pc0 = st + D * B * H;
         px = xs;
         y = yt ? ys : nullptr;
         yh = yht ? st + 2 * D * B * H : nullptr;
@@ -349,7 +377,7 @@ class LstmKernel : public OpKernel {
       }
       if (sl) {
         lens = static_cast<int64_t*>(ctx.scratch());
-        for (int64_t bb = 0; bb < B; ++bb) lens[bb] = sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[bb] : sl->data<int32_t>()[bb];
+        for (int64_t bb = 0; bb < B; ++bb) lens[bb] = SeqLen(sl, bb, S);
       }
       if (y) std::fill(y, y + S * D * B * H, T(0));
       if (call) std::fill(call, call + S * D * B * H, T(0));
@@ -359,16 +387,9 @@ class LstmKernel : public OpKernel {
                          p ? p->data<T>() : nullptr, y, yh, yc, call, gates, xw, pre, h, c);
       }
       if (attrs_.layout) {
-        if (yt)
-          for (int64_t s = 0; s < S; ++s)
-            for (int64_t d = 0; d < D; ++d)
-              for (int64_t bb = 0; bb < B; ++bb) std::copy_n(y + ((s * D + d) * B + bb) * H, H, yt + ((bb * S + s) * D + d) * H);
-        auto to_bdh = [&](const T* src, T* dst) {
-          for (int64_t d = 0; d < D; ++d)
-            for (int64_t bb = 0; bb < B; ++bb) std::copy_n(src + (d * B + bb) * H, H, dst + (bb * D + d) * H);
-        };
-        if (yht) to_bdh(yh, yht);
-        if (yct) to_bdh(yc, yct);
+        if (yt) YToBatchFirst(y, S, D, B, H, yt);
+        if (yht) SwapOuter(yh, D, B, H, yht);
+        if (yct) SwapOuter(yc, D, B, H, yct);
       }
       return Status::OK();
     });
@@ -451,10 +472,7 @@ class LstmGradKernel : public OpKernel {
       if (dr) std::fill(dr->data<T>(), dr->data<T>() + dr->NumElements(), T(0));
       if (db) std::fill(db->data<T>(), db->data<T>() + db->NumElements(), T(0));
       if (dp) std::fill(dp->data<T>(), dp->data<T>() + dp->NumElements(), T(0));
-      auto len_of = [&](int64_t bb) -> int64_t {
-        if (!sl) return S;
-        return sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[bb] : sl->data<int32_t>()[bb];
-      };
+      auto len_of = [&](int64_t bb) { return SeqLen(sl, bb, S); };
       auto clipped = [&](double z) { return attrs_.clip > 0 && (z >= attrs_.clip || z <= -attrs_.clip); };
       for (int64_t d = 0; d < D; ++d) {
         const bool reverse = attrs_.reverse_only || d == 1;
@@ -650,20 +668,8 @@ class GruKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 2, "R"));
     ONT_RETURN_IF_ERROR(n_.Check(attrs_, *x, *w, *r, 3));
     const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
-    if (const Tensor* b = Optional(ctx, 3); b && b->shape() != Shape{D, 6 * H}) {
-      return InvalidArgument("B has shape ", ShapeToString(b->shape()), ", expected [", D, ",", 6 * H, "]");
-    }
-    if (const Tensor* sl = Optional(ctx, 4)) {
-      if (sl->shape() != Shape{B}) return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", B, "]");
-      ONT_ASSIGN_OR_RETURN(Shape lens, ReadInts(*sl, "sequence_lens"));
-      for (int64_t bb = 0; bb < B; ++bb) {
-        if (lens[bb] < 0 || lens[bb] > S) return InvalidArgument("sequence_lens[", bb, "] = ", lens[bb], " is outside [0, ", S, "]");
-      }
-    }
+    ONT_RETURN_IF_ERROR(CheckRecurrentInputs(ctx, attrs_, n_, 6 * H, {5}));
     const Shape state = attrs_.layout ? Shape{B, D, H} : Shape{D, B, H};
-    if (const Tensor* s = Optional(ctx, 5); s && s->shape() != state) {
-      return InvalidArgument("initial_h has shape ", ShapeToString(s->shape()), ", expected ", ShapeToString(state));
-    }
     // scratch: lens [B]; xw [S, B, 3H], hr [B, 3H], rh [B, H], h [B, H], zrh [S, D, B, 3H] when not an output;
     // layout 1: x, y, h0, yh transposed
     int64_t elems = S * B * 3 * H + B * 3 * H + 2 * B * H + S * D * B * 3 * H;
@@ -700,20 +706,15 @@ class GruKernel : public OpKernel {
         T* xs = extra;
         T* ys = xs + S * B * I;
         T* st = ys + S * D * B * H;
-        for (int64_t s = 0; s < S; ++s)
-          for (int64_t bb = 0; bb < B; ++bb) std::copy_n(px + (bb * S + s) * I, I, xs + (s * B + bb) * I);
-        if (ph0) {
-          for (int64_t bb = 0; bb < B; ++bb)
-            for (int64_t d = 0; d < D; ++d) std::copy_n(ph0 + (bb * D + d) * H, H, st + (d * B + bb) * H);
-          ph0 = st;
-        }
+        SwapOuter(px, B, S, I, xs);
+        if (ph0) SwapOuter(ph0, B, D, H, st), ph0 = st;
         px = xs;
         y = yt ? ys : nullptr;
         yh = yht ? st + D * B * H : nullptr;
       }
       if (sl) {
         lens = static_cast<int64_t*>(ctx.scratch());
-        for (int64_t bb = 0; bb < B; ++bb) lens[bb] = sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[bb] : sl->data<int32_t>()[bb];
+        for (int64_t bb = 0; bb < B; ++bb) lens[bb] = SeqLen(sl, bb, S);
       }
       if (y) std::fill(y, y + S * D * B * H, T(0));
       std::fill(zrh, zrh + S * D * B * 3 * H, T(0));
@@ -722,13 +723,8 @@ class GruKernel : public OpKernel {
                         xw, hr, rh, h);
       }
       if (attrs_.layout) {
-        if (yt)
-          for (int64_t s = 0; s < S; ++s)
-            for (int64_t d = 0; d < D; ++d)
-              for (int64_t bb = 0; bb < B; ++bb) std::copy_n(y + ((s * D + d) * B + bb) * H, H, yt + ((bb * S + s) * D + d) * H);
-        if (yht)
-          for (int64_t d = 0; d < D; ++d)
-            for (int64_t bb = 0; bb < B; ++bb) std::copy_n(yh + (d * B + bb) * H, H, yht + (bb * D + d) * H);
+        if (yt) YToBatchFirst(y, S, D, B, H, yt);
+        if (yht) SwapOuter(yh, D, B, H, yht);
       }
       return Status::OK();
     });
@@ -793,10 +789,7 @@ class GruGradKernel : public OpKernel {
       const T* zrh = ctx.input(7)->data<T>();
       Tensor *dx = ctx.output(0), *dw = ctx.output(1), *dr = ctx.output(2), *db = ctx.output(3), *dh0 = ctx.output(4);
       for (Tensor* o : {dx, dw, dr, db}) if (o) std::fill(o->data<T>(), o->data<T>() + o->NumElements(), T(0));
-      auto len_of = [&](int64_t bb) -> int64_t {
-        if (!sl) return S;
-        return sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[bb] : sl->data<int32_t>()[bb];
-      };
+      auto len_of = [&](int64_t bb) { return SeqLen(sl, bb, S); };
       auto clipped = [&](double z) { return attrs_.clip > 0 && (z >= attrs_.clip || z <= -attrs_.clip); };
       for (int64_t d = 0; d < D; ++d) {
         const bool reverse = attrs_.reverse_only || d == 1;
@@ -970,20 +963,8 @@ class RnnKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 2, "R"));
     ONT_RETURN_IF_ERROR(n_.Check(attrs_, *x, *w, *r, 1));
     const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
-    if (const Tensor* b = Optional(ctx, 3); b && b->shape() != Shape{D, 2 * H}) {
-      return InvalidArgument("B has shape ", ShapeToString(b->shape()), ", expected [", D, ",", 2 * H, "]");
-    }
-    if (const Tensor* sl = Optional(ctx, 4)) {
-      if (sl->shape() != Shape{B}) return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", B, "]");
-      ONT_ASSIGN_OR_RETURN(Shape lens, ReadInts(*sl, "sequence_lens"));
-      for (int64_t bb = 0; bb < B; ++bb) {
-        if (lens[bb] < 0 || lens[bb] > S) return InvalidArgument("sequence_lens[", bb, "] = ", lens[bb], " is outside [0, ", S, "]");
-      }
-    }
+    ONT_RETURN_IF_ERROR(CheckRecurrentInputs(ctx, attrs_, n_, 2 * H, {5}));
     const Shape state = attrs_.layout ? Shape{B, D, H} : Shape{D, B, H};
-    if (const Tensor* s = Optional(ctx, 5); s && s->shape() != state) {
-      return InvalidArgument("initial_h has shape ", ShapeToString(s->shape()), ", expected ", ShapeToString(state));
-    }
     // scratch: xw [S, B, H], h [B, H], pre [B, H]; layout 1: x, y, h0, yh transposed
     int64_t elems = S * B * H + 2 * B * H;
     if (attrs_.layout) elems += S * B * n_.input + S * D * B * H + 2 * D * B * H;
@@ -1014,21 +995,13 @@ class RnnKernel : public OpKernel {
         T* xs = extra;
         T* ys = xs + S * B * I;
         T* st = ys + S * D * B * H;
-        for (int64_t s = 0; s < S; ++s)
-          for (int64_t bb = 0; bb < B; ++bb) std::copy_n(px + (bb * S + s) * I, I, xs + (s * B + bb) * I);
-        if (ph0) {
-          for (int64_t bb = 0; bb < B; ++bb)
-            for (int64_t d = 0; d < D; ++d) std::copy_n(ph0 + (bb * D + d) * H, H, st + (d * B + bb) * H);
-          ph0 = st;
-        }
+        SwapOuter(px, B, S, I, xs);
+        if (ph0) SwapOuter(ph0, B, D, H, st), ph0 = st;
         px = xs;
         y = yt ? ys : nullptr;
         yh = yht ? st + D * B * H : nullptr;
       }
-      auto len_of = [&](int64_t bb) -> int64_t {
-        if (!sl) return S;
-        return sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[bb] : sl->data<int32_t>()[bb];
-      };
+      auto len_of = [&](int64_t bb) { return SeqLen(sl, bb, S); };
       if (y) std::fill(y, y + S * D * B * H, T(0));
       for (int64_t d = 0; d < D; ++d) {
         const bool reverse = attrs_.reverse_only || d == 1;
@@ -1054,13 +1027,8 @@ class RnnKernel : public OpKernel {
         if (yh) std::copy_n(h, B * H, yh + d * B * H);
       }
       if (attrs_.layout) {
-        if (yt)
-          for (int64_t s = 0; s < S; ++s)
-            for (int64_t d = 0; d < D; ++d)
-              for (int64_t bb = 0; bb < B; ++bb) std::copy_n(y + ((s * D + d) * B + bb) * H, H, yt + ((bb * S + s) * D + d) * H);
-        if (yht)
-          for (int64_t d = 0; d < D; ++d)
-            for (int64_t bb = 0; bb < B; ++bb) std::copy_n(yh + (d * B + bb) * H, H, yht + (bb * D + d) * H);
+        if (yt) YToBatchFirst(y, S, D, B, H, yt);
+        if (yht) SwapOuter(yh, D, B, H, yht);
       }
       return Status::OK();
     });
@@ -1117,10 +1085,7 @@ class RnnGradKernel : public OpKernel {
       const Tensor* dyh = Optional(ctx, 8);
       Tensor *dx = ctx.output(0), *dw = ctx.output(1), *dr = ctx.output(2), *db = ctx.output(3), *dh0 = ctx.output(4);
       for (Tensor* o : {dx, dw, dr, db}) if (o) std::fill(o->data<T>(), o->data<T>() + o->NumElements(), T(0));
-      auto len_of = [&](int64_t bb) -> int64_t {
-        if (!sl) return S;
-        return sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[bb] : sl->data<int32_t>()[bb];
-      };
+      auto len_of = [&](int64_t bb) { return SeqLen(sl, bb, S); };
       for (int64_t d = 0; d < D; ++d) {
         const bool reverse = attrs_.reverse_only || d == 1;
         const Activation& f = attrs_.act[d][0];
