@@ -2,7 +2,7 @@
 // lists the letters used once, in order). Two operands without repeated letters contract as one batched
 // GEMM over permuted copies ([batch, free, contracted] x [batch, contracted, free]); one operand, more than
 // two, or a letter repeated within an operand (a diagonal), or a broadcast dim, go through a direct loop over
-// every combination of letters, summed in double (that path allocates its index maps per run).
+// every combination of letters, summed in double. Both are planned once per input shapes.
 #include <algorithm>
 #include <map>
 #include <string>
@@ -118,11 +118,12 @@ class EinsumKernel : public OpKernel {
  public:
   explicit EinsumKernel(const NodeInfo& info) : equation_(info.node->GetString("equation", "")) {}
   Status Prepare(KernelContext& ctx) override {
-    std::vector<Shape> shapes;
+    std::vector<Shape>& shapes = seen_;  // reused: no allocation once the shapes have been seen
+    shapes.resize(static_cast<size_t>(ctx.num_inputs()));
     for (int i = 0; i < ctx.num_inputs(); ++i) {
       ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, i, "Inputs"));
       if (t->dtype() != ctx.input(0)->dtype()) return InvalidArgument("operands have different dtypes");
-      shapes.push_back(t->shape());
+      shapes[static_cast<size_t>(i)] = t->shape();
     }
     if (!parsed_ || shapes != shapes_) {
       ONT_ASSIGN_OR_RETURN(eq_, Equation::Parse(equation_, shapes));
@@ -169,6 +170,7 @@ class EinsumKernel : public OpKernel {
       for (size_t d = 0; d < shapes_[k].size(); ++d) gemm_ = gemm_ && shapes_[k][d] == eq_.size.at(eq_.inputs[k][d]);
     }
     scratch_elems_ = 0;
+    PlanDirect();
     if (!gemm_) return;
     auto in = [&](int l, size_t k) { return std::find(eq_.inputs[k].begin(), eq_.inputs[k].end(), l) != eq_.inputs[k].end(); };
     auto out = [&](int l) { return std::find(eq_.output.begin(), eq_.output.end(), l) != eq_.output.end(); };
@@ -280,50 +282,58 @@ class EinsumKernel : public OpKernel {
     return Status::OK();
   }
 
+  // The direct loop's plan: letters numbered densely; the output letters' sizes and numbers, the summed
+  // letters', and per operand (number, stride) pairs (a repeated letter adds its strides: the diagonal; a
+  // dim of 1 broadcast against a larger one has none).
+  void PlanDirect() {
+    std::map<int, int> dense;
+    for (const auto& [l, n] : eq_.size) dense.emplace(l, static_cast<int>(dense.size()));
+    out_letters_.clear(), sum_letters_.clear(), sum_sizes_.clear(), out_sizes_.clear();
+    for (int l : eq_.output) out_letters_.push_back(dense.at(l)), out_sizes_.push_back(eq_.size.at(l));
+    for (const auto& [l, n] : eq_.size) {
+      if (std::find(eq_.output.begin(), eq_.output.end(), l) == eq_.output.end()) {
+        sum_letters_.push_back(dense.at(l));
+        sum_sizes_.push_back(n);
+      }
+    }
+    operand_strides_.assign(eq_.inputs.size(), {});
+    for (size_t k = 0; k < eq_.inputs.size(); ++k) {
+      const Shape& s = shapes_[k];
+      int64_t st = 1;
+      for (int64_t d = static_cast<int64_t>(s.size()) - 1; d >= 0; --d) {
+        if (s[d] != 1) operand_strides_[k].push_back({dense.at(eq_.inputs[k][d]), st});
+        st *= s[d];
+      }
+    }
+  }
+
   // Every combination of the letters: output letters outside, the rest summed inside, in double.
   template <typename T>
   Status ComputeDirect(KernelContext& ctx) {
     using C = ComputeType<T>;
-    std::vector<int> letters;
-    for (const auto& [l, n] : eq_.size) letters.push_back(l);
-    std::vector<int> summed;
-    for (int l : letters) if (std::find(eq_.output.begin(), eq_.output.end(), l) == eq_.output.end()) summed.push_back(l);
-    // per operand, the stride of each letter (a repeated letter adds its strides: the diagonal; a dim of 1
-    // broadcast against a larger one has stride 0)
-    const size_t nops = eq_.inputs.size();
-    std::vector<std::map<int, int64_t>> strides(nops);
-    for (size_t k = 0; k < nops; ++k) {
-      const Shape& s = shapes_[k];
-      int64_t st = 1;
-      for (int64_t d = static_cast<int64_t>(s.size()) - 1; d >= 0; --d) {
-        if (s[d] != 1) strides[k][eq_.inputs[k][d]] += st;
-        st *= s[d];
-      }
-    }
+    int64_t at[kMaxLetters] = {};
     T* y = ctx.output(0)->data<T>();
     const int64_t total = ctx.output(0)->NumElements();
     int64_t sums = 1;
-    for (int l : summed) sums *= eq_.size.at(l);
-    std::map<int, int64_t> at;
+    for (int64_t n : sum_sizes_) sums *= n;
+    const size_t nops = operand_strides_.size();
     for (int64_t o = 0; o < total; ++o) {
       int64_t rem = o;
-      for (int64_t d = static_cast<int64_t>(eq_.output.size()) - 1; d >= 0; --d) {
-        const int64_t n = eq_.size.at(eq_.output[d]);
-        at[eq_.output[d]] = rem % n;
-        rem /= n;
+      for (int64_t d = static_cast<int64_t>(out_letters_.size()) - 1; d >= 0; --d) {
+        at[out_letters_[d]] = rem % out_sizes_[d];
+        rem /= out_sizes_[d];
       }
       double acc = 0;
       for (int64_t s = 0; s < sums; ++s) {
         int64_t r2 = s;
-        for (int64_t d = static_cast<int64_t>(summed.size()) - 1; d >= 0; --d) {
-          const int64_t n = eq_.size.at(summed[d]);
-          at[summed[d]] = r2 % n;
-          r2 /= n;
+        for (int64_t d = static_cast<int64_t>(sum_letters_.size()) - 1; d >= 0; --d) {
+          at[sum_letters_[d]] = r2 % sum_sizes_[d];
+          r2 /= sum_sizes_[d];
         }
         double term = 1;
         for (size_t k = 0; k < nops; ++k) {
           int64_t off = 0;
-          for (const auto& [l, st] : strides[k]) off += at[l] * st;
+          for (const auto& [letter, stride] : operand_strides_[k]) off += at[letter] * stride;
           term *= static_cast<double>(static_cast<C>(ctx.input(static_cast<int>(k))->data<T>()[off]));
         }
         acc += term;
@@ -333,15 +343,19 @@ class EinsumKernel : public OpKernel {
     return Status::OK();
   }
 
+  static constexpr size_t kMaxLetters = 128;  // 52 letters and the ellipsis dims
   std::string equation_;
   bool parsed_ = false;
-  std::vector<Shape> shapes_;
+  std::vector<Shape> shapes_, seen_;
   Equation eq_;
   bool gemm_ = false;
   std::vector<int> batch_, free_a_, free_b_, contracted_, only_a_, only_b_;
   int64_t nb_ = 1, nfa_ = 1, nfb_ = 1, nc_ = 1, scratch_elems_ = 0;
   GatherPlan gather_a_, gather_b_;
   std::vector<int64_t> out_sz_, out_st_;  // output letters: sizes, and strides in the product
+  std::vector<int> out_letters_, sum_letters_;
+  std::vector<int64_t> out_sizes_, sum_sizes_;
+  std::vector<std::vector<std::pair<int, int64_t>>> operand_strides_;
 };
 
 }  // namespace
