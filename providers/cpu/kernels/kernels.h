@@ -37,13 +37,17 @@ extern KernelFactory kScatterND;
 extern KernelFactory kScatterElements;
 extern KernelFactory kTopK;
 
-// rnn.cc
+// lstm.cc
 extern KernelFactory kLstm;
 extern KernelFactory kLstmTraining;
 extern KernelFactory kLstmGrad;
+
+// gru.cc
 extern KernelFactory kGru;
 extern KernelFactory kGruTraining;
 extern KernelFactory kGruGrad;
+
+// rnn.cc
 extern KernelFactory kRnn;
 extern KernelFactory kRnnGrad;
 

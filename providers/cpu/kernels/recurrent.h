@@ -1,0 +1,230 @@
+// Shared pieces of the recurrent-layer kernels (lstm.cc, gru.cc, rnn.cc): ONNX's RNN activations with their
+// derivatives, the attributes every recurrent op takes, its shapes in layout 0, the checks of the inputs they
+// share, and the layout-1 transposes.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "providers/cpu/kernels/common.h"
+#include "providers/kernel.h"
+
+namespace ontrain {
+namespace cpu {
+namespace recurrent {
+
+// One of ONNX's RNN activations, with its derivative from the pre-activation.
+struct Activation {
+  enum Kind { kSigmoid, kTanh, kRelu, kHardSigmoid, kLeakyRelu, kThresholdedRelu, kScaledTanh, kAffine, kElu,
+              kSoftsign, kSoftplus } kind = kSigmoid;
+  double alpha = 0, beta = 0;
+
+  double operator()(double x) const {
+    switch (kind) {
+      case kSigmoid: return 1.0 / (1.0 + std::exp(-x));
+      case kTanh: return std::tanh(x);
+      case kRelu: return x > 0 ? x : 0;
+      case kHardSigmoid: return std::min(1.0, std::max(0.0, alpha * x + beta));
+      case kLeakyRelu: return x >= 0 ? x : alpha * x;
+      case kThresholdedRelu: return x > alpha ? x : 0;
+      case kScaledTanh: return alpha * std::tanh(beta * x);
+      case kAffine: return alpha * x + beta;
+      case kElu: return x >= 0 ? x : alpha * (std::exp(x) - 1);
+      case kSoftsign: return x / (1 + std::abs(x));
+      case kSoftplus: return std::log1p(std::exp(-std::abs(x))) + std::max(x, 0.0);
+    }
+    return 0;
+  }
+  double Derivative(double x) const {
+    switch (kind) {
+      case kSigmoid: {
+        const double s = 1.0 / (1.0 + std::exp(-x));
+        return s * (1 - s);
+      }
+      case kTanh: {
+        const double t = std::tanh(x);
+        return 1 - t * t;
+      }
+      case kRelu: return x > 0 ? 1 : 0;
+      case kHardSigmoid: {
+        const double v = alpha * x + beta;
+        return v > 0 && v < 1 ? alpha : 0;
+      }
+      case kLeakyRelu: return x >= 0 ? 1 : alpha;
+      case kThresholdedRelu: return x > alpha ? 1 : 0;
+      case kScaledTanh: {
+        const double t = std::tanh(beta * x);
+        return alpha * beta * (1 - t * t);
+      }
+      case kAffine: return alpha;
+      case kElu: return x >= 0 ? 1 : alpha * std::exp(x);
+      case kSoftsign: {
+        const double d = 1 + std::abs(x);
+        return 1 / (d * d);
+      }
+      case kSoftplus: return 1.0 / (1.0 + std::exp(-x));
+    }
+    return 0;
+  }
+};
+
+// The attributes of a recurrent node (LSTM, GRU or RNN), checked.
+struct RecurrentAttrs {
+  int64_t hidden = 0, directions = 1, layout = 0;
+  bool reverse_only = false, input_forget = false;
+  double clip = 0;  // 0: none
+  Activation act[2][3];  // per direction: LSTM f, g, h; GRU f, g; RNN f
+  bool linear_before_reset = false;  // GRU
+
+  // `count` activations per direction, by default `defaults` (LSTM: Sigmoid, Tanh, Tanh; GRU: Sigmoid, Tanh;
+  // RNN: Tanh).
+  static StatusOr<RecurrentAttrs> FromNode(const Node& n, int count = 3,
+                                      std::vector<std::string> defaults = {"Sigmoid", "Tanh", "Tanh"}) {
+    RecurrentAttrs a;
+    a.linear_before_reset = n.GetInt("linear_before_reset", 0) != 0;
+    a.hidden = n.GetInt("hidden_size", 0);
+    if (a.hidden <= 0) return InvalidArgument("hidden_size must be set and positive");
+    const std::string dir = n.GetString("direction", "forward");
+    if (dir == "bidirectional") a.directions = 2;
+    else if (dir == "reverse") a.reverse_only = true;
+    else if (dir != "forward") return InvalidArgument("direction \"", dir, "\" is not forward, reverse or bidirectional");
+    a.layout = n.GetInt("layout", 0);
+    if (a.layout != 0 && a.layout != 1) return InvalidArgument("layout must be 0 or 1");
+    a.input_forget = n.GetInt("input_forget", 0) != 0;
+    if (n.HasAttribute("clip")) {
+      a.clip = n.GetFloat("clip", 0.0f);
+      if (!(a.clip > 0)) return InvalidArgument("clip must be positive, got ", a.clip);
+    }
+    std::vector<std::string> names;
+    if (n.HasAttribute("activations")) {
+      for (const std::string& s : n.attributes.at("activations").strings()) names.push_back(s);
+    }
+    if (names.empty()) names = defaults;
+    if (static_cast<int>(names.size()) == count && a.directions == 2) {  // one list for both directions
+      const std::vector<std::string> once = names;
+      names.insert(names.end(), once.begin(), once.end());
+    }
+    if (static_cast<int64_t>(names.size()) != count * a.directions) {
+      return InvalidArgument("activations lists ", names.size(), " functions, expected ", count * a.directions);
+    }
+    std::vector<float> alphas, betas;
+    if (n.HasAttribute("activation_alpha")) for (float v : n.attributes.at("activation_alpha").floats()) alphas.push_back(v);
+    if (n.HasAttribute("activation_beta")) for (float v : n.attributes.at("activation_beta").floats()) betas.push_back(v);
+    size_t ai = 0, bi = 0;
+    for (int64_t k = 0; k < count * a.directions; ++k) {
+      Activation& f = a.act[k / count][k % count];
+      const std::string& s = names[k];
+      auto take = [](const std::vector<float>& v, size_t* i, double dflt) { return *i < v.size() ? v[(*i)++] : dflt; };
+      if (s == "Sigmoid") f.kind = Activation::kSigmoid;
+      else if (s == "Tanh") f.kind = Activation::kTanh;
+      else if (s == "Relu") f.kind = Activation::kRelu;
+      else if (s == "Softsign") f.kind = Activation::kSoftsign;
+      else if (s == "Softplus") f.kind = Activation::kSoftplus;
+      else if (s == "HardSigmoid") {
+        f.kind = Activation::kHardSigmoid;
+        f.alpha = take(alphas, &ai, 0.2);
+        f.beta = take(betas, &bi, 0.5);
+      } else if (s == "LeakyRelu") {
+        f.kind = Activation::kLeakyRelu;
+        f.alpha = take(alphas, &ai, 0.01);
+      } else if (s == "ThresholdedRelu") {
+        f.kind = Activation::kThresholdedRelu;
+        f.alpha = take(alphas, &ai, 1.0);
+      } else if (s == "ScaledTanh") {
+        f.kind = Activation::kScaledTanh;
+        f.alpha = take(alphas, &ai, 1.0);
+        f.beta = take(betas, &bi, 1.0);
+      } else if (s == "Affine") {
+        f.kind = Activation::kAffine;
+        f.alpha = take(alphas, &ai, 1.0);
+        f.beta = take(betas, &bi, 0.0);
+      } else if (s == "Elu") {
+        f.kind = Activation::kElu;
+        f.alpha = take(alphas, &ai, 1.0);
+      } else {
+        return InvalidArgument("activation \"", s, "\" is not one of ONNX's RNN activations");
+      }
+    }
+    return a;
+  }
+};
+
+// Shapes of one recurrent call in layout 0: X [seq, batch, input], W [dirs, gates * H, input], R [dirs, gates * H, H].
+struct RecurrentDims {
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1;
+
+  // `gates`: 4 for LSTM, 3 for GRU, 1 for RNN.
+  Status Check(const RecurrentAttrs& a, const Tensor& x, const Tensor& w, const Tensor& r, int64_t gates = 4) {
+    if (x.rank() != 3) return InvalidArgument("X must have rank 3, got ", ShapeToString(x.shape()));
+    seq = a.layout ? x.dim(1) : x.dim(0);
+    batch = a.layout ? x.dim(0) : x.dim(1);
+    input = x.dim(2);
+    hidden = a.hidden;
+    dirs = a.directions;
+    if (w.shape() != Shape{dirs, gates * hidden, input}) {
+      return InvalidArgument("W has shape ", ShapeToString(w.shape()), ", expected [", dirs, ",", gates * hidden, ",", input, "]");
+    }
+    if (r.shape() != Shape{dirs, gates * hidden, hidden}) {
+      return InvalidArgument("R has shape ", ShapeToString(r.shape()), ", expected [", dirs, ",", gates * hidden, ",", hidden, "]");
+    }
+    return Status::OK();
+  }
+};
+
+inline const Tensor* Optional(const KernelContext& ctx, int i) {
+  const Tensor* t = ctx.input(i);
+  return t && t->NumElements() > 0 ? t : nullptr;
+}
+
+// Sequence length of batch row b: sequence_lens[b], or every step without that input.
+inline int64_t SeqLen(const Tensor* sl, int64_t b, int64_t steps) {
+  if (!sl) return steps;
+  return sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[b] : sl->data<int32_t>()[b];
+}
+
+// The inputs every recurrent op shares: B [D, bias] (input 3), sequence_lens [batch] within [0, seq] (input
+// 4), and the initial states at `states` ([D, batch, H], or [batch, D, H] in layout 1).
+inline Status CheckRecurrentInputs(const KernelContext& ctx, const RecurrentAttrs& a, const RecurrentDims& n, int64_t bias,
+                            std::initializer_list<int> states) {
+  const int64_t D = n.dirs, B = n.batch, H = n.hidden, S = n.seq;
+  if (const Tensor* b = Optional(ctx, 3); b && b->shape() != Shape{D, bias}) {
+    return InvalidArgument("B has shape ", ShapeToString(b->shape()), ", expected [", D, ",", bias, "]");
+  }
+  if (const Tensor* sl = Optional(ctx, 4)) {
+    if (sl->shape() != Shape{B}) return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", B, "]");
+    ONT_ASSIGN_OR_RETURN(Shape lens, ReadInts(*sl, "sequence_lens"));
+    for (int64_t bb = 0; bb < B; ++bb) {
+      if (lens[bb] < 0 || lens[bb] > S) return InvalidArgument("sequence_lens[", bb, "] = ", lens[bb], " is outside [0, ", S, "]");
+    }
+  }
+  const Shape state = a.layout ? Shape{B, D, H} : Shape{D, B, H};
+  for (int i : states) {
+    if (const Tensor* st = Optional(ctx, i); st && st->shape() != state) {
+      return InvalidArgument(i == 5 ? "initial_h" : "initial_c", " has shape ", ShapeToString(st->shape()), ", expected ",
+                             ShapeToString(state));
+    }
+  }
+  return Status::OK();
+}
+
+// [a, b, inner] -> [b, a, inner]: layout 1's X and initial states into layout 0, and final states back.
+template <typename T>
+void SwapOuter(const T* src, int64_t a, int64_t b, int64_t inner, T* dst) {
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j) std::copy_n(src + (i * b + j) * inner, inner, dst + (j * a + i) * inner);
+}
+
+// Y [S, D, B, H] (layout 0) -> [B, S, D, H] (layout 1).
+template <typename T>
+void YToBatchFirst(const T* y, int64_t S, int64_t D, int64_t B, int64_t H, T* out) {
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t bb = 0; bb < B; ++bb) std::copy_n(y + ((s * D + d) * B + bb) * H, H, out + ((bb * S + s) * D + d) * H);
+}
+
+}  // namespace recurrent
+}  // namespace cpu
+}  // namespace ontrain
