@@ -22,6 +22,7 @@ struct OtEnv {};
 struct OtSessionOptions {
   int threads = 0;
   std::vector<std::string> providers;
+  std::string data_parallel;  // "", "mpi" or "nccl"
 };
 struct OtValue {
   ontrain::Tensor tensor;
@@ -31,6 +32,7 @@ struct OtCheckpointState {
 };
 struct OtTrainingSession {
   ontrain::ProviderList providers;
+  std::unique_ptr<ontrain::Communicator> communicator;  // data parallel when set; outlives the session
   std::unique_ptr<ontrain::TrainingSession> session;
 };
 struct OtTensorTypeAndShapeInfo {
@@ -90,7 +92,14 @@ OtStatus* MakeSession(const OtSessionOptions* options, OtCheckpointState* state,
   auto providers = ontrain::CreateProviders(names, options ? options->threads : 0);
   if (!providers.ok()) return Wrap(providers.status());
   session->providers = std::move(providers).value();
-  auto s = ontrain::TrainingSession::Create({session->providers.ordered}, &state->state, train, eval, optim);
+  ontrain::TrainingSessionOptions session_options{session->providers.ordered};
+  if (options && !options->data_parallel.empty()) {
+    auto comm = ontrain::OpenCommunicator(options->data_parallel, {});
+    if (!comm.ok()) return Wrap(comm.status());
+    session->communicator = std::move(comm).value();
+    session_options.communicator = session->communicator.get();
+  }
+  auto s = ontrain::TrainingSession::Create(session_options, &state->state, train, eval, optim);
   if (!s.ok()) return Wrap(s.status());
   session->session = std::move(s).value();
   *out = session.release();
@@ -166,6 +175,13 @@ OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* 
   options->providers.push_back(p);
   return nullptr;
 }
+OtStatus* OtSessionOptionsSetDataParallel(OtSessionOptions* options, const char* backend) {
+  OT_REQUIRE(options, "options");
+  std::string b = backend ? backend : "";
+  if (b != "" && b != "mpi" && b != "nccl") return Error("unknown data-parallel backend \"" + b + "\"; expected \"mpi\", \"nccl\" or \"\"");
+  options->data_parallel = b;
+  return nullptr;
+}
 void OtReleaseSessionOptions(OtSessionOptions* options) { delete options; }
 
 OtStatus* OtCreateTensor(OtElementType type, const int64_t* shape, size_t rank, const void* data, OtValue** out) {
@@ -215,6 +231,15 @@ OtStatus* OtSaveCheckpoint(OtCheckpointState* checkpoint_state, const char* chec
   options.include_optimizer_state = include_optimizer_state;
   return Wrap(ontrain::SaveCheckpoint(checkpoint_state->state, checkpoint_path, options));
 }
+OtStatus* OtTrainingSessionGetDataParallelRank(const OtTrainingSession* sess, int* rank, int* size) {
+  OT_REQUIRE(sess, "session");
+  OT_REQUIRE(rank, "rank");
+  OT_REQUIRE(size, "size");
+  *rank = sess->communicator ? sess->communicator->rank() : 0;
+  *size = sess->communicator ? sess->communicator->size() : 1;
+  return nullptr;
+}
+
 OtStatus* OtCreateTrainingSession(const OtEnv*, const OtSessionOptions* options, OtCheckpointState* checkpoint_state,
                                   const char* train_model_path, const char* eval_model_path,
                                   const char* optimizer_model_path, OtTrainingSession** out) {

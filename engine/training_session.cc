@@ -3,6 +3,7 @@
 #include "engine/training_session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -57,11 +58,128 @@ Status TrainingSession::BindParameters() {
     IExecutionProvider* provider = providers_[ProviderIndexFor(providers_, d)];
     ONT_ASSIGN_OR_RETURN(p.data, PlaceTensor(host, host, {provider->allocator(), provider}));
   }
+  if (!data_parallel()) {
+    for (const std::string& name : trainable_) {
+      const Tensor& w = state_->parameters.at(name).data;
+      IExecutionProvider* provider = providers_[ProviderIndexFor(providers_, devices_.at(grad_buffer_input_.at(name)))];
+      ONT_ASSIGN_OR_RETURN(grads_[name], PlaceTensor(w, Tensor(), {provider->allocator(), provider}));
+    }
+    return Status::OK();
+  }
+  // Data parallel: per device, one zeroed flat buffer holding every gradient (each starting on a 64-byte
+  // boundary), so that averaging is a few large collectives over contiguous memory instead of one per tensor.
+  constexpr int64_t kAlign = 16;  // floats
+  std::vector<Device> devices;
   for (const std::string& name : trainable_) {
     const Tensor& w = state_->parameters.at(name).data;
-    IExecutionProvider* provider = providers_[ProviderIndexFor(providers_, devices_.at(grad_buffer_input_.at(name)))];
-    ONT_ASSIGN_OR_RETURN(grads_[name], PlaceTensor(w, Tensor(), {provider->allocator(), provider}));
+    if (w.dtype() != DType::kFloat32) {
+      return Unimplemented("data-parallel training averages float32 gradients; parameter \"", name, "\" is ",
+                           DTypeName(w.dtype()));
+    }
+    Device d = devices_.at(grad_buffer_input_.at(name));
+    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
   }
+  flat_grads_.clear();
+  buckets_.clear();
+  for (const Device& d : devices) {
+    int64_t total = 0;
+    for (const std::string& name : trainable_) {
+      if (devices_.at(grad_buffer_input_.at(name)) != d) continue;
+      total += (state_->parameters.at(name).data.NumElements() + kAlign - 1) / kAlign * kAlign;
+    }
+    IExecutionProvider* provider = providers_[ProviderIndexFor(providers_, d)];
+    ONT_ASSIGN_OR_RETURN(Tensor flat, PlaceTensor(Tensor::View(DType::kFloat32, {total}, nullptr, d), Tensor(),
+                                                  {provider->allocator(), provider}));
+    int64_t offset = 0;
+    for (const std::string& name : trainable_) {
+      if (devices_.at(grad_buffer_input_.at(name)) != d) continue;
+      const Tensor& w = state_->parameters.at(name).data;
+      grads_[name] = flat.SubView(static_cast<size_t>(offset) * sizeof(float), DType::kFloat32, w.shape());
+      offset += (w.NumElements() + kAlign - 1) / kAlign * kAlign;
+    }
+    const int64_t per = std::max<int64_t>(kAlign, bucket_bytes_ / static_cast<int64_t>(sizeof(float)) / kAlign * kAlign);
+    for (int64_t b = 0; b < total; b += per) {
+      Bucket bucket;
+      int64_t n = std::min(per, total - b);
+      bucket.flat = flat.SubView(static_cast<size_t>(b) * sizeof(float), DType::kFloat32, {n});
+      if (!d.is_host() && !comm_->Accepts(d)) {
+        ONT_ASSIGN_OR_RETURN(bucket.host, Tensor::Allocate(DType::kFloat32, {n}, HostAllocator()));
+      }
+      buckets_.push_back(std::move(bucket));
+    }
+    flat_grads_.push_back(std::move(flat));
+  }
+  return Status::OK();
+}
+
+Status TrainingSession::BroadcastParameters() {
+  // Every rank must hold the same parameters: compare a fingerprint of names, types and sizes with rank 0's
+  // first, so that a mismatch is an error here rather than a collective of the wrong size.
+  uint64_t hash = 1469598103934665603ull;
+  int64_t bytes = 0;
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) hash = (hash ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+  };
+  for (const auto& [name, p] : state_->parameters) {
+    mix(name.data(), name.size() + 1);
+    int64_t meta[2] = {static_cast<int64_t>(p.data.dtype()), p.data.NumElements()};
+    mix(meta, sizeof(meta));
+    bytes += static_cast<int64_t>(p.data.SizeInBytes());
+  }
+  int64_t mine[3] = {static_cast<int64_t>(state_->parameters.size()), bytes, static_cast<int64_t>(hash)};
+  int64_t root[3] = {mine[0], mine[1], mine[2]};
+  ONT_RETURN_IF_ERROR(comm_->Broadcast(root, sizeof(root), 0, Device()));
+  // Every rank learns whether any rank differs, so that all of them stop here rather than some waiting in
+  // the broadcasts below.
+  const bool differs = root[0] != mine[0] || root[1] != mine[1] || root[2] != mine[2];
+  float any = differs ? 1.0f : 0.0f;
+  ONT_RETURN_IF_ERROR(comm_->AllReduceAverage(&any, 1, Device()));
+  if (any > 0 && !differs) {
+    return FailedPrecondition("another rank's checkpoint differs from rank 0's (its own error names it): every rank "
+                              "must start from the same checkpoint");
+  }
+  if (differs) {
+    return FailedPrecondition("rank ", comm_->rank(), "'s checkpoint has ", mine[0], " parameters (", mine[1],
+                              " bytes), rank 0's has ", root[0], " (", root[1], " bytes)",
+                              root[0] == mine[0] && root[1] == mine[1] ? " with other names or shapes" : "",
+                              ": every rank must start from the same checkpoint");
+  }
+  for (auto& [name, p] : state_->parameters) {
+    Tensor& t = p.data;
+    if (t.SizeInBytes() == 0) continue;
+    if (t.device().is_host() || comm_->Accepts(t.device())) {
+      ONT_RETURN_IF_ERROR(comm_->Broadcast(t.raw_data(), static_cast<int64_t>(t.SizeInBytes()), 0, t.device())
+                              .WithContext("broadcasting parameter \"" + name + "\" from rank 0"));
+      continue;
+    }
+    ONT_ASSIGN_OR_RETURN(Tensor host, CopyToHost(t, state_->devices));
+    ONT_RETURN_IF_ERROR(comm_->Broadcast(host.raw_data(), static_cast<int64_t>(host.SizeInBytes()), 0, Device())
+                            .WithContext("broadcasting parameter \"" + name + "\" from rank 0"));
+    IDataTransfer* transfer = TransferFor(t.device());
+    ONT_RETURN_IF_ERROR(transfer->CopyTensor(host, &t));
+    ONT_RETURN_IF_ERROR(transfer->Synchronize());
+  }
+  return Status::OK();
+}
+
+Status TrainingSession::AverageGradients() {
+  auto t0 = std::chrono::steady_clock::now();
+  for (Bucket& b : buckets_) {
+    if (!b.host.defined()) {
+      ONT_RETURN_IF_ERROR(comm_->AllReduceAverage(b.flat.data<float>(), b.flat.NumElements(), b.flat.device()));
+      continue;
+    }
+    IDataTransfer* transfer = TransferFor(b.flat.device());
+    ONT_RETURN_IF_ERROR(transfer->CopyTensor(b.flat, &b.host));
+    ONT_RETURN_IF_ERROR(transfer->Synchronize());
+    ONT_RETURN_IF_ERROR(comm_->AllReduceAverage(b.host.data<float>(), b.host.NumElements(), Device()));
+    ONT_RETURN_IF_ERROR(transfer->CopyTensor(b.host, &b.flat));
+    ONT_RETURN_IF_ERROR(transfer->Synchronize());
+  }
+  comm_stats_.allreduces++;
+  comm_stats_.buckets += static_cast<int64_t>(buckets_.size());
+  for (const Tensor& f : flat_grads_) comm_stats_.bytes += static_cast<int64_t>(f.SizeInBytes());
+  comm_stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Status::OK();
 }
 
@@ -77,6 +195,8 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
   std::unique_ptr<TrainingSession> s(new TrainingSession());
   s->state_ = state;
   s->providers_ = options.providers;
+  s->comm_ = options.communicator;
+  s->bucket_bytes_ = options.bucket_bytes > 0 ? options.bucket_bytes : (8 << 20);
   // 1. Models; where the state goes; the state named devices so that it can be read and saved.
   ONT_ASSIGN_OR_RETURN(s->train_model_, LoadSource(train, "training model"));
   std::optional<Model> em, om;
@@ -102,7 +222,10 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
   for (IExecutionProvider* p : s->providers_) {
     if (!p->device().is_host() && !FindTransfer(state->devices, p->device())) state->devices.push_back(p);
   }
-  if (!state->is_nominal) ONT_RETURN_IF_ERROR(s->BindParameters());
+  if (!state->is_nominal) {
+    ONT_RETURN_IF_ERROR(s->BindParameters());
+    if (s->data_parallel()) ONT_RETURN_IF_ERROR(s->BroadcastParameters().WithContext("data-parallel start"));
+  }
   // 2. One executor per graph, planned for where the state is fed from.
   ExecutorOptions to;
   to.providers = s->providers_;
@@ -242,6 +365,7 @@ Status TrainingSession::EvalStep(const std::vector<Tensor>& inputs, std::vector<
 
 Status TrainingSession::OptimizerStep() {
   if (!optimizer_) return FailedPrecondition("OptimizerStep needs an optimizer model, and this session has none");
+  if (data_parallel()) ONT_RETURN_IF_ERROR(AverageGradients().WithContext("OptimizerStep: averaging gradients across ranks"));
   return optimizer_->Step(grads_).WithContext("OptimizerStep");
 }
 
@@ -344,6 +468,7 @@ Status TrainingSession::CopyBufferToParameters(const Tensor& buffer, bool traina
   if (state_->is_nominal) {
     state_->is_nominal = false;
     ONT_RETURN_IF_ERROR(BindParameters());
+    if (data_parallel()) ONT_RETURN_IF_ERROR(BroadcastParameters().WithContext("data-parallel start"));
   }
   return Status::OK();
 }

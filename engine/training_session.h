@@ -14,6 +14,12 @@
 // inputs in and the fetched outputs out. The state's tensors stay readable and savable while they are on
 // a device (the session names its devices in CheckpointState::devices), and move back to the host when
 // the session ends.
+//
+// Data parallelism: with a communicator of more than one rank, creation broadcasts every parameter from
+// rank 0 (after checking that every rank's checkpoint has the same parameters), the gradient buffers of
+// each device are carved from one flat buffer, and OptimizerStep first averages that buffer across ranks in
+// buckets of bucket_bytes (staged through the host when the communicator cannot read the device), so every
+// rank applies the same update. TrainStep and EvalStep stay local: each rank feeds its own shard.
 #pragma once
 
 #include <map>
@@ -24,6 +30,7 @@
 
 #include "checkpoint/checkpoint_state.h"
 #include "core/status.h"
+#include "distributed/communicator.h"
 #include "engine/executor.h"
 #include "engine/optimizer.h"
 #include "engine/session_plan.h"
@@ -46,6 +53,18 @@ struct TrainingSessionOptions {
   // Providers in priority order; each node runs on the first that has a kernel for it. The last must be
   // the CPU provider (the fallback); a list without one is an error.
   std::vector<IExecutionProvider*> providers;
+  // Data-parallel training when set and of more than one rank; it must outlive the session.
+  Communicator* communicator = nullptr;
+  // Gradients are averaged in pieces of at most this many bytes (one collective each).
+  int64_t bucket_bytes = 8 << 20;
+};
+
+// Time and volume of the gradient all-reduces so far (zero without a communicator).
+struct CommunicationStats {
+  int64_t allreduces = 0;  // OptimizerSteps that averaged gradients
+  int64_t buckets = 0;     // collectives issued
+  int64_t bytes = 0;       // gradient bytes averaged, summed over steps
+  double seconds = 0;      // wall time in the collectives (including host staging)
 };
 
 class TrainingSession {
@@ -96,10 +115,16 @@ class TrainingSession {
   const Tensor* gradient(const std::string& param) const;
   // Where each state tensor (parameters by name, gradient buffers by input name) was placed.
   const std::map<std::string, Device>& placement() const { return devices_; }
+  // The communicator given at creation (null when none), and what averaging gradients has cost.
+  Communicator* communicator() const { return comm_; }
+  const CommunicationStats& communication_stats() const { return comm_stats_; }
 
  private:
   TrainingSession() = default;
   Status BindParameters();
+  bool data_parallel() const { return comm_ != nullptr && comm_->size() > 1; }
+  Status BroadcastParameters();
+  Status AverageGradients();
   Status CheckNotNominal(const char* what) const;
   Status FeedUserInputs(const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
                         NamedValues* feeds) const;
@@ -124,6 +149,17 @@ class TrainingSession {
   std::map<std::string, Device> devices_;                 // state tensor -> its device
   Device gradients_device_, moments_device_;
   Tensor reset_flag_;                                     // host bool [1], fed as lazy_reset_grad
+  // Data parallelism: the communicator, one flat gradient buffer per device (grads_ are views into them),
+  // and the buckets that cover those buffers.
+  struct Bucket {
+    Tensor flat;  // view: a piece of one device's flat gradient buffer
+    Tensor host;  // its host staging copy, when the communicator cannot read that device
+  };
+  Communicator* comm_ = nullptr;
+  int64_t bucket_bytes_ = 0;
+  std::vector<Tensor> flat_grads_;
+  std::vector<Bucket> buckets_;
+  CommunicationStats comm_stats_;
   bool accumulate_ = false;
   // Per step, kept so that a step allocates nothing: the feeds (names fixed at the first step, values
   // refreshed), the executor's outputs, and the host copies handed out (reused when the caller has let

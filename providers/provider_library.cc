@@ -1,103 +1,20 @@
-// Finding, loading and checking a provider shared library (dlopen; never dlclose).
+// Loading and checking a provider shared library (core/plugin_library.h finds and opens it).
 #include "providers/provider_library.h"
 
-#include <dlfcn.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <map>
-#include <mutex>
+#include "core/plugin_library.h"
 
 namespace ontrain {
-namespace {
-
-bool IsFile(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-std::string Dirname(const std::string& p) {
-  size_t slash = p.rfind('/');
-  return slash == std::string::npos ? "." : p.substr(0, slash);
-}
-
-// The file holding this code: the executable, or libontrain.so when the C API library loads us.
-std::string ThisModulePath() {
-  Dl_info info;
-  if (::dladdr(reinterpret_cast<void*>(&IsFile), &info) != 0 && info.dli_fname != nullptr && info.dli_fname[0]) {
-    char resolved[4096];
-    if (::realpath(info.dli_fname, resolved) != nullptr) return resolved;
-    return info.dli_fname;
-  }
-  return "";
-}
-
-// Places to look, in order, before the loader's own search path.
-std::vector<std::string> Candidates(const std::string& file, const std::string& runfiles_path) {
-  std::vector<std::string> out;
-  std::string module = ThisModulePath();
-  if (!module.empty()) out.push_back(Dirname(module) + "/" + file);
-  std::vector<std::string> runfiles;
-  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
-    if (const char* v = std::getenv(env); v != nullptr && v[0]) runfiles.push_back(v);
-  }
-  char exe[4096];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) runfiles.push_back(std::string(exe, n) + ".runfiles");
-  if (!module.empty()) runfiles.push_back(module + ".runfiles");
-  for (const std::string& r : runfiles) out.push_back(r + "/" + runfiles_path);
-  return out;
-}
-
-StatusOr<const ProviderLibraryApi*> Open(const std::string& path) {
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* err = ::dlerror();
-    return FailedPrecondition("could not load ", path, ": ", err ? err : "unknown error");
-  }
-  using Entry = const ProviderLibraryApi* (*)();
-  auto entry = reinterpret_cast<Entry>(::dlsym(handle, "OntrainProviderLibrary"));
-  if (entry == nullptr) return FailedPrecondition(path, " is not an ontrain provider library (no OntrainProviderLibrary)");
-  const ProviderLibraryApi* api = entry();
-  if (api == nullptr || api->abi_version != kProviderAbiVersion || api->abi_sizes != ProviderAbiSizes()) {
-    return FailedPrecondition(path, " was built by another version of ontrain (provider ABI ",
-                              api ? api->abi_version : 0, ", this build expects ", kProviderAbiVersion,
-                              "); rebuild it together with this binary");
-  }
-  return api;
-}
-
-StatusOr<const ProviderLibraryApi*> LoadUncached(const std::string& file, const std::string& runfiles_path,
-                                                 const std::string& path_env) {
-  if (const char* v = std::getenv(path_env.c_str()); v != nullptr && v[0]) {
-    if (!IsFile(v)) return NotFound(path_env, "=", v, ": no such file");
-    return Open(v);
-  }
-  std::string tried;
-  for (const std::string& c : Candidates(file, runfiles_path)) {
-    tried += "\n  " + c;
-    if (IsFile(c)) return Open(c);
-  }
-  // The loader's search path: a missing library is "not found" there, anything else is an error worth showing.
-  auto api = Open(file);
-  if (api.ok()) return api;
-  return NotFound("the provider library ", file, " was not found; looked at", tried,
-                  "\n  and the dynamic loader's search path (", api.status().message(), ");\n  set ", path_env,
-                  " to its path");
-}
-
-}  // namespace
 
 StatusOr<const ProviderLibraryApi*> LoadProviderLibrary(const std::string& file, const std::string& runfiles_path,
                                                         const std::string& path_env) {
-  static std::mutex mu;
-  static auto* loaded = new std::map<std::string, const ProviderLibraryApi*>();  // successes only
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = loaded->find(file);
-  if (it != loaded->end()) return it->second;
-  ONT_ASSIGN_OR_RETURN(const ProviderLibraryApi* api, LoadUncached(file, runfiles_path, path_env));
-  loaded->emplace(file, api);
+  ONT_ASSIGN_OR_RETURN(void* sym, LoadPluginSymbol(file, runfiles_path, path_env, "OntrainProviderLibrary"));
+  using Entry = const ProviderLibraryApi* (*)();
+  const ProviderLibraryApi* api = reinterpret_cast<Entry>(sym)();
+  if (api == nullptr || api->abi_version != kProviderAbiVersion || api->abi_sizes != ProviderAbiSizes()) {
+    return FailedPrecondition(file, " was built by another version of ontrain (provider ABI ",
+                              api ? api->abi_version : 0, ", this build expects ", kProviderAbiVersion,
+                              "); rebuild it together with this binary");
+  }
   return api;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The layering rule: every folder includes only from folders below it (and from itself).
 #   core  <  checkpoint  <  graph  <  providers  <  optimizer, scheduler  <  engine  <  tools, bindings
+#   core  <  distributed  <  engine
 # Fails naming each file and include that breaks it.
 set -uo pipefail
 
@@ -11,9 +12,10 @@ declare -A allowed=(
   [providers]="core graph providers"
   [optimizer]="core checkpoint graph optimizer"
   [scheduler]="core checkpoint scheduler"
-  [engine]="core checkpoint graph providers optimizer scheduler engine"
-  [tools]="core checkpoint graph providers optimizer scheduler engine tools"
-  [bindings]="core checkpoint graph providers optimizer scheduler engine bindings"
+  [distributed]="core distributed"
+  [engine]="core checkpoint graph providers optimizer scheduler distributed engine"
+  [tools]="core checkpoint graph providers optimizer scheduler distributed engine tools"
+  [bindings]="core checkpoint graph providers optimizer scheduler distributed engine bindings"
 )
 
 bad=0

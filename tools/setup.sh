@@ -17,6 +17,7 @@ PACKAGES=(
   python3-dev pybind11-dev python3-numpy python3-pytest python3-onnx  # the Python bindings (bindings/python) and their tests
   python3-venv python3-pip  # installing the wheel (tools/build_wheel.sh) into a virtual environment, offline
   zlib1g-dev             # reading the gzip-compressed IDX dataset files
+  libopenmpi-dev openmpi-bin  # data-parallel training (distributed/mpi) and its mpirun tests
 )
 
 missing=()

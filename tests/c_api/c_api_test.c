@@ -156,6 +156,13 @@ int main(void) {
   OK(OtCreateTrainingSession(env, options, state, DIR "training_model.onnx", DIR "eval_model.onnx",
                              DIR "optimizer_model.onnx", &s));
   if (s == NULL) return 1;
+  /* Without data parallelism the session is rank 0 of 1; an unknown backend is refused by name. */
+  int dp_rank = -1, dp_size = -1;
+  OK(OtTrainingSessionGetDataParallelRank(s, &dp_rank, &dp_size));
+  CHECK(dp_rank == 0 && dp_size == 1);
+  OtStatus* bad_dp = OtSessionOptionsSetDataParallel(options, "gloo");
+  CHECK(bad_dp != NULL && strstr(OtStatusMessage(bad_dp), "unknown data-parallel backend \"gloo\"") != NULL);
+  OtReleaseStatus(bad_dp);
   size_t n = 0;
   OK(OtTrainingSessionGetTrainingModelInputCount(s, &n));
   CHECK(n == 2);

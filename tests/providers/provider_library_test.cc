@@ -39,7 +39,7 @@ TEST(ProviderLibrary, RejectsLibrariesThatAreNotProviders) {
   auto api = LoadProviderLibrary("libontrain_nothing3.so", "x", "ONTRAIN_TEST_PROVIDER");
   ::unsetenv("ONTRAIN_TEST_PROVIDER");
   ASSERT_FALSE(api.ok());
-  EXPECT_THAT(api.status().message(), HasSubstr("is not an ontrain provider library"));
+  EXPECT_THAT(api.status().message(), HasSubstr("is not the ontrain library expected here: it exports no OntrainProviderLibrary"));
 }
 
 TEST(ProviderLibrary, RejectsAnotherBuildsAbi) {

@@ -6,7 +6,7 @@ Quote includes are given as -I (nvcc has no -iquote): the workspace root, the ge
 toolkit's include folder.
 """
 
-load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE", "NVCC")
+load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE", "NCCL_AVAILABLE", "NVCC")
 
 CUDA_ARCH_FLAGS = [
     "-gencode=arch=compute_80,code=sm_80",
@@ -55,3 +55,7 @@ cuda_objects = rule(
 def if_cuda(with_cuda, without_cuda = []):
     """`with_cuda` when this build has the CUDA toolkit, else `without_cuda`."""
     return with_cuda if CUDA_AVAILABLE else without_cuda
+
+def if_nccl(with_nccl, without_nccl = []):
+    """`with_nccl` when this build's CUDA toolkit has NCCL, else `without_nccl`."""
+    return with_nccl if NCCL_AVAILABLE else without_nccl

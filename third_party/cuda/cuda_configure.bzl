@@ -33,6 +33,13 @@ cc_library(
     ],
     deps = [":headers"],
 )
+
+# NCCL, when the toolkit ships it (include/nccl.h, lib/libnccl.so), for distributed/nccl.
+cc_library(
+    name = "nccl",
+    linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lnccl"],
+    deps = [":libraries"],
+)
 """
 
 _BUILD_WITHOUT_CUDA = """
@@ -41,6 +48,7 @@ package(default_visibility = ["//visibility:public"])
 # No CUDA toolkit was found ({why}): empty stand-ins.
 cc_library(name = "headers")
 cc_library(name = "libraries")
+cc_library(name = "nccl")
 """
 
 def _cuda_configure_impl(ctx):
@@ -53,7 +61,8 @@ def _cuda_configure_impl(ctx):
         why = "no " + str(nvcc)
     if why:
         ctx.file("BUILD.bazel", _BUILD_WITHOUT_CUDA.format(why = why))
-        ctx.file("defs.bzl", "CUDA_AVAILABLE = False\nNVCC = \"\"\nCUDA_VERSION = \"\"\nCUDA_MISSING = \"%s\"\n" % why)
+        ctx.file("defs.bzl", "CUDA_AVAILABLE = False\nNCCL_AVAILABLE = False\nNVCC = \"\"\nCUDA_VERSION = \"\"\n" +
+                             "CUDA_MISSING = \"%s\"\n" % why)
         return
     version = ""
     result = ctx.execute([str(nvcc), "--version"])
@@ -65,8 +74,10 @@ def _cuda_configure_impl(ctx):
         lib = root + "/lib"
     ctx.symlink(root + "/include", "cuda/include")
     ctx.file("BUILD.bazel", _BUILD_WITH_CUDA.format(lib = lib))
-    ctx.file("defs.bzl", "CUDA_AVAILABLE = True\nNVCC = \"%s\"\nCUDA_VERSION = \"%s\"\nCUDA_MISSING = \"\"\n" %
-                         (str(nvcc), version))
+    nccl = ctx.path(root + "/include/nccl.h").exists and (ctx.path(lib + "/libnccl.so").exists or
+                                                          ctx.path(lib + "/libnccl.so.2").exists)
+    ctx.file("defs.bzl", "CUDA_AVAILABLE = True\nNCCL_AVAILABLE = %s\nNVCC = \"%s\"\nCUDA_VERSION = \"%s\"\n" %
+                         (nccl, str(nvcc), version) + "CUDA_MISSING = \"\"\n")
 
 cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,

@@ -23,8 +23,10 @@ StatusOr<OpenSession> OpenArtifacts(const std::string& dir, const OpenOptions& o
   ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(ckpt));
   o.state = std::make_unique<CheckpointState>(std::move(state));
   ONT_ASSIGN_OR_RETURN(o.training_model, LoadModel(dir + "/training_model.onnx"));
+  TrainingSessionOptions session_options{o.providers.ordered};
+  session_options.communicator = options.communicator;
   ONT_ASSIGN_OR_RETURN(o.session,
-                       TrainingSession::Create({o.providers.ordered}, o.state.get(),
+                       TrainingSession::Create(session_options, o.state.get(),
                                                ModelSource::FromPath(dir + "/training_model.onnx"),
                                                o.has_eval ? ModelSource::FromPath(dir + "/eval_model.onnx") : ModelSource(),
                                                ModelSource::FromPath(dir + "/optimizer_model.onnx")));

@@ -25,6 +25,7 @@ struct OpenOptions {
   int threads = 0;
   std::string checkpoint;         // overrides the folder's own checkpoint (e.g. a resumed run's)
   std::string providers = "cpu";  // "sim,cpu", ...
+  Communicator* communicator = nullptr;  // data-parallel training when set (it outlives the session)
 };
 
 // A missing file is an error naming it.

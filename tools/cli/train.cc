@@ -1,5 +1,12 @@
 // `ontrain train`: trains artifacts (ontrain's or ONNX Runtime's) on Fashion-MNIST, evaluates every epoch,
 // saves checkpoints and exports an inference model.
+//
+// Under `mpirun -np N` (or with --distributed) it trains data-parallel: --batch-size is the global batch,
+// each rank trains on its own slice of every global batch, so the same command trains the same model at
+// any N. Rank 0 alone evaluates, prints, and writes checkpoints, metrics and exports; every rank resumes
+// from the same checkpoint. The loss printed is the global batch's, and stopping (a signal, a non-finite
+// loss) is decided for all ranks together, so no rank is left waiting in a collective. An error on one rank
+// ends every rank with its message (MPI_Abort); saves are atomic, so the last checkpoint stays intact.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +22,7 @@
 #include <random>
 
 #include "checkpoint/checkpoint_io.h"
+#include "distributed/communicator.h"
 #include "engine/training_session.h"
 #include "graph/model_io.h"
 #include "tools/cli/commands.h"
@@ -63,17 +71,41 @@ void Progress(bool tty, int64_t step, int64_t steps, double loss, double rate) {
 
 bool InterruptedBySignal() { return g_stop; }
 
+namespace {
+
+Status TrainOn(const Flags& f, Communicator* comm);
+
+}  // namespace
+
 Status Train(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "data", "eval-data", "batch-size", "epochs", "steps",
                                                     "lr", "scheduler", "warmup", "seed", "threads", "out", "metrics",
                                                     "export", "export-outputs", "checkpoint-every", "data-root",
-                                                    "stop-after", "provider"},
+                                                    "stop-after", "provider", "accumulate", "distributed"},
                                              {"no-shuffle", "resume"}));
+  // Data parallel when asked (--distributed mpi|nccl) or when started by a launcher with more than one rank.
+  std::string kind = f.Get("distributed", "");
+  if (kind.empty() && LauncherWorldSize() > 1) {
+    kind = f.Get("provider", "cpu").rfind("cuda", 0) == 0 ? "nccl" : "mpi";
+  }
+  if (kind.empty() || kind == "none") return TrainOn(f, nullptr);
+  ONT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                       OpenCommunicator(kind, {}).WithContext("--distributed " + kind));
+  Status s = TrainOn(f, comm.get());
+  if (!s.ok() && comm->size() > 1) comm->Abort(s.ToString(), 1);  // the other ranks must not wait for this one
+  return s;
+}
+
+namespace {
+
+Status TrainOn(const Flags& f, Communicator* comm) {
+  const int rank = comm ? comm->rank() : 0, ranks = comm ? comm->size() : 1;
+  const bool root = rank == 0;
   // 1. Artifacts, named file by file when something is missing; --resume starts from --out's checkpoint.
   std::string dir = f.Get("artifacts");
   // Results go to --out (default DIR/run), so the artifacts' own checkpoint stays the starting point.
   std::string out_dir = f.Get("out", dir.empty() ? "" : dir + "/run");
-  if (!out_dir.empty()) {  // fail before training, not after it, when --out cannot take the checkpoint
+  if (!out_dir.empty() && root) {  // fail before training, not after it, when --out cannot take the checkpoint
     ONT_RETURN_IF_ERROR(MakeDirectories(out_dir));
     std::string probe = out_dir + "/.ontrain_write_probe";
     Status w = WriteFileAtomically(probe, "");
@@ -90,27 +122,37 @@ Status Train(const std::vector<std::string>& args) {
   open.threads = static_cast<int>(threads);
   open.checkpoint = resume ? ckpt_path : "";
   open.providers = f.Get("provider", "cpu");
+  open.communicator = comm;
   ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(dir, open));
   TrainingSession* session = job.session.get();
   bool has_eval = job.has_eval;
   // 2. Data shaped to the model's inputs.
-  std::string root = f.Get("data-root", kFashionMnistDir);
+  std::string data_root = f.Get("data-root", kFashionMnistDir);
   std::string data_spec = f.Get("data", "fashion-mnist");
   const std::vector<std::string>& inputs = session->training_input_names();
-  ONT_ASSIGN_OR_RETURN(Table train_table, LoadTable(data_spec, root, job.training_model, inputs));
+  ONT_ASSIGN_OR_RETURN(Table train_table, LoadTable(data_spec, data_root, job.training_model, inputs));
   std::string eval_spec = f.Get("eval-data", has_eval && data_spec == "fashion-mnist" ? "fashion-mnist:test" : "");
   if (!eval_spec.empty() && !has_eval) return NotFound("--eval-data needs an eval_model.onnx in \"", dir, "\"");
   Table eval_table;
   if (!eval_spec.empty()) {
-    ONT_ASSIGN_OR_RETURN(eval_table, LoadTable(eval_spec, root, job.training_model, inputs));
+    ONT_ASSIGN_OR_RETURN(eval_table, LoadTable(eval_spec, data_root, job.training_model, inputs));
   }
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
-  if (batch <= 0 || batch > train_table.rows) return InvalidArgument("--batch-size must be in [1, ", train_table.rows, "]");
+  ONT_ASSIGN_OR_RETURN(int64_t accumulate, f.GetInt("accumulate", 1));
+  if (accumulate < 1) return InvalidArgument("--accumulate must be at least 1 (TrainSteps per optimizer step)");
+  if (batch <= 0 || batch * accumulate > train_table.rows) {
+    return InvalidArgument("--batch-size times --accumulate must be in [1, ", train_table.rows, "]");
+  }
+  if (batch % ranks != 0) {
+    return InvalidArgument("--batch-size ", batch, " is the global batch and must divide evenly among the ", ranks,
+                           " ranks");
+  }
+  const int64_t shard = batch / ranks;  // this rank's rows of each global batch
   Batcher train_b, eval_b;
-  ONT_RETURN_IF_ERROR(train_b.Init(&train_table, batch));
+  ONT_RETURN_IF_ERROR(train_b.Init(&train_table, shard));
   if (!eval_spec.empty()) ONT_RETURN_IF_ERROR(eval_b.Init(&eval_table, batch));
-  // 3. Schedule and run length.
-  int64_t per_epoch = train_table.rows / batch;
+  // 3. Schedule and run length: a step is one optimizer step over `accumulate` global batches.
+  int64_t per_epoch = train_table.rows / (batch * accumulate);
   ONT_ASSIGN_OR_RETURN(int64_t epochs, f.GetInt("epochs", 1));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", epochs * per_epoch));
   ONT_ASSIGN_OR_RETURN(double lr, f.GetDouble("lr", 1e-3));
@@ -131,18 +173,26 @@ Status Train(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(int64_t stop_after, f.GetInt("stop-after", 0));
   if (first >= steps) return InvalidArgument("the checkpoint is already at step ", first, " of ", steps);
   std::FILE* metrics = nullptr;
-  if (f.Has("metrics")) {
+  if (f.Has("metrics") && root) {
     metrics = std::fopen(f.Get("metrics").c_str(), resume ? "a" : "w");
     if (!metrics) return IoError("cannot write metrics file \"", f.Get("metrics"), "\"");
   }
   auto save = [&]() -> Status {
+    if (!root) return Status::OK();  // rank 0 writes; every rank holds the same state
     return SaveCheckpoint(*job.state, ckpt_path).WithContext("saving the checkpoint");
   };
   // 4. The loop: TrainStep, OptimizerStep, LazyResetGrad (and SchedulerStep); evaluation every epoch.
-  std::printf("%s %s on %s: %lld examples, batch %lld, steps %lld..%lld\n", resume ? "resuming" : "training",
-              dir.c_str(), data_spec.c_str(), static_cast<long long>(train_table.rows),
-              static_cast<long long>(batch), static_cast<long long>(first + 1), static_cast<long long>(steps));
-  if (job.providers.ordered.size() > 1) {  // where the training graph runs (ontrain info --provider shows why)
+  if (root) {
+    std::printf("%s %s on %s: %lld examples, batch %lld, steps %lld..%lld\n", resume ? "resuming" : "training",
+                dir.c_str(), data_spec.c_str(), static_cast<long long>(train_table.rows),
+                static_cast<long long>(batch), static_cast<long long>(first + 1), static_cast<long long>(steps));
+    if (accumulate > 1) std::printf("accumulating %lld batches per optimizer step\n", static_cast<long long>(accumulate));
+    if (comm) {
+      std::printf("data parallel over %s: %d ranks, %lld examples of each batch per rank\n", comm->name(), ranks,
+                  static_cast<long long>(shard));
+    }
+  }
+  if (root && job.providers.ordered.size() > 1) {  // where the training graph runs (ontrain info --provider shows why)
     const ExecutionPlan& plan = session->train_executor().plan();
     std::map<int, int> nodes;
     for (const NodePlacement& p : plan.partition.nodes) nodes[p.provider]++;
@@ -164,9 +214,20 @@ Status Train(const std::vector<std::string>& args) {
   for (; step < steps && !g_stop; ++step) {
     int64_t epoch = step / per_epoch, in_epoch = step % per_epoch;
     if (order.empty() || in_epoch == 0) order = EpochOrder(train_table.rows, seed, epoch, !f.Has("no-shuffle"));
-    std::vector<Tensor> out;
-    ONT_RETURN_IF_ERROR(session->TrainStep(train_b.Fill(order, in_epoch * batch, batch), &out));
-    float loss = out[0].data<float>()[0];
+    // `accumulate` global batches; this rank takes its slice of each.
+    float loss = 0;
+    for (int64_t k = 0; k < accumulate; ++k) {
+      std::vector<Tensor> out;
+      int64_t start = (in_epoch * accumulate + k) * batch + rank * shard;
+      ONT_RETURN_IF_ERROR(session->TrainStep(train_b.Fill(order, start, shard), &out));
+      loss += out[0].data<float>()[0] / static_cast<float>(accumulate);
+    }
+    if (comm) {  // the global loss, and whether any rank was asked to stop: decided together
+      float shared[2] = {loss, g_stop ? 1.0f : 0.0f};
+      ONT_RETURN_IF_ERROR(comm->AllReduceAverage(shared, 2, Device()).WithContext("sharing the loss"));
+      loss = shared[0];
+      if (shared[1] > 0) g_stop = true;
+    }
     if (!std::isfinite(loss)) {
       result = InvalidArgument("the loss is ", loss, " at step ", step + 1,
                                "; stopped without saving (the last good checkpoint is unchanged)");
@@ -183,7 +244,7 @@ Status Train(const std::vector<std::string>& args) {
       std::fprintf(metrics, "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g}\n", static_cast<long long>(step + 1), loss,
                    session->GetLearningRate().value());
     }
-    if ((tty && (step + 1) % 10 == 0) || (step + 1) % 100 == 0 || step + 1 == steps) {
+    if (root && ((tty && (step + 1) % 10 == 0) || (step + 1) % 100 == 0 || step + 1 == steps)) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       Progress(tty, step + 1, steps, window / window_n, (step + 1 - first) / secs);
       window = 0;
@@ -192,7 +253,7 @@ Status Train(const std::vector<std::string>& args) {
     if (ckpt_every > 0 && (step + 1) % ckpt_every == 0) ONT_RETURN_IF_ERROR(save());
     if (stop_after > 0 && step + 1 - first == stop_after && step + 1 < steps) {
       ONT_RETURN_IF_ERROR(save());
-      std::printf("stopped after %lld steps as asked; resume with --resume\n", static_cast<long long>(stop_after));
+      if (root) std::printf("stopped after %lld steps as asked; resume with --resume\n", static_cast<long long>(stop_after));
       if (metrics) std::fclose(metrics);
       return Status::OK();
     }
@@ -202,7 +263,7 @@ Status Train(const std::vector<std::string>& args) {
       rec.train_loss = epoch_n ? epoch_loss / epoch_n : 0;
       epoch_loss = 0;
       epoch_n = 0;
-      if (!eval_spec.empty()) {
+      if (!eval_spec.empty() && root) {
         ONT_ASSIGN_OR_RETURN(EvalResult r, Evaluate(*session, eval_b, batch));
         rec.eval_loss = r.loss;
         rec.accuracy = r.accuracy;
@@ -222,6 +283,17 @@ Status Train(const std::vector<std::string>& args) {
   if (metrics) std::fclose(metrics);
   ONT_RETURN_IF_ERROR(result);
   ONT_RETURN_IF_ERROR(save());
+  if (comm && root) {
+    const CommunicationStats& cs = session->communication_stats();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (cs.allreduces > 0) {
+      std::printf("gradient all-reduce: %lld steps, %.3f ms per step (%.1f%% of the run), %.2f MB per step in %lld "
+                  "buckets\n", static_cast<long long>(cs.allreduces), 1e3 * cs.seconds / cs.allreduces,
+                  100.0 * cs.seconds / std::max(secs, 1e-9), cs.bytes / 1e6 / cs.allreduces,
+                  static_cast<long long>(cs.buckets / cs.allreduces));
+    }
+  }
+  if (!root) return Status::OK();
   if (g_stop) {
     std::printf("\ninterrupted after step %lld; checkpoint saved in %s/checkpoint. Resume with the same command plus "
                 "--resume%s\n", static_cast<long long>(step), out_dir.c_str(),
@@ -242,6 +314,8 @@ Status Train(const std::vector<std::string>& args) {
   }
   return Status::OK();
 }
+
+}  // namespace
 
 }  // namespace cli
 }  // namespace ontrain

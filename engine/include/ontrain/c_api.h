@@ -53,6 +53,10 @@ OtStatus* OtSessionOptionsSetIntraOpThreads(OtSessionOptions* options, int threa
  * simulated on the host, for checking placement) or "cuda" (creating the session says whether this build
  * has it). */
 OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* provider);
+/* Data-parallel training (run under mpirun): "mpi" averages host gradients over MPI, "nccl" device gradients
+ * over NCCL, "" (the default) trains alone. Parameters are broadcast from rank 0 when the session is made and
+ * gradients averaged in OptimizerStep; each rank feeds its own shard of every batch to TrainStep. */
+OtStatus* OtSessionOptionsSetDataParallel(OtSessionOptions* options, const char* backend);
 void OtReleaseSessionOptions(OtSessionOptions* options);
 /* A host tensor; `data` (may be NULL for zeros) is copied. */
 OtStatus* OtCreateTensor(OtElementType type, const int64_t* shape, size_t rank, const void* data, OtValue** out);
@@ -77,6 +81,8 @@ OtStatus* OtCreateTrainingSessionFromBuffer(const OtEnv* env, const OtSessionOpt
                                             size_t eval_data_length, const void* optim_model_data,
                                             size_t optim_data_length, OtTrainingSession** out);
 OtStatus* OtTrainingSessionGetTrainingModelOutputCount(const OtTrainingSession* sess, size_t* out);
+/* This process's rank and the number of ranks (0 and 1 without data parallelism). */
+OtStatus* OtTrainingSessionGetDataParallelRank(const OtTrainingSession* sess, int* rank, int* size);
 OtStatus* OtTrainingSessionGetEvalModelOutputCount(const OtTrainingSession* sess, size_t* out);
 OtStatus* OtTrainingSessionGetTrainingModelOutputName(const OtTrainingSession* sess, size_t index,
                                                       const OtAllocator* allocator, char** output);
