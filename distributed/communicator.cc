@@ -1,6 +1,7 @@
 // OpenCommunicator: loading the MPI and NCCL communicator libraries.
 #include "distributed/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -33,13 +34,22 @@ int LauncherWorldSize() {
   return 1;
 }
 
+int LauncherLocalRank() {
+  for (const char* env : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    const char* v = std::getenv(env);
+    if (v != nullptr && v[0]) return std::max(0, std::atoi(v));
+  }
+  return 0;
+}
+
 StatusOr<std::unique_ptr<Communicator>> OpenCommunicator(const std::string& kind, const CommunicatorOptions& options) {
   if (kind != "mpi" && kind != "nccl") {
     return InvalidArgument("unknown communicator \"", kind, "\"; the choices are mpi and nccl");
   }
   auto mpi = LoadLibrary("libontrain_mpi.so", "ontrain/distributed/mpi/libontrain_mpi.so", "ONTRAIN_MPI_LIBRARY");
   if (!mpi.ok()) {
-    return mpi.status().WithContext("data-parallel training over MPI (this build or machine has no Open MPI: "
+    if (mpi.status().code() != StatusCode::kNotFound) return mpi.status().WithContext("data-parallel training over MPI");
+    return mpi.status().WithContext("data-parallel training over MPI (this build has no MPI communicator: "
                                     "install libopenmpi-dev and openmpi-bin, then rebuild)");
   }
   std::unique_ptr<Communicator> world;

@@ -47,6 +47,9 @@ struct CommunicatorOptions {
 // Where the launcher says this process is one of several ranks (mpirun's OMPI_COMM_WORLD_SIZE, or PMIx's
 // or Slurm's PMI_SIZE / PMIX_SIZE): that size, else 1.
 int LauncherWorldSize();
+// This process's rank among the ranks on its machine (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+// SLURM_LOCALID), else 0: which GPU a rank takes.
+int LauncherLocalRank();
 
 // Opens the communicator `kind` ("mpi" or "nccl") by loading its library (found as
 // core/plugin_library.h describes, or at $ONTRAIN_MPI_LIBRARY / $ONTRAIN_NCCL_LIBRARY). NCCL's unique id

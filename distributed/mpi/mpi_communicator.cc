@@ -4,6 +4,9 @@
 // Errors: MPI_COMM_WORLD is set to return errors instead of aborting, so a failed call becomes a Status
 // naming the call and MPI's message; the caller then decides to Abort the job. A rank that dies is noticed
 // by mpirun, which ends the others.
+// Only MPI's C interface: its C++ bindings (mpicxx.h) would need libmpi_cxx.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <algorithm>

@@ -73,7 +73,7 @@ bool InterruptedBySignal() { return g_stop; }
 
 namespace {
 
-Status TrainOn(const Flags& f, Communicator* comm);
+Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm);
 
 }  // namespace
 
@@ -88,17 +88,25 @@ Status Train(const std::vector<std::string>& args) {
   if (kind.empty() && LauncherWorldSize() > 1) {
     kind = f.Get("provider", "cpu").rfind("cuda", 0) == 0 ? "nccl" : "mpi";
   }
-  if (kind.empty() || kind == "none") return TrainOn(f, nullptr);
+  std::string providers = f.Get("provider", "cpu");
+  if (kind.empty() || kind == "none") return TrainOn(f, providers, nullptr);
+  CommunicatorOptions options;
+  if (kind == "nccl") {  // one GPU per rank on each machine: plain "cuda" becomes this rank's device
+    options.device_index = LauncherLocalRank();
+    if (providers == "cuda" || providers.rfind("cuda,", 0) == 0) {
+      providers = "cuda:" + std::to_string(options.device_index) + providers.substr(4);
+    }
+  }
   ONT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
-                       OpenCommunicator(kind, {}).WithContext("--distributed " + kind));
-  Status s = TrainOn(f, comm.get());
+                       OpenCommunicator(kind, options).WithContext("--distributed " + kind));
+  Status s = TrainOn(f, providers, comm.get());
   if (!s.ok() && comm->size() > 1) comm->Abort(s.ToString(), 1);  // the other ranks must not wait for this one
   return s;
 }
 
 namespace {
 
-Status TrainOn(const Flags& f, Communicator* comm) {
+Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm) {
   const int rank = comm ? comm->rank() : 0, ranks = comm ? comm->size() : 1;
   const bool root = rank == 0;
   // 1. Artifacts, named file by file when something is missing; --resume starts from --out's checkpoint.
@@ -121,7 +129,7 @@ Status TrainOn(const Flags& f, Communicator* comm) {
   OpenOptions open;
   open.threads = static_cast<int>(threads);
   open.checkpoint = resume ? ckpt_path : "";
-  open.providers = f.Get("provider", "cpu");
+  open.providers = providers;
   open.communicator = comm;
   ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(dir, open));
   TrainingSession* session = job.session.get();
