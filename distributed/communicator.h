@@ -2,8 +2,9 @@
 //
 // Every rank of a data-parallel job holds the whole model and trains on its own shard of each batch; a
 // communicator broadcasts the parameters from rank 0 at the start and averages the gradients across ranks
-// before every optimizer step. Collectives are blocking and every rank must call the same ones in the same
-// order with the same sizes (MPI's and NCCL's rule): a rank that skips one leaves the others waiting.
+// before every optimizer step. Every rank must call the same collectives in the same order with the same
+// sizes (MPI's and NCCL's rule): a rank that skips one leaves the others waiting. The average can also be
+// started and waited for later, so that it overlaps with the rest of the backward pass.
 //
 // Implementations: MPI over host memory (libontrain_mpi.so, distributed/mpi), NCCL over CUDA device memory
 // (libontrain_nccl.so, distributed/nccl), each built only where its library is installed and loaded at run
@@ -32,6 +33,17 @@ class Communicator {
   // Replaces data[0..count) on every rank with the elementwise mean over ranks (float32): the sum, then
   // divided by size(). The order of the additions is the library's, but every rank gets the same bits.
   virtual Status AllReduceAverage(float* data, int64_t count, const Device& device) = 0;
+  // The same, started without waiting: returns a request to pass to Wait, and `data` must not be touched
+  // until Wait returns. Every rank must start the same requests in the same order. A communicator that
+  // cannot overlap (the default) completes the average here and returns kDone.
+  static constexpr int kDone = -1;
+  virtual StatusOr<int> StartAllReduceAverage(float* data, int64_t count, const Device& device) {
+    ONT_RETURN_IF_ERROR(AllReduceAverage(data, count, device));
+    return kDone;
+  }
+  virtual Status Wait(int request) { return request == kDone ? Status::OK() : InvalidArgument("unknown request"); }
+  // Lets started requests advance (MPI moves a non-blocking collective along only inside its calls); cheap.
+  virtual Status Progress() { return Status::OK(); }
   // Replaces data[0..bytes) on every rank with rank `root`'s.
   virtual Status Broadcast(void* data, int64_t bytes, int root, const Device& device) = 0;
   // Ends every rank of the job after printing `message` to stderr: a rank that cannot go on must not leave

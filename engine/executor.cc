@@ -466,7 +466,7 @@ void Executor::BuildArenas(const std::vector<size_t>& sizes) {
 }
 
 Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& fetch_names,
-                     std::vector<Tensor>* fetches) {
+                     std::vector<Tensor>* fetches, RunObserver* observer) {
   ONT_RETURN_IF_ERROR(Bind(feeds));
   for (const std::string& f : fetch_names) {
     auto it = plan_.ids.find(f);
@@ -486,6 +486,7 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
       if (!s.ok()) break;
     }
     if (s.ok()) s = st.plan.kind == PlanStep::Kind::kKernel ? RunKernel(pos, arenas, &sizes) : RunCopy(pos, arenas, &sizes);
+    if (s.ok() && observer != nullptr) s = observer->AfterStep(pos);
     if (!s.ok()) {
       values_.assign(values_.size(), Value());
       return s;
@@ -509,6 +510,30 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   auto now = plans_.find(key_);
   last_ = now == plans_.end() ? nullptr : now->second.get();
   return Status::OK();
+}
+
+int Executor::LastStepTouching(const std::string& value) const {
+  auto reads = [](const Node* n, const std::vector<std::string>& names) {
+    for (const std::string& in : n->inputs) {
+      if (!in.empty() && std::find(names.begin(), names.end(), in) != names.end()) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> direct = {value}, aliases;
+  int last = -1;
+  for (size_t pos = 0; pos < steps_.size(); ++pos) {
+    const Node* n = steps_[pos]->node;
+    if (n == nullptr) continue;
+    if (reads(n, direct)) {
+      last = static_cast<int>(pos);
+      for (const std::string& out : n->outputs) {
+        if (!out.empty()) aliases.push_back(out);
+      }
+    } else if (reads(n, aliases)) {
+      last = static_cast<int>(pos);
+    }
+  }
+  return last;
 }
 
 StatusOr<Tensor> Executor::ToHost(const Tensor& t) const {

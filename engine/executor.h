@@ -33,6 +33,14 @@ struct ExecutorOptions {
   std::map<std::string, Device> input_devices;  // where each graph input will be fed (the host if absent)
 };
 
+// Told after each step of a run (TrainingSession uses it to start averaging gradient buckets while the
+// backward pass goes on). An error ends the run with it.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual Status AfterStep(size_t pos) = 0;
+};
+
 class Executor {
  public:
   // Partitions and plans the graph (an op no provider runs is an error naming the op, domain, opset and
@@ -43,7 +51,12 @@ class Executor {
 
   // Feeds: every graph input without an initializer must be fed, on the device the options named for it;
   // inputs with an initializer may be. Fetches: graph outputs, inputs or initializers by name, in order.
-  Status Run(const NamedValues& feeds, const std::vector<std::string>& fetch_names, std::vector<Tensor>* fetches);
+  Status Run(const NamedValues& feeds, const std::vector<std::string>& fetch_names, std::vector<Tensor>* fetches,
+             RunObserver* observer = nullptr);
+
+  // The last step position of a run whose node reads `value`, or reads an output of a node that reads it
+  // (an in-place update's alias); -1 when no step reads it. After that step a run no longer touches it.
+  int LastStepTouching(const std::string& value) const;
 
   // A host tensor holding `t`'s values (`t` itself when it is on the host).
   StatusOr<Tensor> ToHost(const Tensor& t) const;

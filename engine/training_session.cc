@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "engine/session_plan.h"
 #include "graph/model_io.h"
@@ -66,11 +67,17 @@ Status TrainingSession::BindParameters() {
     }
     return Status::OK();
   }
+  return LayoutGradients();
+}
+
+Status TrainingSession::LayoutGradients() {
   // Data parallel: per device, one zeroed flat buffer holding every gradient (each starting on a 64-byte
-  // boundary), so that averaging is a few large collectives over contiguous memory instead of one per tensor.
+  // boundary), so that averaging is a few large collectives over contiguous memory instead of one per tensor,
+  // in grad_order_ (the order the backward pass finishes them, once the training executor exists).
   constexpr int64_t kAlign = 16;  // floats
+  if (grad_order_.size() != trainable_.size()) grad_order_ = trainable_;
   std::vector<Device> devices;
-  for (const std::string& name : trainable_) {
+  for (const std::string& name : grad_order_) {
     const Tensor& w = state_->parameters.at(name).data;
     if (w.dtype() != DType::kFloat32) {
       return Unimplemented("data-parallel training averages float32 gradients; parameter \"", name, "\" is ",
@@ -83,7 +90,7 @@ Status TrainingSession::BindParameters() {
   buckets_.clear();
   for (const Device& d : devices) {
     int64_t total = 0;
-    for (const std::string& name : trainable_) {
+    for (const std::string& name : grad_order_) {
       if (devices_.at(grad_buffer_input_.at(name)) != d) continue;
       total += (state_->parameters.at(name).data.NumElements() + kAlign - 1) / kAlign * kAlign;
     }
@@ -91,7 +98,7 @@ Status TrainingSession::BindParameters() {
     ONT_ASSIGN_OR_RETURN(Tensor flat, PlaceTensor(Tensor::View(DType::kFloat32, {total}, nullptr, d), Tensor(),
                                                   {provider->allocator(), provider}));
     int64_t offset = 0;
-    for (const std::string& name : trainable_) {
+    for (const std::string& name : grad_order_) {
       if (devices_.at(grad_buffer_input_.at(name)) != d) continue;
       const Tensor& w = state_->parameters.at(name).data;
       grads_[name] = flat.SubView(static_cast<size_t>(offset) * sizeof(float), DType::kFloat32, w.shape());
@@ -110,6 +117,48 @@ Status TrainingSession::BindParameters() {
     flat_grads_.push_back(std::move(flat));
   }
   return Status::OK();
+}
+
+Status TrainingSession::PlanOverlap() {
+  // The step after which the backward pass is done with each gradient buffer; the flat buffers are laid
+  // out again in that order, so that buckets complete one after another while the backward pass goes on.
+  std::map<std::string, int> done;
+  for (const std::string& name : trainable_) done[name] = train_->LastStepTouching(grad_buffer_input_.at(name));
+  grad_order_ = trainable_;
+  std::stable_sort(grad_order_.begin(), grad_order_.end(),
+                   [&](const std::string& a, const std::string& b) { return done[a] < done[b]; });
+  ONT_RETURN_IF_ERROR(LayoutGradients());
+  // A bucket is ready after the last of the gradients it overlaps.
+  for (Bucket& b : buckets_) {
+    const char* lo = static_cast<const char*>(b.flat.raw_data());
+    const char* hi = lo + b.flat.SizeInBytes();
+    for (const std::string& name : trainable_) {
+      const Tensor& g = grads_.at(name);
+      const char* g0 = static_cast<const char*>(g.raw_data());
+      if (g.device() == b.flat.device() && g0 < hi && g0 + g.SizeInBytes() > lo) {
+        b.ready_pos = std::max(b.ready_pos, done[name]);
+      }
+    }
+  }
+  std::stable_sort(buckets_.begin(), buckets_.end(),
+                   [](const Bucket& a, const Bucket& b) { return a.ready_pos < b.ready_pos; });
+  starter_.s = this;
+  return Status::OK();
+}
+
+Status TrainingSession::StartReadyBuckets(int pos) {
+  auto t0 = std::chrono::steady_clock::now();
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].ready_pos <= pos) {
+    Bucket& b = buckets_[next_bucket_++];
+    if (b.host.defined()) continue;  // device gradients staged through the host: averaged in OptimizerStep
+    ONT_ASSIGN_OR_RETURN(b.request, comm_->StartAllReduceAverage(b.flat.data<float>(), b.flat.NumElements(),
+                                                                 b.flat.device()));
+    b.started = true;
+    if (pos != std::numeric_limits<int>::max()) comm_stats_.overlapped++;
+  }
+  Status s = comm_->Progress();
+  comm_stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
 }
 
 Status TrainingSession::BroadcastParameters() {
@@ -165,6 +214,11 @@ Status TrainingSession::BroadcastParameters() {
 Status TrainingSession::AverageGradients() {
   auto t0 = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_) {
+    if (b.started) {  // started during the last TrainStep
+      b.started = false;
+      ONT_RETURN_IF_ERROR(comm_->Wait(b.request));
+      continue;
+    }
     if (!b.host.defined()) {
       ONT_RETURN_IF_ERROR(comm_->AllReduceAverage(b.flat.data<float>(), b.flat.NumElements(), b.flat.device()));
       continue;
@@ -197,6 +251,10 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
   s->providers_ = options.providers;
   s->comm_ = options.communicator;
   s->bucket_bytes_ = options.bucket_bytes > 0 ? options.bucket_bytes : (8 << 20);
+  if (options.gradient_accumulation_steps < 0) {
+    return InvalidArgument("gradient_accumulation_steps must be >= 0, got ", options.gradient_accumulation_steps);
+  }
+  s->overlap_every_ = options.gradient_accumulation_steps;
   // 1. Models; where the state goes; the state named devices so that it can be read and saved.
   ONT_ASSIGN_OR_RETURN(s->train_model_, LoadSource(train, "training model"));
   std::optional<Model> em, om;
@@ -231,6 +289,7 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
   to.providers = s->providers_;
   to.input_devices = s->devices_;
   ONT_ASSIGN_OR_RETURN(s->train_, Executor::Create(s->train_model_, to).WithContext("training model"));
+  if (s->data_parallel() && s->overlap_every_ > 0 && !state->is_nominal) ONT_RETURN_IF_ERROR(s->PlanOverlap());
   if (em) {
     for (const ValueInfo& v : em->graph.inputs) {
       (state->FindParameter(v.name) ? s->eval_params_ : s->eval_user_inputs_).push_back(v.name);
@@ -343,7 +402,24 @@ Status TrainingSession::TrainStep(const std::vector<Tensor>& inputs, std::vector
   for (const auto& [p, buffer] : grad_buffer_input_) feeds[k++].second = grads_.at(p);
   reset_flag_.data<bool>()[0] = !accumulate_;
   feeds[k].second = reset_flag_;
-  ONT_RETURN_IF_ERROR(train_->Run(feeds, train_user_outputs_, &train_out_).WithContext("TrainStep"));
+  // The K-th TrainStep of a window (gradient_accumulation_steps = K) starts averaging buckets as they complete.
+  RunObserver* observer = nullptr;
+  if (data_parallel() && overlap_every_ > 0 && starter_.s != nullptr) {
+    if (window_started_) {
+      return FailedPrecondition("TrainStep: this window's gradients are already being averaged across ranks "
+                                "(gradient_accumulation_steps = ", overlap_every_, "); call OptimizerStep first");
+    }
+    if (window_steps_ + 1 == overlap_every_) {
+      observer = &starter_;
+      next_bucket_ = 0;
+    }
+  }
+  ONT_RETURN_IF_ERROR(train_->Run(feeds, train_user_outputs_, &train_out_, observer).WithContext("TrainStep"));
+  ++window_steps_;
+  if (observer != nullptr) {
+    ONT_RETURN_IF_ERROR(StartReadyBuckets(std::numeric_limits<int>::max()).WithContext("TrainStep"));
+    window_started_ = true;
+  }
   ONT_RETURN_IF_ERROR(OutputsToHost(*train_, train_out_, &train_host_, outputs).WithContext("TrainStep"));
   accumulate_ = true;
   return Status::OK();
@@ -366,6 +442,8 @@ Status TrainingSession::EvalStep(const std::vector<Tensor>& inputs, std::vector<
 Status TrainingSession::OptimizerStep() {
   if (!optimizer_) return FailedPrecondition("OptimizerStep needs an optimizer model, and this session has none");
   if (data_parallel()) ONT_RETURN_IF_ERROR(AverageGradients().WithContext("OptimizerStep: averaging gradients across ranks"));
+  window_steps_ = 0;
+  window_started_ = false;
   return optimizer_->Step(grads_).WithContext("OptimizerStep");
 }
 
@@ -469,6 +547,7 @@ Status TrainingSession::CopyBufferToParameters(const Tensor& buffer, bool traina
     state_->is_nominal = false;
     ONT_RETURN_IF_ERROR(BindParameters());
     if (data_parallel()) ONT_RETURN_IF_ERROR(BroadcastParameters().WithContext("data-parallel start"));
+    if (data_parallel() && overlap_every_ > 0) ONT_RETURN_IF_ERROR(PlanOverlap());
   }
   return Status::OK();
 }

@@ -57,6 +57,11 @@ struct TrainingSessionOptions {
   Communicator* communicator = nullptr;
   // Gradients are averaged in pieces of at most this many bytes (one collective each).
   int64_t bucket_bytes = 8 << 20;
+  // 0: gradients are averaged in OptimizerStep, after the backward pass. K >= 1: OptimizerStep follows every
+  // K TrainSteps, and during the K-th the session starts averaging each bucket of host gradients as soon as
+  // the backward pass has finished writing it, overlapping communication with the rest of the backward
+  // pass; OptimizerStep waits for what is left. A further TrainStep before OptimizerStep is then an error.
+  int64_t gradient_accumulation_steps = 0;
 };
 
 // Time and volume of the gradient all-reduces so far (zero without a communicator).
@@ -65,6 +70,7 @@ struct CommunicationStats {
   int64_t buckets = 0;     // collectives issued
   int64_t bytes = 0;       // gradient bytes averaged, summed over steps
   double seconds = 0;      // wall time in the collectives (including host staging)
+  int64_t overlapped = 0;  // buckets started while the backward pass was still running
 };
 
 class TrainingSession {
@@ -124,7 +130,10 @@ class TrainingSession {
   Status BindParameters();
   bool data_parallel() const { return comm_ != nullptr && comm_->size() > 1; }
   Status BroadcastParameters();
+  Status LayoutGradients();
+  Status PlanOverlap();
   Status AverageGradients();
+  Status StartReadyBuckets(int pos);
   Status CheckNotNominal(const char* what) const;
   Status FeedUserInputs(const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
                         NamedValues* feeds) const;
@@ -152,11 +161,24 @@ class TrainingSession {
   // Data parallelism: the communicator, one flat gradient buffer per device (grads_ are views into them),
   // and the buckets that cover those buffers.
   struct Bucket {
-    Tensor flat;  // view: a piece of one device's flat gradient buffer
-    Tensor host;  // its host staging copy, when the communicator cannot read that device
+    Tensor flat;         // view: a piece of one device's flat gradient buffer
+    Tensor host;         // its host staging copy, when the communicator cannot read that device
+    int ready_pos = -1;  // the training run's step after which no step touches it (overlap)
+    int request = Communicator::kDone;
+    bool started = false;
+  };
+  struct BucketStarter : RunObserver {
+    TrainingSession* s = nullptr;
+    Status AfterStep(size_t pos) override { return s->StartReadyBuckets(static_cast<int>(pos)); }
   };
   Communicator* comm_ = nullptr;
   int64_t bucket_bytes_ = 0;
+  int64_t overlap_every_ = 0;      // gradient_accumulation_steps
+  int64_t window_steps_ = 0;       // TrainSteps since the last OptimizerStep
+  bool window_started_ = false;    // this window's buckets have been started (the K-th TrainStep ran)
+  size_t next_bucket_ = 0;         // buckets_ are in ready order; the next one to start
+  std::vector<std::string> grad_order_;  // flat layout order of the gradients (by when the backward finishes them)
+  BucketStarter starter_;
   std::vector<Tensor> flat_grads_;
   std::vector<Bucket> buckets_;
   CommunicationStats comm_stats_;

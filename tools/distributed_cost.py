@@ -8,8 +8,9 @@ WORKLOADS_DIR holds one folder per workload with an `artifacts` folder inside (t
 /tmp/ontrain-bench-*). For each: the trainable parameter count (`ontrain info`), the measured step and its
 parts (`ontrain bench`), then per step the bytes all-reduced (float32 gradients), a ring all-reduce's time
 at 10, 100 and 400 Gbit/s (2 (N-1)/N x bytes / bandwidth, plus 2 (N-1) x 5 us of latency), and the rank count
-where the step time stops falling when one global batch is split N ways: compute (the TrainStep) shrinks as
-1/N, the optimizer step does not, and the all-reduce is not hidden (the pessimistic case; see the doc).
+where the step time stops falling when one global batch is split N ways (N at most the batch): compute (the
+TrainStep) shrinks as 1/N, the optimizer step does not, and the all-reduce is not hidden (the pessimistic
+case; see the doc).
 """
 import re
 import subprocess
@@ -29,9 +30,9 @@ def ring_seconds(nbytes, ranks, gbit):
     return 2 * (ranks - 1) / ranks * nbytes / (gbit * 1e9 / 8) + 2 * (ranks - 1) * LATENCY_S
 
 
-def best_ranks(train_s, opt_s, nbytes, gbit):
-    """The N (up to 1024) with the smallest modelled step time, and the speedup there."""
-    times = {n: train_s / n + opt_s + ring_seconds(nbytes, n, gbit) for n in range(1, 1025)}
+def best_ranks(train_s, opt_s, nbytes, gbit, batch):
+    """The N (at most the batch: one example per rank) with the smallest modelled step time, and the speedup."""
+    times = {n: train_s / n + opt_s + ring_seconds(nbytes, n, gbit) for n in range(1, batch + 1)}
     n = min(times, key=times.get)
     return n, times[1] / times[n]
 
@@ -55,7 +56,7 @@ def main():
         train_s, opt_s = float(parts.group(1)) / 1e3, float(parts.group(2)) / 1e3
         nbytes = 4 * params
         comm = " / ".join(f"{1e3 * ring_seconds(nbytes, 2, g):.3f}" for g in (10, 100, 400))
-        scale = " / ".join("%d (%.1fx)" % best_ranks(train_s, opt_s, nbytes, g) for g in (10, 100, 400))
+        scale = " / ".join("%d (%.1fx)" % best_ranks(train_s, opt_s, nbytes, g, batch) for g in (10, 100, 400))
         print(f"| {w} | {batch} | {params} | {nbytes / 1e6:.2f} | {step_ms:.3f} ({1e3 * train_s:.3f} + {1e3 * opt_s:.3f}) "
               f"| {comm} | {scale} |")
 

@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "distributed/communicator.h"
 
@@ -80,6 +81,48 @@ class MpiCommunicator : public Communicator {
     return Status::OK();
   }
 
+  // MPI_Iallreduce in place; the division by size() happens in Wait.
+  StatusOr<int> StartAllReduceAverage(float* data, int64_t count, const Device& device) override {
+    if (!Accepts(device) || count > kMaxPiece) return Communicator::StartAllReduceAverage(data, count, device);
+    Pending p;
+    p.data = data;
+    p.count = count;
+    ONT_MPI(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                           &p.request));
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      if (pending_[i].data == nullptr) {
+        pending_[i] = p;
+        return static_cast<int>(i);
+      }
+    }
+    pending_.push_back(p);
+    return static_cast<int>(pending_.size() - 1);
+  }
+
+  Status Wait(int request) override {
+    if (request == kDone) return Status::OK();
+    if (request < 0 || request >= static_cast<int>(pending_.size()) || pending_[request].data == nullptr) {
+      return InvalidArgument("MPI: no request ", request, " is pending");
+    }
+    Pending& p = pending_[request];
+    ONT_MPI(MPI_Wait(&p.request, MPI_STATUS_IGNORE));
+    if (size_ > 1) {
+      const float inv = 1.0f / static_cast<float>(size_);
+      for (int64_t i = 0; i < p.count; ++i) p.data[i] *= inv;
+    }
+    p.data = nullptr;
+    return Status::OK();
+  }
+
+  Status Progress() override {
+    for (Pending& p : pending_) {
+      if (p.data == nullptr || p.request == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      ONT_MPI(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE));  // a finished request becomes MPI_REQUEST_NULL
+    }
+    return Status::OK();
+  }
+
   Status Broadcast(void* data, int64_t bytes, int root, const Device& device) override {
     if (!Accepts(device)) return InvalidArgument("MPI broadcast got a buffer on ", device.ToString());
     auto* p = static_cast<char*>(data);
@@ -97,7 +140,13 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  struct Pending {
+    float* data = nullptr;  // null: the slot is free
+    int64_t count = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
   int rank_ = 0, size_ = 1;
+  std::vector<Pending> pending_;  // grows to the number of buckets once, then reused
 };
 
 Status Create(const CommunicatorOptions&, std::unique_ptr<Communicator> bootstrap, std::unique_ptr<Communicator>* out) {

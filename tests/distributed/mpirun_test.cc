@@ -134,6 +134,8 @@ TEST_F(MpirunTest, MlpTwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   std::vector<double> two = Train(Mpirun(2), "mlp", "two", "--steps 20 --batch-size 64", &out);
   EXPECT_THAT(out, HasSubstr("data parallel over MPI: 2 ranks, 32 examples of each batch per rank"));
   EXPECT_THAT(out, HasSubstr("gradient all-reduce: 20 steps"));
+  // 0.8 MB of gradients: one bucket, started (MPI_Iallreduce) as soon as the backward pass finished it.
+  EXPECT_THAT(out, HasSubstr("in 1 buckets, 1 of them started during the backward pass"));
   ExpectSameTraining("one", one, "two", two, kLossRel, kParamAbs);
 }
 
@@ -142,6 +144,11 @@ TEST_F(MpirunTest, MlpWithGradientAccumulation) {
   std::vector<double> one = Train("", "mlp", "one", "--steps 20 --batch-size 32 --accumulate 3");
   std::vector<double> two = Train(Mpirun(2), "mlp", "two", "--steps 20 --batch-size 32 --accumulate 3");
   ExpectSameTraining("one", one, "two", two, kLossRel, kParamAbs);
+  // Small buckets averaged during the backward pass, or all after it: the same bits.
+  std::vector<double> small = Train(Mpirun(2), "mlp", "small", "--steps 20 --batch-size 32 --accumulate 3 --bucket-kb 64");
+  std::vector<double> after = Train(Mpirun(2), "mlp", "after", "--steps 20 --batch-size 32 --accumulate 3 --no-overlap");
+  ExpectSameTraining("two", two, "small", small, 0, 0);
+  ExpectSameTraining("two", two, "after", after, 0, 0);
 }
 
 TEST_F(MpirunTest, CnnTwoRanksMatchOneProcessWithTheSameGlobalBatch) {

@@ -52,7 +52,7 @@ void GlobalBatch(int step, int64_t global, int64_t features, std::vector<float>*
 // Trains `steps` optimizer steps of `accumulate` TrainSteps each, on rows [rank*B, (rank+1)*B) of each global
 // batch of size*B. `perturb` adds to every parameter before creation (rank 0's are the ones broadcast).
 RunResult Train(const std::string& dir, Shape example, int64_t per_rank, int steps, int accumulate, Communicator* comm,
-              float perturb = 0) {
+               float perturb = 0, bool overlap = false) {
   RunResult r;
   auto cpu = CpuExecutionProvider::Create({1}).value();
   CheckpointState state = LoadCheckpoint(dir + "/checkpoint").value();
@@ -62,6 +62,7 @@ RunResult Train(const std::string& dir, Shape example, int64_t per_rank, int ste
   TrainingSessionOptions options{{cpu.get()}};
   options.communicator = comm;
   options.bucket_bytes = 64 << 10;  // several buckets, so bucket boundaries are exercised
+  if (overlap) options.gradient_accumulation_steps = accumulate;
   auto s = TrainingSession::Create(options, &state, ModelSource::FromPath(dir + "/training_model.onnx"),
                                    ModelSource::FromPath(dir + "/eval_model.onnx"),
                                    ModelSource::FromPath(dir + "/optimizer_model.onnx"));
@@ -99,7 +100,7 @@ RunResult Train(const std::string& dir, Shape example, int64_t per_rank, int ste
 
 // Two ranks on threads; returns both results.
 std::vector<RunResult> RunTwoRanks(const std::string& dir, Shape example, int64_t per_rank, int steps, int accumulate,
-                                   float rank1_perturb = 0) {
+                                   float rank1_perturb = 0, bool overlap = false) {
   LocalGroup group(2);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < 2; ++r) comms.push_back(group.Rank(r));
@@ -107,7 +108,8 @@ std::vector<RunResult> RunTwoRanks(const std::string& dir, Shape example, int64_
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      results[r] = Train(dir, example, per_rank, steps, accumulate, comms[r].get(), r == 1 ? rank1_perturb : 0.0f);
+      results[r] = Train(dir, example, per_rank, steps, accumulate, comms[r].get(), r == 1 ? rank1_perturb : 0.0f,
+                         overlap);
     });
   }
   for (auto& t : threads) t.join();
@@ -156,6 +158,56 @@ TEST(DataParallelTest, MlpWithGradientAccumulation) {
 TEST(DataParallelTest, CnnTwoRanksMatchOneProcessWithTheWholeBatch) {
   std::string dir = MakeArtifacts("cnn", MakeCnnClassifier(28, 10, 3));
   ExpectMatchesOneProcess(dir, {1, 28, 28}, 8, 20, 1);
+}
+
+// Averaging buckets during the last TrainStep of each window, as the backward pass finishes them, computes
+// exactly what averaging after it does.
+TEST(DataParallelTest, OverlappedAveragingGivesTheSameBits) {
+  std::string dir = MakeArtifacts("overlap", MakeCnnClassifier(28, 10, 3));
+  for (int accumulate : {1, 2}) {
+    std::vector<RunResult> after = RunTwoRanks(dir, {1, 28, 28}, 4, 6, accumulate);
+    std::vector<RunResult> during = RunTwoRanks(dir, {1, 28, 28}, 4, 6, accumulate, 0, true);
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(after[r].status.ok()) << after[r].status.ToString();
+      ASSERT_TRUE(during[r].status.ok()) << during[r].status.ToString();
+      EXPECT_EQ(after[r].losses, during[r].losses) << "accumulate " << accumulate;
+      EXPECT_EQ(after[r].params, during[r].params) << "accumulate " << accumulate;
+      EXPECT_EQ(during[r].stats.allreduces, 6);
+      // Most buckets start before the run ends (the last ones complete with its last steps).
+      EXPECT_GT(during[r].stats.overlapped, during[r].stats.buckets / 2) << during[r].stats.buckets;
+      EXPECT_EQ(after[r].stats.overlapped, 0);
+    }
+  }
+}
+
+TEST(DataParallelTest, ATrainStepAfterTheWindowsLastIsRefused) {
+  std::string dir = MakeArtifacts("overlap_misuse", MakeMlpClassifier(784, {32}, 10, 1));
+  LocalGroup group(2);
+  std::vector<Status> second(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = group.Rank(r);
+      auto cpu = CpuExecutionProvider::Create({1}).value();
+      CheckpointState state = LoadCheckpoint(dir + "/checkpoint").value();
+      TrainingSessionOptions options{{cpu.get()}};
+      options.communicator = comm.get();
+      options.gradient_accumulation_steps = 1;
+      auto s = TrainingSession::Create(options, &state, ModelSource::FromPath(dir + "/training_model.onnx"), {},
+                                       ModelSource::FromPath(dir + "/optimizer_model.onnx"));
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      std::vector<float> x(2 * 784, 0.5f);
+      std::vector<int64_t> y = {1, 2};
+      std::vector<Tensor> out;
+      ASSERT_TRUE(s.value()->TrainStep({Tensor::FromVector(x, {2, 784}), Tensor::FromVector(y, {2})}, &out).ok());
+      second[r] = s.value()->TrainStep({Tensor::FromVector(x, {2, 784}), Tensor::FromVector(y, {2})}, &out);
+      EXPECT_TRUE(s.value()->OptimizerStep().ok());  // the started averages still complete
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& st : second) {
+    EXPECT_THAT(st.message(), HasSubstr("already being averaged across ranks (gradient_accumulation_steps = 1)"));
+  }
 }
 
 TEST(DataParallelTest, EveryRankStartsFromRankZerosParameters) {

@@ -25,6 +25,8 @@ StatusOr<OpenSession> OpenArtifacts(const std::string& dir, const OpenOptions& o
   ONT_ASSIGN_OR_RETURN(o.training_model, LoadModel(dir + "/training_model.onnx"));
   TrainingSessionOptions session_options{o.providers.ordered};
   session_options.communicator = options.communicator;
+  session_options.gradient_accumulation_steps = options.gradient_accumulation_steps;
+  if (options.bucket_bytes > 0) session_options.bucket_bytes = options.bucket_bytes;
   ONT_ASSIGN_OR_RETURN(o.session,
                        TrainingSession::Create(session_options, o.state.get(),
                                                ModelSource::FromPath(dir + "/training_model.onnx"),

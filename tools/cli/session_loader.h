@@ -26,6 +26,8 @@ struct OpenOptions {
   std::string checkpoint;         // overrides the folder's own checkpoint (e.g. a resumed run's)
   std::string providers = "cpu";  // "sim,cpu", ...
   Communicator* communicator = nullptr;  // data-parallel training when set (it outlives the session)
+  int64_t gradient_accumulation_steps = 0;  // TrainingSessionOptions' (overlapped averaging when > 0)
+  int64_t bucket_bytes = 0;                 // 0: TrainingSessionOptions' default
 };
 
 // A missing file is an error naming it.

@@ -81,8 +81,8 @@ Status Train(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "data", "eval-data", "batch-size", "epochs", "steps",
                                                     "lr", "scheduler", "warmup", "seed", "threads", "out", "metrics",
                                                     "export", "export-outputs", "checkpoint-every", "data-root",
-                                                    "stop-after", "provider", "accumulate", "distributed"},
-                                             {"no-shuffle", "resume"}));
+                                                    "stop-after", "provider", "accumulate", "distributed", "bucket-kb"},
+                                             {"no-shuffle", "resume", "no-overlap"}));
   // Data parallel when asked (--distributed mpi|nccl) or when started by a launcher with more than one rank.
   std::string kind = f.Get("distributed", "");
   if (kind.empty() && LauncherWorldSize() > 1) {
@@ -131,6 +131,12 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   open.checkpoint = resume ? ckpt_path : "";
   open.providers = providers;
   open.communicator = comm;
+  // Averaging starts during the last TrainStep of each window, bucket by bucket, unless --no-overlap.
+  ONT_ASSIGN_OR_RETURN(int64_t steps_per_update, f.GetInt("accumulate", 1));
+  if (comm && !f.Has("no-overlap") && steps_per_update >= 1) open.gradient_accumulation_steps = steps_per_update;
+  ONT_ASSIGN_OR_RETURN(int64_t bucket_kb, f.GetInt("bucket-kb", 0));
+  if (bucket_kb < 0) return InvalidArgument("--bucket-kb must be positive (KiB per gradient all-reduce)");
+  open.bucket_bytes = bucket_kb * 1024;
   ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(dir, open));
   TrainingSession* session = job.session.get();
   bool has_eval = job.has_eval;
@@ -296,9 +302,10 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (cs.allreduces > 0) {
       std::printf("gradient all-reduce: %lld steps, %.3f ms per step (%.1f%% of the run), %.2f MB per step in %lld "
-                  "buckets\n", static_cast<long long>(cs.allreduces), 1e3 * cs.seconds / cs.allreduces,
-                  100.0 * cs.seconds / std::max(secs, 1e-9), cs.bytes / 1e6 / cs.allreduces,
-                  static_cast<long long>(cs.buckets / cs.allreduces));
+                  "buckets, %lld of them started during the backward pass\n", static_cast<long long>(cs.allreduces),
+                  1e3 * cs.seconds / cs.allreduces, 100.0 * cs.seconds / std::max(secs, 1e-9),
+                  cs.bytes / 1e6 / cs.allreduces, static_cast<long long>(cs.buckets / cs.allreduces),
+                  static_cast<long long>(cs.overlapped / cs.allreduces));
     }
   }
   if (!root) return Status::OK();
