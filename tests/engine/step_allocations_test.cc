@@ -1,6 +1,7 @@
 // A training step at a shape it has already run allocates nothing on the heap: TrainStep, OptimizerStep,
-// LazyResetGrad and EvalStep of the built-in MLP and CNN, at one and two threads, counted by replacing the
-// global operator new in this test binary (the library's own memory comes from the executor's arenas).
+// LazyResetGrad and EvalStep of the built-in MLP and CNN, at one and two threads, and of the PyTorch LSTM,
+// GRU, RNN and einsum-attention fixtures (their Slice, Squeeze and recurrent kernels), counted by replacing
+// the global operator new in this test binary (the library's own memory comes from the executor's arenas).
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include "checkpoint/checkpoint_io.h"
 #include "engine/training_session.h"
 #include "graph/artifacts.h"
+#include "graph/model_io.h"
 #include "graph/model_zoo.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
@@ -37,11 +39,12 @@ namespace ontrain {
 namespace {
 
 // Heap allocations of `steps` full steps (and an EvalStep each) after `warmup` of them.
-int64_t AllocationsPerSteps(const Model& forward, const Shape& input_shape, int threads) {
+int64_t AllocationsPerSteps(const Model& forward, const Shape& input_shape, int threads, const std::string& name,
+                            int64_t classes = 10) {
   auto a = GenerateArtifacts(forward, ArtifactOptions());
   EXPECT_TRUE(a.ok()) << a.status().ToString();
   if (!a.ok()) return -1;
-  const std::string dir = ::testing::TempDir() + "/step_allocations_" + std::to_string(input_shape.size());
+  const std::string dir = ::testing::TempDir() + "/step_allocations_" + name;
   EXPECT_TRUE(WriteArtifacts(a.value(), dir).ok());
   auto cpu = CpuExecutionProvider::Create({threads}).value();
   CheckpointState state = LoadCheckpoint(dir + "/checkpoint").value();
@@ -54,7 +57,7 @@ int64_t AllocationsPerSteps(const Model& forward, const Shape& input_shape, int 
   std::vector<float> x(static_cast<size_t>(ShapeNumElements(input_shape)));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
   std::vector<int64_t> labels(static_cast<size_t>(batch));
-  for (int64_t i = 0; i < batch; ++i) labels[i] = (7 * i) % 10;
+  for (int64_t i = 0; i < batch; ++i) labels[i] = (7 * i) % classes;
   const std::vector<Tensor> inputs = {Tensor::FromVector(x, input_shape), Tensor::FromVector(labels, {batch})};
   std::vector<Tensor> out, eval_out;
   const int warmup = 3, steps = 5;
@@ -70,13 +73,31 @@ int64_t AllocationsPerSteps(const Model& forward, const Shape& input_shape, int 
 
 TEST(StepAllocationsTest, MlpStepsAllocateNothing) {
   for (int threads : {1, 2}) {
-    EXPECT_EQ(AllocationsPerSteps(MakeMlpClassifier(784, {128}, 10, 1), {16, 784}, threads), 0) << threads << " threads";
+    EXPECT_EQ(AllocationsPerSteps(MakeMlpClassifier(784, {128}, 10, 1), {16, 784}, threads, "mlp"), 0) << threads << " threads";
   }
 }
 
 TEST(StepAllocationsTest, CnnStepsAllocateNothing) {
   for (int threads : {1, 2}) {
-    EXPECT_EQ(AllocationsPerSteps(MakeCnnClassifier(28, 10, 2), {8, 1, 28, 28}, threads), 0) << threads << " threads";
+    EXPECT_EQ(AllocationsPerSteps(MakeCnnClassifier(28, 10, 2), {8, 1, 28, 28}, threads, "cnn"), 0) << threads << " threads";
+  }
+}
+
+TEST(StepAllocationsTest, RecurrentAndEinsumFixturesAllocateNothing) {
+  const std::string root = std::string(std::getenv("TEST_SRCDIR")) + "/ontrain/tests/data/torch/";
+  struct Fixture {
+    const char* name;
+    int64_t steps, features;  // input [4, steps, features]
+  };
+  const Fixture fixtures[] = {{"lstm", 5, 6}, {"gru", 5, 6}, {"rnn", 5, 6}, {"einsum_attention", 6, 8}};
+  for (const Fixture& f : fixtures) {
+    const std::string name = f.name;
+    const Shape shape = {4, f.steps, f.features};
+    auto forward = LoadModel(root + name + "/forward.onnx");
+    ASSERT_TRUE(forward.ok()) << forward.status().ToString();
+    for (int threads : {1, 2}) {
+      EXPECT_EQ(AllocationsPerSteps(forward.value(), shape, threads, name, 2), 0) << name << ", " << threads << " threads";
+    }
   }
 }
 

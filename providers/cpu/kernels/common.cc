@@ -269,11 +269,12 @@ StatusOr<SliceGeometry> ComputeSlice(const Shape& in, const Shape& starts, const
   g.out = in;
   Shape in_strides = Strides(in);
   g.strides = in_strides;
-  std::vector<bool> seen(rank, false);
+  Shape seen;  // a Shape keeps small ranks inline: Prepare runs every step and must not allocate
+  seen.assign(static_cast<size_t>(rank), 0);
   for (size_t i = 0; i < starts.size(); ++i) {
     ONT_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[i], rank));
     if (seen[a]) return InvalidArgument("axis ", axes[i], " is repeated");
-    seen[a] = true;
+    seen[a] = 1;
     int64_t dim = in[a], step = steps[i];
     if (step == 0) return InvalidArgument("step must not be 0");
     int64_t s = starts[i], e = ends[i];

@@ -117,14 +117,15 @@ class SqueezeKernel : public CopyKernel {
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "data"));
     ONT_ASSIGN_OR_RETURN(Shape axes, AxesFrom(ctx, node_, opset_, 13));
-    std::vector<bool> drop(x->rank(), false);
+    Shape drop;  // inline for small ranks: Prepare runs every step and must not allocate
+    drop.assign(static_cast<size_t>(x->rank()), 0);
     if (axes.empty()) {
       for (int64_t d = 0; d < x->rank(); ++d) drop[d] = x->dim(d) == 1;
     }
     for (int64_t a : axes) {
       ONT_ASSIGN_OR_RETURN(int64_t d, NormalizeAxis(a, x->rank()));
       if (x->dim(d) != 1) return InvalidArgument("cannot squeeze axis ", a, " of size ", x->dim(d));
-      drop[d] = true;
+      drop[d] = 1;
     }
     Shape out;
     for (int64_t d = 0; d < x->rank(); ++d) if (!drop[d]) out.push_back(x->dim(d));
