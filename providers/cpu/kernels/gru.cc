@@ -336,17 +336,7 @@ class GruGradKernel : public OpKernel {
           }
         }
         if (dh0) std::copy_n(dh, B * H, dh0->data<T>() + d * B * H);
-        if (dx) Gemm<T>(false, false, S * B, I, G, T(1), dg, w.data<T>() + d * G * I, T(1), dx->data<T>(), nullptr);
-        if (dw) Gemm<T>(true, false, G, I, S * B, T(1), dg, x.data<T>(), T(1), dw->data<T>() + d * G * I, nullptr);
-        if (db) {
-          T* dbd = db->data<T>() + d * 6 * H;
-          for (int64_t q = 0; q < G; ++q) {
-            double sum = 0;
-            for (int64_t row = 0; row < S * B; ++row) sum += dg[row * G + q];
-            dbd[q] = static_cast<T>(sum);
-            if (q < 2 * H) dbd[3 * H + q] = static_cast<T>(sum);
-          }
-        }
+        recurrent::InputAndBiasGradients<T>(dg, x, w, S * B, I, G, d, 2 * H, dx, dw, db);
       }
       return Status::OK();
     });

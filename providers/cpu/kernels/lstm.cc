@@ -358,17 +358,7 @@ class LstmGradKernel : public OpKernel {
         if (dh0) std::copy_n(dh, B * H, dh0->data<T>() + d * B * H);
         if (dc0) std::copy_n(dc, B * H, dc0->data<T>() + d * B * H);
         // dX += dG W, dW += dG' X, dB += column sums of dG (both halves), over all steps and rows.
-        if (dx) Gemm<T>(false, false, S * B, I, G, T(1), dg, w.data<T>() + d * G * I, T(1), dx->data<T>(), nullptr);
-        if (dw) Gemm<T>(true, false, G, I, S * B, T(1), dg, x.data<T>(), T(1), dw->data<T>() + d * G * I, nullptr);
-        if (db) {
-          T* dbd = db->data<T>() + d * 8 * H;
-          for (int64_t q = 0; q < G; ++q) {
-            double sum = 0;
-            for (int64_t row = 0; row < S * B; ++row) sum += dg[row * G + q];
-            dbd[q] = static_cast<T>(sum);
-            dbd[G + q] = static_cast<T>(sum);
-          }
-        }
+        recurrent::InputAndBiasGradients<T>(dg, x, w, S * B, I, G, d, G, dx, dw, db);
       }
       return Status::OK();
     });

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/gemm.h"
 #include "providers/kernel.h"
 
 namespace ontrain {
@@ -223,6 +224,25 @@ void YToBatchFirst(const T* y, int64_t S, int64_t D, int64_t B, int64_t H, T* ou
   for (int64_t s = 0; s < S; ++s)
     for (int64_t d = 0; d < D; ++d)
       for (int64_t bb = 0; bb < B; ++bb) std::copy_n(y + ((s * D + d) * B + bb) * H, H, out + ((bb * S + s) * D + d) * H);
+}
+
+// How every recurrent gradient kernel ends a direction d, from dG [rows, G] (the gradients of the gate
+// pre-activations over all steps and batch rows): dX += dG W_d, dW_d += dG' X, and the bias gradient, whose
+// W half gets dG's column sums and whose R half gets the first `r_columns` of them (all G for LSTM and RNN;
+// GRU's R half of the hidden gate is computed by the kernel). Any of dx, dw, db may be null.
+template <typename T>
+void InputAndBiasGradients(const T* dg, const Tensor& x, const Tensor& w, int64_t rows, int64_t I, int64_t G,
+                           int64_t d, int64_t r_columns, Tensor* dx, Tensor* dw, Tensor* db) {
+  if (dx) Gemm<T>(false, false, rows, I, G, T(1), dg, w.data<T>() + d * G * I, T(1), dx->data<T>(), nullptr);
+  if (dw) Gemm<T>(true, false, G, I, rows, T(1), dg, x.data<T>(), T(1), dw->data<T>() + d * G * I, nullptr);
+  if (db == nullptr) return;
+  T* dbd = db->data<T>() + d * 2 * G;
+  for (int64_t q = 0; q < G; ++q) {
+    double sum = 0;
+    for (int64_t row = 0; row < rows; ++row) sum += dg[row * G + q];
+    dbd[q] = static_cast<T>(sum);
+    if (q < r_columns) dbd[G + q] = static_cast<T>(sum);
+  }
 }
 
 }  // namespace recurrent

@@ -205,16 +205,7 @@ class RnnGradKernel : public OpKernel {
           }
         }
         if (dh0) std::copy_n(dh, B * H, dh0->data<T>() + d * B * H);
-        if (dx) Gemm<T>(false, false, S * B, I, H, T(1), dg, w.data<T>() + d * H * I, T(1), dx->data<T>(), nullptr);
-        if (dw) Gemm<T>(true, false, H, I, S * B, T(1), dg, x.data<T>(), T(1), dw->data<T>() + d * H * I, nullptr);
-        if (db) {
-          T* dbd = db->data<T>() + d * 2 * H;
-          for (int64_t q = 0; q < H; ++q) {
-            double sum = 0;
-            for (int64_t row = 0; row < S * B; ++row) sum += dg[row * H + q];
-            dbd[q] = dbd[H + q] = static_cast<T>(sum);
-          }
-        }
+        recurrent::InputAndBiasGradients<T>(dg, x, w, S * B, I, H, d, H, dx, dw, db);
       }
       return Status::OK();
     });
