@@ -176,7 +176,10 @@ struct Reader {
     Shape shape;
     if (t->dims()) for (int64_t d : *t->dims()) shape.push_back(d);
     int64_t n = ShapeNumElements(shape);
-    if (n < 0) return DataLoss(where, ": tensor \"", name, "\" has invalid dims ", ShapeToString(shape));
+    if (n < 0 || static_cast<uint64_t>(n) > (uint64_t{1} << 62) / DTypeSize(dt.value())) {
+      return DataLoss(where, ": tensor \"", name, "\" has invalid dims ", ShapeToString(shape), " (negative, or more bytes than",
+                      " any file holds)");
+    }
     uint64_t need = static_cast<uint64_t>(n) * DTypeSize(dt.value());
     const uint8_t* src = nullptr;
     if (t->external_data_offset() >= 0) {

@@ -21,6 +21,7 @@ enum class StatusCode {
   kDataLoss,          // truncated or corrupt bytes
   kInternal,
   kIoError,
+  kResourceExhausted,  // over a limit the caller set (memory), or more than a file can back
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -68,6 +69,8 @@ template <typename... Args>
 Status Internal(const Args&... args) { return Status(StatusCode::kInternal, StrCat(args...)); }
 template <typename... Args>
 Status IoError(const Args&... args) { return Status(StatusCode::kIoError, StrCat(args...)); }
+template <typename... Args>
+Status ResourceExhausted(const Args&... args) { return Status(StatusCode::kResourceExhausted, StrCat(args...)); }
 
 // Either a value or the error explaining why there is none.
 template <typename T>

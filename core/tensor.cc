@@ -28,10 +28,13 @@ StatusOr<Tensor> Tensor::Allocate(DType dtype, Shape shape, IAllocator* allocato
   int64_t n = ShapeNumElements(shape);
   if (n < 0) return InvalidArgument("cannot allocate a tensor of shape ", ShapeToString(shape));
   if (DTypeSize(dtype) == 0) return Unimplemented("cannot allocate a tensor of dtype ", DTypeName(dtype));
+  if (static_cast<uint64_t>(n) > (uint64_t{1} << 62) / DTypeSize(dtype)) {
+    return ResourceExhausted("a ", DTypeName(dtype), ShapeToString(shape), " tensor would need more than 2^62 bytes");
+  }
   size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype);
   void* p = allocator->Allocate(bytes);
   if (p == nullptr) {
-    return Internal("out of memory allocating ", bytes, " bytes on ", allocator->device().ToString());
+    return ResourceExhausted("out of memory allocating ", bytes, " bytes on ", allocator->device().ToString());
   }
   Tensor t;
   t.dtype_ = dtype;

@@ -31,9 +31,12 @@ struct Executor::MemoryArenas {
   std::vector<size_t> size;    // by slot
   std::vector<Tensor> arenas;  // by provider
   bool valid = true;           // false once a run needed more than planned: rebuilt after that run
+  size_t charged = 0;          // bytes charged to the executor's budget
 };
 
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (budget_) budget_->planned -= std::min(budget_->planned, arena_charge_);
+}
 
 namespace {
 const ValueInfo* FindValueInfo(const Graph& g, const std::string& name) {
@@ -59,6 +62,8 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, IExecut
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const ExecutorOptions& options) {
   std::unique_ptr<Executor> ex(new Executor());
   ex->providers_ = options.providers;
+  ex->name_ = options.name;
+  ex->budget_ = options.budget && options.budget->limit > 0 ? options.budget : nullptr;
   Model folded = model;
   FoldConstantNodes(&folded.graph);
   ONT_ASSIGN_OR_RETURN(GraphPartition partition, PartitionGraph(folded, options.providers));
@@ -101,6 +106,11 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     }
     ex->steps_.push_back(std::move(st));
   }
+  ex->value_slot_.assign(plan.values.size(), -1);
+  for (size_t slot = 0; slot < ex->slot_value_.size(); ++slot) {
+    if (ex->slot_value_[slot] >= 0) ex->value_slot_[ex->slot_value_[slot]] = static_cast<int>(slot);
+  }
+  ex->charged_.assign(slots, 0);
   // 2. Lifetimes: the last step reading each value; graph outputs live to the end of the run.
   size_t nv = plan.values.size();
   ex->last_use_.assign(nv, -1);
@@ -271,6 +281,18 @@ StatusOr<Tensor> Executor::Place(size_t slot, int provider, size_t bytes, DType 
     return arenas->arenas[provider].SubView(arenas->offset[slot], dtype, std::move(shape));
   }
   if (arenas) arenas->valid = false;
+  if (budget_) {
+    if (budget_->planned + live_ + bytes > budget_->limit) {
+      int v = slot_value_[slot];
+      return ResourceExhausted(name_, ": ", v >= 0 ? StrCat("value \"", plan_.values[v].name, "\"") : "a kernel's scratch",
+                               " (", DTypeName(dtype), ShapeToString(shape), ", ", bytes, " bytes) would bring the ",
+                               "session's planned memory to ", budget_->planned + live_ + bytes,
+                               " bytes, over its limit of ", budget_->limit, " (", budget_->planned,
+                               " already planned elsewhere, ", live_, " live in this graph)");
+    }
+    live_ += bytes - charged_[slot];
+    charged_[slot] = bytes;
+  }
   return Tensor::Allocate(dtype, std::move(shape), providers_[provider]->allocator());
 }
 
@@ -421,14 +443,22 @@ Status Executor::RunCopy(size_t pos, MemoryArenas* arenas, std::vector<size_t>* 
   return Status::OK();
 }
 
+void Executor::Uncharge(int slot) {
+  if (slot < 0 || charged_[slot] == 0) return;
+  live_ -= charged_[slot];
+  charged_[slot] = 0;
+}
+
 void Executor::Release(size_t pos, const Step& st) {
   auto release = [&](int v) {
     if (v >= 0 && !keep_[v] && last_use_[v] <= static_cast<int>(pos) && !initial_values_[v].defined()) {
       values_[v] = Value();
+      if (budget_) Uncharge(value_slot_[v]);
     }
   };
   for (int v : st.plan.inputs) release(v);
   for (int v : st.plan.outputs) release(v);
+  if (budget_ && st.plan.kind == PlanStep::Kind::kKernel) Uncharge(static_cast<int>(st.slot_base + st.plan.outputs.size()));
 }
 
 void Executor::BuildArenas(const std::vector<size_t>& sizes) {
@@ -452,6 +482,20 @@ void Executor::BuildArenas(const std::vector<size_t>& sizes) {
     }
   }
   MemoryPlan mp = PlanMemory(buffers, static_cast<int>(providers_.size()));
+  size_t total = 0;
+  for (size_t b : mp.arena_bytes) total += b;
+  if (budget_) {
+    auto old = plans_.find(key_);
+    if (old != plans_.end()) {  // replaced below (or dropped): its arenas no longer count
+      budget_->planned -= old->second->charged;
+      arena_charge_ -= old->second->charged;
+      old->second->charged = 0;
+    }
+    if (budget_->planned + total > budget_->limit) {  // no plan: runs keep allocating per value, within the cap
+      plans_.erase(key_);
+      return;
+    }
+  }
   // 2. One allocation per device holds them all.
   auto arenas = std::make_unique<MemoryArenas>();
   arenas->offset = mp.offset;
@@ -461,6 +505,11 @@ void Executor::BuildArenas(const std::vector<size_t>& sizes) {
     auto arena = Tensor::Allocate(DType::kUInt8, {static_cast<int64_t>(mp.arena_bytes[p])}, providers_[p]->allocator());
     if (!arena.ok()) return;  // no plan: later runs keep allocating per value
     arenas->arenas.push_back(std::move(arena).value());
+  }
+  if (budget_) {
+    budget_->planned += total;
+    arena_charge_ += total;
+    arenas->charged = total;
   }
   plans_[key_] = std::move(arenas);
 }
@@ -478,6 +527,8 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   MemoryArenas* arenas = pit == plans_.end() ? nullptr : pit->second.get();
   std::vector<size_t>& sizes = sizes_;  // a member: its memory is reused from run to run
   sizes.assign(slot_provider_.size(), 0);
+  live_ = 0;
+  std::fill(charged_.begin(), charged_.end(), 0);
   for (size_t pos = 0; pos < steps_.size(); ++pos) {
     const Step& st = *steps_[pos];
     Status s;

@@ -28,9 +28,19 @@ using NamedValues = std::vector<std::pair<std::string, Value>>;
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 inline NamedValues ToNamedValues(const NamedTensors& t) { return NamedValues(t.begin(), t.end()); }
 
+// A cap on the memory that executors (and whoever else charges it) may plan, shared by the executors of one
+// session. Executors charge their arenas while they hold them; a first run at new shapes charges each
+// value from its allocation to its release and fails before allocating the value that would pass the cap.
+struct MemoryBudget {
+  size_t limit = 0;    // bytes; 0: no limit
+  size_t planned = 0;  // charged so far and still held (state tensors, arenas)
+};
+
 struct ExecutorOptions {
   std::vector<IExecutionProvider*> providers;   // priority order; the last one runs on the host
   std::map<std::string, Device> input_devices;  // where each graph input will be fed (the host if absent)
+  std::string name = "graph";                   // what errors call it ("training graph")
+  MemoryBudget* budget = nullptr;               // none: no limit; it must outlive the executor
 };
 
 // Told after each step of a run (TrainingSession uses it to start averaging gradient buckets while the
@@ -88,6 +98,7 @@ class Executor {
   StatusOr<Tensor> Place(size_t slot, int provider, size_t bytes, DType dtype, Shape shape, MemoryArenas* arenas,
                          std::vector<size_t>* sizes);
   void Release(size_t pos, const Step& step);
+  void Uncharge(int slot);
   void BuildArenas(const std::vector<size_t>& sizes);
 
   std::vector<IExecutionProvider*> providers_;
@@ -107,6 +118,12 @@ class Executor {
   std::string key_;                    // the current run's input shapes
   std::vector<std::pair<const std::string*, int64_t>> symbols_;  // Bind: symbolic dims bound so far
   std::vector<size_t> sizes_;          // Run: bytes per slot
+  std::string name_;
+  MemoryBudget* budget_ = nullptr;
+  std::vector<int> value_slot_;        // by value id: the slot that holds it (-1: fed, constant or aliased)
+  std::vector<size_t> charged_;        // by slot: bytes charged to the budget by this run's allocations
+  size_t live_ = 0;                    // their sum
+  size_t arena_charge_ = 0;            // bytes of plans_' arenas charged to the budget
   std::map<std::string, std::unique_ptr<MemoryArenas>> plans_;
   MemoryArenas* last_ = nullptr;
 };

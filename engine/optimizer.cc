@@ -36,11 +36,27 @@ StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const Model& model, Check
   int p = ProviderIndexFor(options.providers, options.moments_device);
   if (p < 0) return InvalidArgument("no provider serves ", options.moments_device.ToString(), " for the moments");
   MomentPlacement placement{options.providers[p]->allocator(), options.providers[p]};
+  if (options.budget && options.budget->limit > 0) {
+    // The moments about to be made: two per trainable parameter, of its size (those restored count the same).
+    size_t moments = 0;
+    for (const std::string& name : trainable) {
+      const Parameter* prm = state->FindParameter(name);
+      if (prm) moments += 2 * prm->data.SizeInBytes();
+    }
+    if (options.budget->planned + moments > options.budget->limit) {
+      return ResourceExhausted("optimizer model: the moments of ", trainable.size(), " parameters need ", moments,
+                               " bytes, which would bring the session's planned memory to ",
+                               options.budget->planned + moments, " bytes, over its limit of ", options.budget->limit);
+    }
+    options.budget->planned += moments;
+  }
   ONT_RETURN_IF_ERROR(PrepareOptimizerState(state, trainable, opt->info_.kind, placement));
   // 3. The graph, planned for where each input will be fed.
   ExecutorOptions eo;
   eo.providers = options.providers;
   eo.input_devices = OptimizerInputDevices(options);
+  eo.name = "optimizer graph";
+  eo.budget = options.budget;
   ONT_ASSIGN_OR_RETURN(opt->executor_, Executor::Create(model, eo).WithContext("optimizer model"));
   opt->lr_ = Tensor::FromVector<float>({0.0f}, {1});
   opt->step_ = Tensor::FromVector<int64_t>({0}, {1});

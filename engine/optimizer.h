@@ -28,6 +28,7 @@ struct OptimizerOptions {
   Device params_device;     // where the trainable parameters live (the session placed them)
   Device gradients_device;  // where the gradient buffers live
   Device moments_device;    // where the moments are to live
+  MemoryBudget* budget = nullptr;  // the session's memory cap: charged for the moments and the graph
 };
 
 // Where each input of the optimizer model is fed from, for these options.

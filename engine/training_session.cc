@@ -237,6 +237,26 @@ Status TrainingSession::AverageGradients() {
   return Status::OK();
 }
 
+Status TrainingSession::ChargeStateMemory() {
+  // Every parameter once, and a gradient buffer of the same size per trainable one.
+  size_t bytes = 0, largest = 0;
+  std::string largest_name;
+  for (const std::string& name : train_params_) {
+    const Parameter* p = state_->FindParameter(name);
+    if (p == nullptr) continue;
+    size_t b = p->data.SizeInBytes() * (p->requires_grad ? 2 : 1);
+    bytes += b;
+    if (b > largest) largest = b, largest_name = name;
+  }
+  if (bytes > budget_.limit) {
+    return ResourceExhausted("the training graph's parameters and gradient buffers need ", bytes,
+                             " bytes, over the session's memory limit of ", budget_.limit, " (the largest, \"",
+                             largest_name, "\", needs ", largest, ")");
+  }
+  budget_.planned += bytes;
+  return Status::OK();
+}
+
 StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const TrainingSessionOptions& options,
                                                                    CheckpointState* state, const ModelSource& train,
                                                                    const ModelSource& eval,
@@ -280,6 +300,11 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
   for (IExecutionProvider* p : s->providers_) {
     if (!p->device().is_host() && !FindTransfer(state->devices, p->device())) state->devices.push_back(p);
   }
+  if (options.memory_limit_bytes < 0) {
+    return InvalidArgument("memory_limit_bytes must be >= 0, got ", options.memory_limit_bytes);
+  }
+  s->budget_.limit = static_cast<size_t>(options.memory_limit_bytes);
+  if (s->budget_.limit > 0) ONT_RETURN_IF_ERROR(s->ChargeStateMemory());
   if (!state->is_nominal) {
     ONT_RETURN_IF_ERROR(s->BindParameters());
     if (s->data_parallel()) ONT_RETURN_IF_ERROR(s->BroadcastParameters().WithContext("data-parallel start"));
@@ -288,6 +313,8 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
   ExecutorOptions to;
   to.providers = s->providers_;
   to.input_devices = s->devices_;
+  to.budget = &s->budget_;
+  to.name = "training graph";
   ONT_ASSIGN_OR_RETURN(s->train_, Executor::Create(s->train_model_, to).WithContext("training model"));
   if (s->data_parallel() && s->overlap_every_ > 0 && !state->is_nominal) ONT_RETURN_IF_ERROR(s->PlanOverlap());
   if (em) {
@@ -295,6 +322,7 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
       (state->FindParameter(v.name) ? s->eval_params_ : s->eval_user_inputs_).push_back(v.name);
     }
     for (const ValueInfo& v : em->graph.outputs) s->eval_outputs_.push_back(v.name);
+    to.name = "eval graph";
     ONT_ASSIGN_OR_RETURN(s->eval_, Executor::Create(*em, to).WithContext("eval model"));
     s->eval_model_ = std::move(em);
   }
@@ -304,6 +332,7 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
     if (!s->trainable_.empty()) oo.params_device = s->devices_.at(s->trainable_[0]);
     oo.gradients_device = s->gradients_device_;
     oo.moments_device = s->moments_device_;
+    oo.budget = &s->budget_;
     ONT_ASSIGN_OR_RETURN(s->optimizer_, Optimizer::Create(*om, state, s->trainable_, oo));
     // A schedule stored in the checkpoint continues where it stopped.
     ONT_ASSIGN_OR_RETURN(std::optional<LrSchedule> sched, LoadSchedule(state->properties));

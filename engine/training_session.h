@@ -62,6 +62,10 @@ struct TrainingSessionOptions {
   // the backward pass has finished writing it, overlapping communication with the rest of the backward
   // pass; OptimizerStep waits for what is left. A further TrainStep before OptimizerStep is then an error.
   int64_t gradient_accumulation_steps = 0;
+  // A cap, in bytes, on the memory the session plans: parameters, gradient buffers, optimizer moments and
+  // every graph's intermediate values (the arenas it keeps, and a first run's live values at new shapes).
+  // Creation or a step that would pass it fails before allocating, naming the graph and the value. 0: none.
+  int64_t memory_limit_bytes = 0;
 };
 
 // Time and volume of the gradient all-reduces so far (zero without a communicator).
@@ -128,6 +132,7 @@ class TrainingSession {
  private:
   TrainingSession() = default;
   Status BindParameters();
+  Status ChargeStateMemory();
   bool data_parallel() const { return comm_ != nullptr && comm_->size() > 1; }
   Status BroadcastParameters();
   Status LayoutGradients();
@@ -143,6 +148,7 @@ class TrainingSession {
 
   CheckpointState* state_ = nullptr;
   std::vector<IExecutionProvider*> providers_;
+  MemoryBudget budget_;  // declared before the executors, which charge it until they are destroyed
   Model train_model_;
   std::optional<Model> eval_model_;
   std::unique_ptr<Executor> train_;

@@ -217,6 +217,57 @@ bool InferRank(const Node& n, const std::map<std::string, const ValueInfo*>& kno
   return true;
 }
 
+// Runs ONNX's inference on `proto` in place. Data propagation (shapes computed by Shape/Gather/Concat
+// feeding Reshape and the like) is wanted, but libonnx 1.12 dereferences a null type when a node with a
+// data-propagation function reads a value that has no type (an input nothing defines, or the output of an
+// op ONNX cannot type): the fuzzer found that crash. So inference first runs without propagation on a copy;
+// propagation follows only when every input such a node reads then has a type. Otherwise the copy's
+// result stands (fewer static shapes, no crash).
+Status RunOnnxInference(onnx::ModelProto* proto) {
+  onnx::ShapeInferenceOptions options;
+  options.check_type = true;
+  options.error_mode = 1;  // throw on errors in known ops; unknown ops are skipped
+  onnx::ModelProto plain = *proto;
+  try {
+    onnx::shape_inference::InferShapes(plain, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    return InvalidArgument("shape inference failed: ", e.what());
+  }
+  std::set<std::string> typed;
+  auto add = [&](const onnx::ValueInfoProto& v) {
+    if (v.has_type() && v.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) typed.insert(v.name());
+  };
+  const onnx::GraphProto& g = plain.graph();
+  for (const auto& v : g.input()) add(v);
+  for (const auto& v : g.value_info()) add(v);
+  for (const auto& v : g.output()) add(v);
+  for (const auto& t : g.initializer()) typed.insert(t.name());
+  std::map<std::string, int> opsets;
+  for (const auto& o : plain.opset_import()) opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+  bool safe = true;
+  for (const onnx::NodeProto& n : g.node()) {
+    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    auto opset = opsets.find(domain);
+    if (opset == opsets.end()) continue;
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), opset->second, domain);
+    if (schema == nullptr || !schema->has_data_propagation_function()) continue;
+    for (const std::string& in : n.input()) {
+      if (!in.empty() && !typed.count(in)) safe = false;
+    }
+  }
+  if (!safe) {
+    *proto = std::move(plain);
+    return Status::OK();
+  }
+  options.enable_data_propagation = true;
+  try {
+    onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    return InvalidArgument("shape inference failed: ", e.what());
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status InferShapes(Model* model) {
@@ -237,15 +288,7 @@ Status InferShapes(Model* model) {
       while (node.output_size() > (lstm ? 3 : 2)) node.mutable_output()->RemoveLast();
     }
     for (const ValueInfo& s : seeds) *proto.mutable_graph()->add_value_info() = ValueInfoToProto(s);
-    onnx::ShapeInferenceOptions options;
-    options.check_type = true;
-    options.error_mode = 1;  // throw on errors in known ops; unknown ops are skipped
-    options.enable_data_propagation = true;  // shapes computed by Shape/Gather/Concat feed Reshape etc.
-    try {
-      onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(), options);
-    } catch (const std::exception& e) {
-      return InvalidArgument("shape inference failed: ", e.what());
-    }
+    ONT_RETURN_IF_ERROR(RunOnnxInference(&proto));
     model->graph.value_infos.clear();
     for (const auto& vi : proto.graph().value_info()) {
       ONT_ASSIGN_OR_RETURN(ValueInfo v, ValueInfoFromProto(vi));

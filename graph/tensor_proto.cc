@@ -2,6 +2,8 @@
 // never an out-of-bounds read.
 #include "graph/tensor_proto.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -23,39 +25,55 @@ void CopyBits16(const Field& field, Tensor* out) {
   for (auto v : field) dst[i++] = static_cast<uint16_t>(v);
 }
 
-Status ReadExternal(const onnx::TensorProto& proto, const std::string& base_dir, Tensor* out) {
+// Checks an external-data reference against its file before anything is allocated; on success `*path`,
+// `*offset` name the bytes to read.
+Status CheckExternal(const onnx::TensorProto& proto, const std::string& base_dir, int64_t need, std::string* path,
+                     int64_t* offset) {
   std::string location;
-  int64_t offset = 0, length = -1;
+  int64_t length = -1;
+  *offset = 0;
   for (const auto& kv : proto.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
-    else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+    else if (kv.key() == "offset" || kv.key() == "length") {
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(kv.value().c_str(), &end, 10);
+      if (kv.value().empty() || *end != '\0' || errno == ERANGE || v < 0) {
+        return InvalidArgument("external data of tensor \"", proto.name(), "\": ", kv.key(), " \"", kv.value(),
+                               "\" is not a non-negative integer");
+      }
+      (kv.key() == "offset" ? *offset : length) = v;
+    }
   }
   if (location.empty()) return InvalidArgument("external data of tensor \"", proto.name(), "\" has no location");
   if (base_dir.empty()) {
     return InvalidArgument("tensor \"", proto.name(), "\" uses external data file \"", location,
                            "\" but the model was loaded from memory without a base directory");
   }
-  if (location[0] == '/' || location.find("..") != std::string::npos) {
+  if (location[0] == '/' || location.find("..") != std::string::npos || location.find('\0') != std::string::npos) {
     return InvalidArgument("external data location \"", location, "\" of tensor \"", proto.name(),
                            "\" must be a relative path inside the model's directory");
   }
-  std::string path = base_dir + "/" + location;
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return NotFound("external data file \"", path, "\" of tensor \"", proto.name(), "\" cannot be opened");
+  *path = base_dir + "/" + location;
+  std::ifstream f(*path, std::ios::binary | std::ios::ate);
+  if (!f) return NotFound("external data file \"", *path, "\" of tensor \"", proto.name(), "\" cannot be opened");
   int64_t file_size = static_cast<int64_t>(f.tellg());
-  int64_t need = static_cast<int64_t>(out->SizeInBytes());
   if (length >= 0 && length != need) {
-    return InvalidArgument("external data of tensor \"", proto.name(), "\" has length ", length, " but its shape ",
-                           ShapeToString(out->shape()), " needs ", need, " bytes");
+    return InvalidArgument("external data of tensor \"", proto.name(), "\" has length ", length, " but its shape needs ",
+                           need, " bytes");
   }
-  if (offset < 0 || offset + need > file_size) {
-    return DataLoss("external data file \"", path, "\" is ", file_size, " bytes; tensor \"", proto.name(),
-                    "\" needs bytes [", offset, ", ", offset + need, ")");
+  if (*offset > file_size || need > file_size - *offset) {
+    return DataLoss("external data file \"", *path, "\" is ", file_size, " bytes; tensor \"", proto.name(),
+                    "\" needs ", need, " bytes from offset ", *offset);
   }
+  return Status::OK();
+}
+
+Status ReadExternal(const std::string& path, int64_t offset, const std::string& name, Tensor* out) {
+  std::ifstream f(path, std::ios::binary);
   f.seekg(offset);
-  f.read(static_cast<char*>(out->raw_data()), need);
-  if (!f) return IoError("reading external data file \"", path, "\" failed");
+  f.read(static_cast<char*>(out->raw_data()), static_cast<std::streamsize>(out->SizeInBytes()));
+  if (!f) return IoError("reading external data file \"", path, "\" for tensor \"", name, "\" failed");
   return Status::OK();
 }
 
@@ -69,11 +87,16 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   for (int64_t d : shape) ONT_CHECK_ARG(d >= 0, where, ": negative dimension in ", ShapeToString(shape));
   int64_t n = ShapeNumElements(shape);
   ONT_CHECK_ARG(n >= 0 && n < (int64_t{1} << 40), where, ": shape ", ShapeToString(shape), " is too large");
-  ONT_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape, HostAllocator()));
-  const size_t bytes = t.SizeInBytes();
+  // Every size a proto declares is checked against the bytes that back it before anything is allocated:
+  // a 20-byte proto claiming a terabyte tensor is an error, not an allocation.
+  const size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype);
 
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    ONT_RETURN_IF_ERROR(ReadExternal(proto, base_dir, &t));
+    std::string path;
+    int64_t offset = 0;
+    ONT_RETURN_IF_ERROR(CheckExternal(proto, base_dir, static_cast<int64_t>(bytes), &path, &offset));
+    ONT_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape, HostAllocator()));
+    ONT_RETURN_IF_ERROR(ReadExternal(path, offset, proto.name(), &t));
     return t;
   }
   if (proto.has_raw_data()) {
@@ -81,6 +104,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
       return InvalidArgument(where, ": raw_data has ", proto.raw_data().size(), " bytes, but ", DTypeName(dtype),
                              ShapeToString(shape), " needs ", bytes);
     }
+    ONT_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape, HostAllocator()));
     if (bytes) std::memcpy(t.raw_data(), proto.raw_data().data(), bytes);
     return t;
   }
@@ -96,6 +120,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   if (count != n) {
     return InvalidArgument(where, ": holds ", count, " values but its shape ", ShapeToString(shape), " needs ", n);
   }
+  ONT_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape, HostAllocator()));
   switch (dtype) {
     case DType::kFloat32: CopyField<float>(proto.float_data(), &t); break;
     case DType::kFloat64: CopyField<double>(proto.double_data(), &t); break;

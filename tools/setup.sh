@@ -18,6 +18,7 @@ PACKAGES=(
   python3-venv python3-pip  # installing the wheel (tools/build_wheel.sh) into a virtual environment, offline
   zlib1g-dev             # reading the gzip-compressed IDX dataset files
   libopenmpi-dev openmpi-bin  # data-parallel training (distributed/mpi) and its mpirun tests
+  clang-14 libfuzzer-14-dev   # the fuzz targets (tests/fuzz, tools/fuzz.sh)
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ontrain's test command: installs what is missing, runs every Bazel test, then builds and tests
-# tests/external_workspace (a project that depends on ontrain exactly as the README says), and prints one
-# closing line "N passed, N failed, N skipped" counting individual gtest cases of both. Extra arguments
+# tests/external_workspace (a project that depends on ontrain exactly as the README says), then fuzzes every
+# tests/fuzz target for 20 seconds under clang with ASan and UBSan (tools/fuzz.sh smoke), and prints one
+# closing line "N passed, N failed, N skipped" counting individual gtest cases of all three. Extra arguments
 # go to the main `bazel test` (e.g. tools/test.sh --config=asan). Exits non-zero on any failure or build
 # error.
 set -uo pipefail
@@ -19,7 +20,9 @@ fi
 bep="$(mktemp -t ontrain-bep.XXXXXX)"
 bep_external="$(mktemp -t ontrain-bep-external.XXXXXX)"
 log_external="$(mktemp -t ontrain-external.XXXXXX)"
-trap 'rm -f "$bep" "$bep_external" "$log_external"' EXIT
+bep_fuzz="$(mktemp -t ontrain-bep-fuzz.XXXXXX)"
+log_fuzz="$(mktemp -t ontrain-fuzz.XXXXXX)"
+trap 'rm -f "$bep" "$bep_external" "$log_external" "$bep_fuzz" "$log_fuzz"' EXIT
 bazel test //... --build_event_json_file="$bep" "${extra[@]}" "$@"
 rc=$?
 
@@ -32,7 +35,16 @@ if [ $ext_rc -ne 0 ]; then
   rc=$((rc == 0 ? 1 : rc))
 fi
 
-/usr/bin/python3 tools/count_tests.py "$bep" "$bep_external"
+# Every fuzz target, briefly, from its corpus: each change is fuzzed a little (docs/reliability.md).
+echo "tests/fuzz: building the fuzz targets with clang and fuzzing each for 20 s (log: only on failure)"
+tools/fuzz.sh smoke "$bep_fuzz" >"$log_fuzz" 2>&1
+fuzz_rc=$?
+if [ $fuzz_rc -ne 0 ]; then
+  grep -v "linux-sandbox" "$log_fuzz" | tail -60
+  rc=$((rc == 0 ? 1 : rc))
+fi
+
+/usr/bin/python3 tools/count_tests.py "$bep" "$bep_external" "$bep_fuzz"
 count_rc=$?
 if [ $rc -eq 0 ] && [ $count_rc -ne 0 ]; then rc=1; fi
 if [ $rc -eq 4 ]; then rc=1; fi  # "no tests" is a failure here

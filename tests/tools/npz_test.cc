@@ -2,6 +2,8 @@
 // and `ontrain run` on .npz inputs.
 #include "tools/cli/npz.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "gmock/gmock.h"
@@ -53,6 +55,64 @@ TEST(NpzTest, RoundTripAndDamage) {
     EXPECT_FALSE(cli::LoadNpz(cut).ok()) << "prefix " << n;
   }
   EXPECT_FALSE(cli::LoadNpz("/nonexistent.npz").ok());
+}
+
+// Every dtype a tensor holds, written by SaveNpz, read back by ontrain and (where numpy is installed) by
+// numpy itself: same dtype (bfloat16 as float32), shape and values.
+TEST(NpzTest, EveryDtypeIsReadableByNumpy) {
+  std::vector<std::pair<std::string, Tensor>> in = {
+      {"f32", Tensor::FromVector<float>({1.5f, -2.25f}, {2})},
+      {"f64", Tensor::FromVector<double>({0.1}, {1, 1})},
+      {"i8", Tensor::FromVector<int8_t>({-7}, {})},
+      {"i16", Tensor::FromVector<int16_t>({-300}, {1})},
+      {"i32", Tensor::FromVector<int32_t>({1 << 20}, {1})},
+      {"i64", Tensor::FromVector<int64_t>({int64_t{1} << 40}, {1})},
+      {"u8", Tensor::FromVector<uint8_t>({200}, {1})},
+      {"u16", Tensor::FromVector<uint16_t>({60000}, {1})},
+      {"u32", Tensor::FromVector<uint32_t>({4000000000u}, {1})},
+      {"u64", Tensor::FromVector<uint64_t>({uint64_t{1} << 63}, {1})},
+      {"b", Tensor::FromVector<bool>({true, false, true}, {3})},
+      {"f16", Tensor::FromVector<uint16_t>({0x3e00}, {1})},    // 1.5, relabelled below
+      {"bf16", Tensor::FromVector<uint16_t>({0x3fc0, 0xc0a0}, {2})},  // 1.5, -5
+  };
+  Tensor f16_bits = in[11].second, bf16_bits = in[12].second;  // own the bytes the views read
+  in[11].second = Tensor::View(DType::kFloat16, {1}, f16_bits.raw_data());
+  in[12].second = Tensor::View(DType::kBFloat16, {2}, bf16_bits.raw_data());
+  std::string path = ::testing::TempDir() + "/dtypes.npz";
+  ASSERT_TRUE(cli::SaveNpz(in, path).ok());
+  auto out = cli::LoadNpz(path);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    SCOPED_TRACE(in[i].first);
+    const Tensor& a = in[i].second;
+    const Tensor& b = out.value()[i].second;
+    EXPECT_EQ(b.shape(), a.shape());
+    if (a.dtype() == DType::kBFloat16) {
+      ASSERT_EQ(b.dtype(), DType::kFloat32);
+      EXPECT_EQ(b.data<float>()[0], 1.5f);
+      EXPECT_EQ(b.data<float>()[1], -5.0f);
+    } else {
+      ASSERT_EQ(b.dtype(), a.dtype());
+      EXPECT_EQ(0, std::memcmp(a.raw_data(), b.raw_data(), a.SizeInBytes()));
+    }
+  }
+  if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "numpy is not installed (/usr/bin/python3 with python3-numpy): ontrain's own reader passed";
+  }
+  std::string script = ::testing::TempDir() + "/check.py";
+  std::ofstream(script) << "import numpy as np, sys\n"
+                           "z = np.load(sys.argv[1])\n"
+                           "want = {'f32': ('float32', [1.5, -2.25]), 'f64': ('float64', [[0.1]]), 'i8': ('int8', -7),\n"
+                           "  'i16': ('int16', [-300]), 'i32': ('int32', [1 << 20]), 'i64': ('int64', [1 << 40]),\n"
+                           "  'u8': ('uint8', [200]), 'u16': ('uint16', [60000]), 'u32': ('uint32', [4000000000]),\n"
+                           "  'u64': ('uint64', [1 << 63]), 'b': ('bool', [True, False, True]), 'f16': ('float16', [1.5]),\n"
+                           "  'bf16': ('float32', [1.5, -5.0])}\n"
+                           "assert sorted(z.files) == sorted(want), z.files\n"
+                           "for k, (dt, v) in want.items():\n"
+                           "  a = z[k]; e = np.array(v, dtype=dt)\n"
+                           "  assert a.dtype == e.dtype and a.shape == e.shape and (a == e).all(), (k, a.dtype, a.shape, a)\n";
+  EXPECT_EQ(0, std::system(("/usr/bin/python3 " + script + " " + path).c_str())) << "numpy disagreed (see above)";
 }
 
 TEST(NpzTest, RunCommandOnNpzInputs) {

@@ -42,8 +42,14 @@ StatusOr<ImageDataset> LoadIdxPair(const std::string& images_path, const std::st
   d.count = BigEndian(img, 4);
   d.rows = BigEndian(img, 8);
   d.cols = BigEndian(img, 12);
+  // Sizes are checked against the file before any product that could overflow (each field is 32-bit).
+  const int64_t data_bytes = static_cast<int64_t>(img.size()) - 16;
+  if (d.rows > 0 && d.cols > data_bytes / d.rows) {
+    return DataLoss("\"", images_path, "\" declares ", d.rows, "x", d.cols, " images but holds ", data_bytes,
+                    " bytes of pixels");
+  }
   int64_t pixels = d.rows * d.cols;
-  if (static_cast<int64_t>(img.size()) != 16 + d.count * pixels) {
+  if ((pixels == 0 && data_bytes != 0) || (pixels > 0 && (data_bytes % pixels != 0 || data_bytes / pixels != d.count))) {
     return DataLoss("\"", images_path, "\" is truncated: ", img.size(), " bytes for ", d.count, " images of ", d.rows,
                     "x", d.cols);
   }

@@ -95,11 +95,15 @@ StatusOr<Tensor> ParseNpy(const std::string& b, const std::string& where) {
     size_t j = shape_text.find_first_of("0123456789", i);
     if (j == std::string::npos) break;
     size_t k = shape_text.find_first_not_of("0123456789", j);
-    shape.push_back(std::stoll(shape_text.substr(j, k == std::string::npos ? std::string::npos : k - j)));
+    std::string digits = shape_text.substr(j, k == std::string::npos ? std::string::npos : k - j);
+    if (digits.size() > 18) return DataLoss(where, ": dimension ", digits, " in the .npy header is too large");
+    shape.push_back(std::stoll(digits));
     i = k == std::string::npos ? shape_text.size() : k;
   }
   int64_t n = ShapeNumElements(shape);
-  if (n < 0 || start + static_cast<size_t>(n) * DTypeSize(dtype) != b.size()) {
+  // The declared size is checked against the bytes present before anything is allocated.
+  if (n < 0 || static_cast<uint64_t>(n) > (b.size() - start) / DTypeSize(dtype) ||
+      start + static_cast<size_t>(n) * DTypeSize(dtype) != b.size()) {
     return DataLoss(where, ": holds ", b.size() - start, " bytes of data for shape ", ShapeToString(shape));
   }
   ONT_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape, HostAllocator()));
@@ -107,25 +111,34 @@ StatusOr<Tensor> ParseNpy(const std::string& b, const std::string& where) {
   return t;
 }
 
-std::string SerializeNpy(const Tensor& t) {
-  const char* code = "<f4";
+StatusOr<std::string> SerializeNpy(const Tensor& t) {
+  // numpy has no bfloat16: such arrays are written as float32, which holds every bfloat16 value exactly
+  // (a bfloat16 is the top half of a float32).
+  Tensor data = t;
+  if (t.dtype() == DType::kBFloat16) {
+    ONT_ASSIGN_OR_RETURN(data, Tensor::Allocate(DType::kFloat32, t.shape(), HostAllocator()));
+    const uint16_t* src = t.data<uint16_t>();
+    uint32_t* dst = data.data<uint32_t>();
+    for (int64_t i = 0; i < t.NumElements(); ++i) dst[i] = static_cast<uint32_t>(src[i]) << 16;
+  }
+  const char* code = nullptr;
   for (const Descr& d : kDescrs) {
-    if (d.dtype == t.dtype()) {
+    if (d.dtype == data.dtype()) {
       code = d.code;
       break;
     }
   }
+  if (code == nullptr) return Unimplemented("arrays of ", DTypeName(t.dtype()), " cannot be written as .npy");
   std::string shape;
-  for (int64_t d : t.shape()) shape += std::to_string(d) + ", ";
-  if (t.rank() > 1) shape.resize(shape.size() - 1);
-  if (t.rank() > 1) shape.pop_back();
+  for (int64_t d : data.shape()) shape += std::to_string(d) + ", ";
+  if (data.rank() > 1) shape.resize(shape.size() - 2);
   std::string header = std::string("{'descr': '") + code + "', 'fortran_order': False, 'shape': (" + shape + "), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out = std::string("\x93NUMPY\x01\x00", 8);
   Put16(&out, static_cast<uint16_t>(header.size()));
   out += header;
-  out.append(static_cast<const char*>(t.raw_data()), t.SizeInBytes());
+  out.append(static_cast<const char*>(data.raw_data()), data.SizeInBytes());
   return out;
 }
 
@@ -158,8 +171,10 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> LoadNpz(const std::string&
     if (p + 46 + name_len + extra_len > z.size()) return DataLoss(path, ": corrupt zip directory");
     std::string name = z.substr(p + 46, name_len);
     // zip64: sizes and offset saturated at 0xFFFFFFFF live in extra field 0x0001, in this order.
-    for (size_t x = p + 46 + name_len; x + 4 <= p + 46 + name_len + extra_len;) {
+    const size_t extra_end = p + 46 + name_len + extra_len;
+    for (size_t x = p + 46 + name_len; x + 4 <= extra_end;) {
       uint16_t id = Le16(z, x), len = Le16(z, x + 2);
+      if (x + 4 + len > extra_end) return DataLoss(path, ": corrupt zip extra field in entry ", name);
       size_t q = x + 4;
       if (id == 0x0001) {
         if (usize == 0xFFFFFFFFu && q + 8 <= x + 4 + len) { usize = Le64(z, q); q += 8; }
@@ -169,9 +184,15 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> LoadNpz(const std::string&
       x += 4 + len;
     }
     p += 46 + name_len + extra_len + comment_len;
-    if (local + 30 > z.size() || Le32(z, local) != 0x04034b50) return DataLoss(path, ": corrupt entry ", name);
+    if (local > z.size() || z.size() - local < 30 || Le32(z, local) != 0x04034b50) {
+      return DataLoss(path, ": corrupt entry ", name);
+    }
     size_t data = local + 30 + Le16(z, local + 26) + Le16(z, local + 28);
-    if (data + csize > z.size()) return DataLoss(path, ": entry ", name, " is truncated");
+    if (data > z.size() || csize > z.size() - data) return DataLoss(path, ": entry ", name, " is truncated");
+    // Deflate expands at most ~1032:1; a larger declared size is refused before it is allocated.
+    if (method == 8 && usize > csize * 1032 + 1024) {
+      return DataLoss(path, ": entry ", name, " declares ", usize, " bytes from ", csize, " compressed ones");
+    }
     std::string raw = z.substr(data, csize);
     if (method == 8) {
       ONT_ASSIGN_OR_RETURN(raw, Inflate(raw, usize, path + ":" + name));
@@ -188,7 +209,14 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> LoadNpz(const std::string&
 Status SaveNpz(const std::vector<std::pair<std::string, Tensor>>& arrays, const std::string& path) {
   std::string zip, dir;
   for (const auto& [name, t] : arrays) {
-    std::string data = SerializeNpy(t), fname = name + ".npy";
+    auto npy = SerializeNpy(t);
+    if (!npy.ok()) return npy.status().WithContext(StrCat("array \"", name, "\" of \"", path, "\""));
+    std::string data = std::move(npy).value(), fname = name + ".npy";
+    // Plain zip (no zip64) addresses 4 GiB and names of up to 64 KiB.
+    if (data.size() + zip.size() >= 0xFFFFFFFFu || fname.size() > 0xFFFF || arrays.size() > 0xFFFF) {
+      return Unimplemented("\"", path, "\": array \"", name, "\" does not fit a plain zip archive (over 4 GiB, or a name ",
+                           "over 64 KiB, or over 65535 arrays); write fewer or smaller outputs");
+    }
     uint32_t crc = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
     uint32_t offset = static_cast<uint32_t>(zip.size());
     auto header = [&](std::string* s, bool central) {

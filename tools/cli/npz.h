@@ -13,7 +13,8 @@ namespace ontrain {
 namespace cli {
 
 StatusOr<Tensor> ParseNpy(const std::string& bytes, const std::string& where);
-std::string SerializeNpy(const Tensor& t);
+// Every dtype a Tensor holds has a numpy form: bfloat16 (which numpy lacks) is written as float32, exactly.
+StatusOr<std::string> SerializeNpy(const Tensor& t);
 
 StatusOr<Tensor> LoadNpy(const std::string& path);
 // Arrays by name (the entry names without ".npy"), in file order.

@@ -25,6 +25,8 @@ const char* kUsage =
     "  export   --artifacts DIR --outputs a,b --to FILE\n"
     "  info     --artifacts DIR [--provider LIST] [--json]   what runs where, copies, state per device\n"
     "  run      --model FILE.onnx --inputs FILE.npz [--outputs FILE.npz] [--provider LIST]\n"
+    "           --outputs: one numpy array per model output, in its own dtype (float16/32/64, int8-64,\n"
+    "           uint8-64, bool); bfloat16, which numpy lacks, is written as float32 (exactly)\n"
     "  bench    --artifacts DIR [--provider LIST] [--batch-size N] [--steps N] [--warmup N] [--threads N]\n"
     "           [--json FILE] [--profile] [--profile-shapes]\n"
     "                                      time full training steps on synthetic inputs\n"

@@ -1,13 +1,66 @@
 // CSV and SVG writers for training reports.
 #include "tools/cli/report.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "graph/model_io.h"
 
 namespace ontrain {
 namespace cli {
+
+MetricsLog::~MetricsLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status MetricsLog::Open(const std::string& path, bool append) {
+  path_ = path;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+  if (fd_ < 0) return IoError("cannot write metrics file \"", path, "\": ", std::strerror(errno));
+  if (append) {
+    // Cut a partial last line: everything after the last newline.
+    struct stat st;
+    if (::fstat(fd_, &st) == 0 && st.st_size > 0) {
+      std::ifstream f(path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      size_t keep = bytes.rfind('\n');
+      keep = keep == std::string::npos ? 0 : keep + 1;
+      if (keep < bytes.size() && ::ftruncate(fd_, static_cast<off_t>(keep)) != 0) {
+        return IoError("cannot repair the partial last line of metrics file \"", path, "\": ", std::strerror(errno));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status MetricsLog::Write(const std::string& fields) {
+  if (fd_ < 0) return Status::OK();
+  std::string line = "{" + fields + "}\n";
+  ssize_t w = ::write(fd_, line.data(), line.size());
+  if (w == static_cast<ssize_t>(line.size())) return Status::OK();
+  int err = w < 0 ? errno : ENOSPC;
+  if (w > 0) (void)::ftruncate(fd_, ::lseek(fd_, 0, SEEK_END) - w);  // no partial line
+  ::close(fd_);
+  fd_ = -1;
+  return IoError("writing metrics file \"", path_, "\" failed: ", std::strerror(err));
+}
+
+std::string MetricsLog::Number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
 
 Status WriteMetricsCsv(const std::vector<EpochRecord>& epochs, const std::string& path) {
   std::ostringstream s;

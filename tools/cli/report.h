@@ -1,4 +1,5 @@
-// End-of-training reports: a metrics CSV and an SVG chart of train/eval loss and accuracy by epoch.
+// Training reports: the JSON-lines metrics log written while training, and at the end a metrics CSV and an
+// SVG chart of train/eval loss and accuracy by epoch.
 #pragma once
 
 #include <string>
@@ -14,6 +15,24 @@ struct EpochRecord {
   double train_loss = 0;   // mean over the epoch's steps
   double eval_loss = -1;   // < 0: not evaluated
   double accuracy = -1;    // < 0: unknown
+};
+
+// `--metrics FILE`: one JSON object per line, each line written by one write() to a file opened for
+// appending, so that a kill leaves whole lines only. Reopening for a resumed run first cuts off a partial
+// last line (left by an older writer or a full disk). Non-finite numbers are written as null (JSON has no
+// NaN).
+class MetricsLog {
+ public:
+  ~MetricsLog();
+  Status Open(const std::string& path, bool append);
+  // `fields`: "key":value pairs without braces; a write error is reported once, then the log stops.
+  Status Write(const std::string& fields);
+  static std::string Number(double v);  // %.9g, or null when not finite
+  bool is_open() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
 };
 
 Status WriteMetricsCsv(const std::vector<EpochRecord>& epochs, const std::string& path);

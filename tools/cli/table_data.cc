@@ -2,6 +2,7 @@
 #include "tools/cli/table_data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -100,7 +101,11 @@ StatusOr<Table> FromCsv(const std::string& path, const Model& train, const std::
     }
     width = static_cast<int64_t>(v.size()) - 1;
     for (int64_t i = 0; i < width; ++i) features.push_back(static_cast<float>(v[i]));
-    labels.push_back(static_cast<int64_t>(v.back()));
+    const double label = v.back();
+    if (!(label >= -9.0e15 && label <= 9.0e15) || label != std::floor(label)) {
+      return InvalidArgument("\"", path, "\" line ", line_no, ": the label (last column) ", label, " is not an integer");
+    }
+    labels.push_back(static_cast<int64_t>(label));
   }
   ImageDataset d;  // reuse the (features, labels) path with a 1 x width "image"
   d.count = static_cast<int64_t>(labels.size());

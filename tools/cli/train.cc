@@ -186,11 +186,8 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   // --stop-after N: leave after N steps of this invocation, with a checkpoint, as an interruption would.
   ONT_ASSIGN_OR_RETURN(int64_t stop_after, f.GetInt("stop-after", 0));
   if (first >= steps) return InvalidArgument("the checkpoint is already at step ", first, " of ", steps);
-  std::FILE* metrics = nullptr;
-  if (f.Has("metrics") && root) {
-    metrics = std::fopen(f.Get("metrics").c_str(), resume ? "a" : "w");
-    if (!metrics) return IoError("cannot write metrics file \"", f.Get("metrics"), "\"");
-  }
+  MetricsLog metrics;
+  if (f.Has("metrics") && root) ONT_RETURN_IF_ERROR(metrics.Open(f.Get("metrics"), resume));
   auto save = [&]() -> Status {
     if (!root) return Status::OK();  // rank 0 writes; every rank holds the same state
     return SaveCheckpoint(*job.state, ckpt_path).WithContext("saving the checkpoint");
@@ -254,9 +251,9 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
     window_n++;
     epoch_loss += loss;
     epoch_n++;
-    if (metrics) {
-      std::fprintf(metrics, "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g}\n", static_cast<long long>(step + 1), loss,
-                   session->GetLearningRate().value());
+    if (metrics.is_open()) {
+      ONT_RETURN_IF_ERROR(metrics.Write(StrCat("\"step\":", step + 1, ",\"loss\":", MetricsLog::Number(loss),
+                                               ",\"lr\":", MetricsLog::Number(session->GetLearningRate().value()))));
     }
     if (root && ((tty && (step + 1) % 10 == 0) || (step + 1) % 100 == 0 || step + 1 == steps)) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -268,7 +265,6 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
     if (stop_after > 0 && step + 1 - first == stop_after && step + 1 < steps) {
       ONT_RETURN_IF_ERROR(save());
       if (root) std::printf("stopped after %lld steps as asked; resume with --resume\n", static_cast<long long>(stop_after));
-      if (metrics) std::fclose(metrics);
       return Status::OK();
     }
     if ((step + 1) % per_epoch == 0 || step + 1 == steps) {
@@ -284,9 +280,9 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
         std::printf("epoch %lld: eval loss %.4f", static_cast<long long>(rec.epoch), r.loss);
         if (r.accuracy >= 0) std::printf("  accuracy %.2f%%", 100 * r.accuracy);
         std::printf("\n");
-        if (metrics) {
-          std::fprintf(metrics, "{\"epoch\":%lld,\"eval_loss\":%.9g,\"accuracy\":%.6f}\n",
-                       static_cast<long long>(rec.epoch), r.loss, r.accuracy);
+        if (metrics.is_open()) {
+          ONT_RETURN_IF_ERROR(metrics.Write(StrCat("\"epoch\":", rec.epoch, ",\"eval_loss\":", MetricsLog::Number(r.loss),
+                                                   ",\"accuracy\":", r.accuracy >= 0 ? MetricsLog::Number(r.accuracy) : "null")));
         }
       }
       records.push_back(rec);
@@ -294,7 +290,6 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  if (metrics) std::fclose(metrics);
   ONT_RETURN_IF_ERROR(result);
   ONT_RETURN_IF_ERROR(save());
   if (comm && root) {
