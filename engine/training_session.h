@@ -20,6 +20,17 @@
 // each device are carved from one flat buffer, and OptimizerStep first averages that buffer across ranks in
 // buckets of bucket_bytes (staged through the host when the communicator cannot read the device), so every
 // rank applies the same update. TrainStep and EvalStep stay local: each rank feeds its own shard.
+//
+// Threads (tests/engine/concurrent_sessions_test.cc, also run under --config=tsan):
+// - A session and its CheckpointState are used by one thread at a time: no method of a session may run
+//   while another of the same session (or a save of its state) runs. Nothing here locks; the caller does.
+// - Separate sessions may run concurrently in separate threads, each with its own CheckpointState, and
+//   give the same bits as when run one after the other. They may share a CPU provider (its thread pool runs
+//   one parallel loop at a time and a concurrent caller's loop inline), model files and artifact folders
+//   (only read), and anything process-wide (the kernel registry, the host allocator, loaded provider
+//   libraries). Other providers (CUDA) serve one session at a time: give each concurrent session its own.
+// - A session's tensors handed out by steps are host copies owned by the caller; parameter buffers and
+//   the state's tensors belong to the session's thread while it runs.
 #pragma once
 
 #include <map>

@@ -19,6 +19,7 @@ PACKAGES=(
   zlib1g-dev             # reading the gzip-compressed IDX dataset files
   libopenmpi-dev openmpi-bin  # data-parallel training (distributed/mpi) and its mpirun tests
   clang-14 libfuzzer-14-dev   # the fuzz targets (tests/fuzz, tools/fuzz.sh)
+  librsvg2-bin           # rsvg-convert: the training chart's test renders it as a real SVG reader would
 )
 
 missing=()

@@ -1,6 +1,6 @@
 // The thread-safety contract of engine/training_session.h, tested: two sessions, each with its own
-// checkpoint state and CPU provider (two intra-op threads each), train concurrently in two threads and end
-// with exactly the parameters they reach when run one after the other. Run under --config=tsan as well
+// checkpoint state and CPU provider (two intra-op threads each), or both on one shared provider, train
+// concurrently in two threads and end with exactly the parameters they reach when run one after the other. Run under --config=tsan as well
 // (docs/reliability.md), where any data race between the sessions (shared registries, the host allocator,
 // model loading, the kernels' static tables) is an error.
 #include <cmath>
@@ -17,11 +17,13 @@
 namespace ontrain {
 namespace {
 
-// Trains a fresh session from `dir` for 8 steps on data drawn from `seed`; returns every parameter.
-std::vector<float> Train(const std::string& dir, int seed) {
-  auto cpu = CpuExecutionProvider::Create({2}).value();
+// Trains a fresh session from `dir` for 8 steps on data drawn from `seed`; returns every parameter. The
+// session gets its own CPU provider, or `shared` when given.
+std::vector<float> Train(const std::string& dir, int seed, IExecutionProvider* shared = nullptr) {
+  auto own = CpuExecutionProvider::Create({2}).value();
+  IExecutionProvider* cpu = shared ? shared : own.get();
   CheckpointState state = LoadCheckpoint(dir + "/checkpoint").value();
-  auto s = TrainingSession::Create({{cpu.get()}}, &state, ModelSource::FromPath(dir + "/training_model.onnx"),
+  auto s = TrainingSession::Create({{cpu}}, &state, ModelSource::FromPath(dir + "/training_model.onnx"),
                                    ModelSource::FromPath(dir + "/eval_model.onnx"),
                                    ModelSource::FromPath(dir + "/optimizer_model.onnx"));
   EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -62,6 +64,16 @@ TEST(ConcurrentSessionsTest, TwoSessionsInTwoThreadsMatchSequentialRuns) {
     EXPECT_EQ(c1, first) << "round " << round;
     EXPECT_EQ(c2, second) << "round " << round;
   }
+  // One provider shared by both sessions: its thread pool serves one ParallelFor at a time and runs a
+  // concurrent caller's loop inline, which changes no result (blocks are fixed before any thread runs).
+  auto shared = CpuExecutionProvider::Create({2}).value();
+  std::vector<float> c1, c2;
+  std::thread t1([&] { c1 = Train(dir, 1, shared.get()); });
+  std::thread t2([&] { c2 = Train(dir, 2, shared.get()); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(c1, first) << "shared provider";
+  EXPECT_EQ(c2, second) << "shared provider";
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ class CrashSafeSaveTest : public ::testing::Test {
     std::vector<float> x(8 * 16, 0.25f);
     std::vector<int64_t> labels(8, 1);
     std::vector<cli::EpochRecord> records;
+    std::vector<cli::StepLoss> losses;
     for (int64_t step = 1;; ++step) {
       std::vector<Tensor> out;
       if (!s.value()->TrainStep({Tensor::FromVector(x, {8, 16}), Tensor::FromVector(labels, {8})}, &out).ok()) ::_exit(4);
@@ -81,9 +82,10 @@ class CrashSafeSaveTest : public ::testing::Test {
       state.properties.Set("saved_step", step);
       if (!SaveCheckpoint(state, dir + "/checkpoint").ok()) ::_exit(6);
       if (!s.value()->ExportModelForInferencing(dir + "/inference.onnx", {"logits"}).ok()) ::_exit(7);
-      records.push_back({step, 1.0 / step, -1, -1});
+      records.push_back({step, 1.0 / step, -1, -1, step});
+      losses.push_back({step, 1.0 / step});
       if (!cli::WriteMetricsCsv(records, dir + "/metrics.csv").ok()) ::_exit(8);
-      if (!cli::WriteChartSvg(records, dir + "/training.svg").ok()) ::_exit(9);
+      if (!cli::WriteChartSvg(losses, records, dir + "/training.svg").ok()) ::_exit(9);
       // After the first round of saves (the first step is the slow one: memory planning), the parent
       // starts its clock.
       if (step == 1 && ready_fd >= 0 && ::write(ready_fd, "r", 1) != 1) ::_exit(10);

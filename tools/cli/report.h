@@ -15,6 +15,13 @@ struct EpochRecord {
   double train_loss = 0;   // mean over the epoch's steps
   double eval_loss = -1;   // < 0: not evaluated
   double accuracy = -1;    // < 0: unknown
+  int64_t step = 0;        // the last step of the epoch (where the chart puts its evaluation)
+};
+
+// One training step's loss, for the chart.
+struct StepLoss {
+  int64_t step = 0;
+  double loss = 0;
 };
 
 // `--metrics FILE`: one JSON object per line, each line written by one write() to a file opened for
@@ -36,8 +43,11 @@ class MetricsLog {
 };
 
 Status WriteMetricsCsv(const std::vector<EpochRecord>& epochs, const std::string& path);
-// Losses on the left axis, accuracy (0-100%) on the right, one point per epoch.
-Status WriteChartSvg(const std::vector<EpochRecord>& epochs, const std::string& path);
+// The training chart: every step's training loss (a thin line) and its moving average (a thick one), each
+// epoch's evaluation loss as points at its last step, against steps; accuracy (0-100%) on a right axis when
+// known. Axes carry ticks at round values and their units; non-finite losses are left out (and counted in
+// the caption). Over 2000 steps, the raw line keeps the extremes of every bucket of steps.
+Status WriteChartSvg(const std::vector<StepLoss>& steps, const std::vector<EpochRecord>& epochs, const std::string& path);
 
 }  // namespace cli
 }  // namespace ontrain

@@ -219,6 +219,7 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   double window = 0, epoch_loss = 0;
   int64_t window_n = 0, epoch_n = 0;
   std::vector<EpochRecord> records;
+  std::vector<StepLoss> step_losses;  // this invocation's steps, for the chart
   std::vector<int64_t> order;
   Status result;
   int64_t step = first;
@@ -247,6 +248,7 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
     ONT_RETURN_IF_ERROR(session->OptimizerStep());
     session->LazyResetGrad();
     if (scheduled) ONT_RETURN_IF_ERROR(session->SchedulerStep());
+    step_losses.push_back({step + 1, loss});
     window += loss;
     window_n++;
     epoch_loss += loss;
@@ -270,6 +272,7 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
     if ((step + 1) % per_epoch == 0 || step + 1 == steps) {
       EpochRecord rec;
       rec.epoch = (step + per_epoch) / per_epoch;
+      rec.step = step + 1;
       rec.train_loss = epoch_n ? epoch_loss / epoch_n : 0;
       epoch_loss = 0;
       epoch_n = 0;
@@ -313,7 +316,7 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   std::printf("saved %s/checkpoint\n", out_dir.c_str());
   if (!records.empty()) {
     ONT_RETURN_IF_ERROR(WriteMetricsCsv(records, out_dir + "/metrics.csv"));
-    ONT_RETURN_IF_ERROR(WriteChartSvg(records, out_dir + "/training.svg"));
+    ONT_RETURN_IF_ERROR(WriteChartSvg(step_losses, records, out_dir + "/training.svg"));
     std::printf("wrote %s/metrics.csv and %s/training.svg\n", out_dir.c_str(), out_dir.c_str());
   }
   if (f.Has("export")) {

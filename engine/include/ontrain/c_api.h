@@ -5,7 +5,11 @@
  * Every function that can fail returns an OtStatus*: NULL on success, else an error object carrying a
  * message (OtStatusMessage) that the caller releases with OtReleaseStatus. Objects created by the API are
  * released with their OtRelease* function. Strings and values handed out through an OtAllocator are freed
- * with that allocator's free (NULL allocator: malloc/free). */
+ * with that allocator's free (NULL allocator: malloc/free).
+ *
+ * Threads: a training session and its checkpoint state are used by one thread at a time (the API does not
+ * lock); different sessions, each with its own checkpoint state, may run concurrently in different threads
+ * (engine/training_session.h states the full contract). */
 #ifndef ONTRAIN_C_API_H_
 #define ONTRAIN_C_API_H_
 
