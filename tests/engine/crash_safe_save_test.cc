@@ -1,5 +1,5 @@
-// Saves survive faults: a process SIGKILLed in a loop while it saves checkpoints, exported models and
-// reports always leaves the previous files whole and loadable, and its temporary files are removed by the
+// Saves survive faults: a process SIGKILLed in a loop while it saves checkpoints, exported models, the
+// metrics log and reports always leaves the previous files whole and loadable (and the log whole lines), and its temporary files are removed by the
 // next save; a full disk or a read-only folder (simulated through core/file_io's test hook, since tests may
 // run as root, which ignores folder permissions) is an error naming the path and the reason, and the
 // previous checkpoint survives with its values.
@@ -74,6 +74,8 @@ class CrashSafeSaveTest : public ::testing::Test {
     std::vector<int64_t> labels(8, 1);
     std::vector<cli::EpochRecord> records;
     std::vector<cli::StepLoss> losses;
+    cli::MetricsLog log;  // appended across the killed processes, as `ontrain train --resume` does
+    if (!log.Open(dir + "/metrics.jsonl", true).ok()) ::_exit(11);
     for (int64_t step = 1;; ++step) {
       std::vector<Tensor> out;
       if (!s.value()->TrainStep({Tensor::FromVector(x, {8, 16}), Tensor::FromVector(labels, {8})}, &out).ok()) ::_exit(4);
@@ -82,6 +84,7 @@ class CrashSafeSaveTest : public ::testing::Test {
       state.properties.Set("saved_step", step);
       if (!SaveCheckpoint(state, dir + "/checkpoint").ok()) ::_exit(6);
       if (!s.value()->ExportModelForInferencing(dir + "/inference.onnx", {"logits"}).ok()) ::_exit(7);
+      if (!log.Write("\"step\":" + std::to_string(step) + ",\"loss\":" + cli::MetricsLog::Number(1.0 / step)).ok()) ::_exit(12);
       records.push_back({step, 1.0 / step, -1, -1, step});
       losses.push_back({step, 1.0 / step});
       if (!cli::WriteMetricsCsv(records, dir + "/metrics.csv").ok()) ::_exit(8);
@@ -138,6 +141,16 @@ TEST_F(CrashSafeSaveTest, SigkillDuringSavesLeavesThePreviousFilesWhole) {
     if (csv.ok()) {
       EXPECT_EQ(csv->rfind("epoch,train_loss,eval_loss,accuracy\n", 0), 0u);
       EXPECT_EQ(csv->back(), '\n');
+    }
+    auto jsonl = ReadFileToString(dir + "/metrics.jsonl");
+    if (jsonl.ok() && !jsonl->empty()) {
+      EXPECT_EQ(jsonl->back(), '\n') << "a metrics line was cut";
+      size_t lines = 0;
+      for (size_t at = 0; at < jsonl->size(); at = jsonl->find('\n', at) + 1, ++lines) {
+        std::string line = jsonl->substr(at, jsonl->find('\n', at) - at);
+        ASSERT_TRUE(line.rfind("{\"step\":", 0) == 0 && line.back() == '}') << "torn metrics line: " << line;
+      }
+      EXPECT_GT(lines, 0u);
     }
     auto svg = ReadFileToString(dir + "/training.svg");
     if (svg.ok()) {
