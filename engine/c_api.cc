@@ -23,6 +23,7 @@ struct OtSessionOptions {
   int threads = 0;
   std::vector<std::string> providers;
   std::string data_parallel;  // "", "mpi" or "nccl"
+  int64_t memory_limit = 0;   // bytes; 0: none
 };
 struct OtValue {
   ontrain::Tensor tensor;
@@ -93,6 +94,7 @@ OtStatus* MakeSession(const OtSessionOptions* options, OtCheckpointState* state,
   if (!providers.ok()) return Wrap(providers.status());
   session->providers = std::move(providers).value();
   ontrain::TrainingSessionOptions session_options{session->providers.ordered};
+  if (options) session_options.memory_limit_bytes = options->memory_limit;
   if (options && !options->data_parallel.empty()) {
     auto comm = ontrain::OpenCommunicator(options->data_parallel, {});
     if (!comm.ok()) return Wrap(comm.status());
@@ -180,6 +182,12 @@ OtStatus* OtSessionOptionsSetDataParallel(OtSessionOptions* options, const char*
   std::string b = backend ? backend : "";
   if (b != "" && b != "mpi" && b != "nccl") return Error("unknown data-parallel backend \"" + b + "\"; expected \"mpi\", \"nccl\" or \"\"");
   options->data_parallel = b;
+  return nullptr;
+}
+OtStatus* OtSessionOptionsSetMemoryLimit(OtSessionOptions* options, int64_t bytes) {
+  OT_REQUIRE(options, "options");
+  if (bytes < 0) return Error("the memory limit must be >= 0 bytes, got " + std::to_string(bytes));
+  options->memory_limit = bytes;
   return nullptr;
 }
 void OtReleaseSessionOptions(OtSessionOptions* options) { delete options; }

@@ -163,6 +163,20 @@ int main(void) {
   OtStatus* bad_dp = OtSessionOptionsSetDataParallel(options, "gloo");
   CHECK(bad_dp != NULL && strstr(OtStatusMessage(bad_dp), "unknown data-parallel backend \"gloo\"") != NULL);
   OtReleaseStatus(bad_dp);
+  /* A memory limit below the parameters and their gradients refuses the session, naming the limit; a negative
+   * one is refused when set. */
+  OtSessionOptions* tight = NULL;
+  OK(OtCreateSessionOptions(&tight));
+  OK(OtSessionOptionsSetMemoryLimit(tight, 64)); /* the fixture's 4 parameters hold a few hundred bytes */
+  OtTrainingSession* refused = NULL;
+  OtStatus* over = OtCreateTrainingSession(env, tight, state, DIR "training_model.onnx", DIR "eval_model.onnx",
+                                           DIR "optimizer_model.onnx", &refused);
+  CHECK(over != NULL && refused == NULL && strstr(OtStatusMessage(over), "over the session's memory limit of 64") != NULL);
+  OtReleaseStatus(over);
+  OtStatus* negative = OtSessionOptionsSetMemoryLimit(tight, -1);
+  CHECK(negative != NULL && strstr(OtStatusMessage(negative), "must be >= 0") != NULL);
+  OtReleaseStatus(negative);
+  OtReleaseSessionOptions(tight);
   size_t n = 0;
   OK(OtTrainingSessionGetTrainingModelInputCount(s, &n));
   CHECK(n == 2);

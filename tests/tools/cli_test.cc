@@ -409,6 +409,17 @@ TEST_F(CliTest, CorruptCheckpointIsAnError) {
   EXPECT_THAT(s.message(), HasSubstr("checkpoint"));
 }
 
+TEST_F(CliTest, MemoryLimitRefusesASessionThatWouldPassIt) {
+  std::string dir = Tmp("cli_memory_limit");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  // The 784-256-10 MLP's parameters and gradients need 1.6 MB: over 1 MiB.
+  Status s = cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "1", "--memory-limit-mb", "1"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("over the session's memory limit of 1048576"));
+  EXPECT_FALSE(cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "1", "--memory-limit-mb", "-5"}).ok());
+  EXPECT_TRUE(cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "1", "--memory-limit-mb", "64"}).ok());
+}
+
 TEST_F(CliTest, DataThatDoesNotFitTheModel) {
   std::string dir = Tmp("cli_shape");
   // A forward model whose input is [batch, 100]: the data are 28x28 images.

@@ -19,7 +19,7 @@ const char* kUsage =
     "           [--epochs N | --steps N] [--lr X] [--scheduler constant|linear|cosine|step|exponential]\n"
     "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--out DIR] [--resume]\n"
     "           [--checkpoint-every N] [--stop-after N] [--metrics FILE]\n"
-    "           [--export FILE --export-outputs a,b] [--provider LIST]\n"
+    "           [--export FILE --export-outputs a,b] [--provider LIST] [--memory-limit-mb N]\n"
     "           SPEC: fashion-mnist | fashion-mnist:test | idx:IMAGES,LABELS | FILE.npz | FILE.npy | FILE.csv\n"
     "  eval     --artifacts DIR [--data fashion-mnist:test] [--batch-size N] [--provider LIST]\n"
     "  export   --artifacts DIR --outputs a,b --to FILE\n"

@@ -27,6 +27,7 @@ StatusOr<OpenSession> OpenArtifacts(const std::string& dir, const OpenOptions& o
   session_options.communicator = options.communicator;
   session_options.gradient_accumulation_steps = options.gradient_accumulation_steps;
   if (options.bucket_bytes > 0) session_options.bucket_bytes = options.bucket_bytes;
+  session_options.memory_limit_bytes = options.memory_limit_bytes;
   ONT_ASSIGN_OR_RETURN(o.session,
                        TrainingSession::Create(session_options, o.state.get(),
                                                ModelSource::FromPath(dir + "/training_model.onnx"),

@@ -28,6 +28,7 @@ struct OpenOptions {
   Communicator* communicator = nullptr;  // data-parallel training when set (it outlives the session)
   int64_t gradient_accumulation_steps = 0;  // TrainingSessionOptions' (overlapped averaging when > 0)
   int64_t bucket_bytes = 0;                 // 0: TrainingSessionOptions' default
+  int64_t memory_limit_bytes = 0;           // TrainingSessionOptions' (0: none)
 };
 
 // A missing file is an error naming it.

@@ -81,7 +81,8 @@ Status Train(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "data", "eval-data", "batch-size", "epochs", "steps",
                                                     "lr", "scheduler", "warmup", "seed", "threads", "out", "metrics",
                                                     "export", "export-outputs", "checkpoint-every", "data-root",
-                                                    "stop-after", "provider", "accumulate", "distributed", "bucket-kb"},
+                                                    "stop-after", "provider", "accumulate", "distributed", "bucket-kb",
+                                                    "memory-limit-mb"},
                                              {"no-shuffle", "resume", "no-overlap"}));
   // Data parallel when asked (--distributed mpi|nccl) or when started by a launcher with more than one rank.
   std::string kind = f.Get("distributed", "");
@@ -137,6 +138,9 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   ONT_ASSIGN_OR_RETURN(int64_t bucket_kb, f.GetInt("bucket-kb", 0));
   if (bucket_kb < 0) return InvalidArgument("--bucket-kb must be positive (KiB per gradient all-reduce)");
   open.bucket_bytes = bucket_kb * 1024;
+  ONT_ASSIGN_OR_RETURN(int64_t limit_mb, f.GetInt("memory-limit-mb", 0));
+  if (limit_mb < 0 || limit_mb > (int64_t{1} << 40)) return InvalidArgument("--memory-limit-mb must be 0 (none) or a positive size in MiB");
+  open.memory_limit_bytes = limit_mb << 20;
   ONT_ASSIGN_OR_RETURN(OpenSession job, OpenArtifacts(dir, open));
   TrainingSession* session = job.session.get();
   bool has_eval = job.has_eval;

@@ -61,6 +61,10 @@ OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* 
  * over NCCL, "" (the default) trains alone. Parameters are broadcast from rank 0 when the session is made and
  * gradients averaged in OptimizerStep; each rank feeds its own shard of every batch to TrainStep. */
 OtStatus* OtSessionOptionsSetDataParallel(OtSessionOptions* options, const char* backend);
+/* Caps the memory a session plans (parameters, gradients, moments, every graph's intermediate values), in
+ * bytes; 0 (the default) is no cap. Creating or stepping a session that would pass it fails before allocating,
+ * naming the graph and the value. */
+OtStatus* OtSessionOptionsSetMemoryLimit(OtSessionOptions* options, int64_t bytes);
 void OtReleaseSessionOptions(OtSessionOptions* options);
 /* A host tensor; `data` (may be NULL for zeros) is copied. */
 OtStatus* OtCreateTensor(OtElementType type, const int64_t* shape, size_t rank, const void* data, OtValue** out);
