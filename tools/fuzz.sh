@@ -46,6 +46,11 @@ case "${1:-}" in
     bin="$(bazel_fuzz info --config=fuzz bazel-bin 2>/dev/null)/tests/fuzz"
     cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
     [ -f "$home/campaigns.tsv" ] || printf 'date\tcommit\tcpu\ttarget\tseconds\texecutions\tcoverage\tfeatures\tcorpus\tcrashes\n' >"$home/campaigns.tsv"
+    # ONNX Runtime's artifact sets, where this machine has them, seed the model, checkpoint and session targets.
+    shared_dir="$root/../shared/ort-artifacts"
+    if [ -d "$shared_dir" ]; then
+      /usr/bin/python3 tools/make_fuzz_corpus.py --shared "$shared_dir" --out "$home/shared-seeds" >/dev/null
+    fi
     printf '%-22s %8s %12s %9s %9s %7s %8s\n' target seconds executions coverage features corpus crashes
     for t in "${targets[@]}"; do
       d="$home/$t"
@@ -56,7 +61,8 @@ case "${1:-}" in
       ASAN_OPTIONS="detect_leaks=1" "$bin/$t" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
         -max_total_time=$((minutes * 60)) -timeout=30 -rss_limit_mb=3072 -print_final_stats=1 \
         -artifact_prefix="$d/crashes/" "$d/corpus" "tests/fuzz/corpus/$t" \
-        $( [ -d "tests/fuzz/regressions/$t" ] && echo "tests/fuzz/regressions/$t" ) >"$d/log" 2>&1
+        $( [ -d "tests/fuzz/regressions/$t" ] && echo "tests/fuzz/regressions/$t" ) \
+        $( [ -d "$home/shared-seeds/$t" ] && echo "$home/shared-seeds/$t" ) >"$d/log" 2>&1
       secs=$(( $(date +%s) - start ))
       execs=$(grep -oE 'exec/s: [0-9]+' "$d/log" >/dev/null; grep -oE '#[0-9]+' "$d/log" | tail -1 | tr -d '#')
       cov=$(grep -oE 'cov: [0-9]+' "$d/log" | tail -1 | cut -d' ' -f2)

@@ -3,6 +3,9 @@
 files that numpy, onnx and Python's zipfile/gzip write, and artifacts that `ontrain generate` / `train` make.
 
 Usage: /usr/bin/python3 tools/make_fuzz_corpus.py [--ontrain PATH]   (default: the opt-built binary)
+       /usr/bin/python3 tools/make_fuzz_corpus.py --shared ../shared/ort-artifacts --out DIR
+         (extra seeds for long campaigns from ONNX Runtime's artifact sets, which stay out of the repository:
+         DIR/<target>/ for the model, checkpoint and session targets)
 Multi-file seeds join their files with tests/fuzz/fuzz_util.h's section marker. Re-running rewrites every
 seed; the checked-in corpus is what the README's test command fuzzes from.
 """
@@ -103,10 +106,38 @@ def run(*args):
     subprocess.run(list(args), check=True, stdout=subprocess.DEVNULL)
 
 
+def shared_seeds(shared, out):
+    """Seeds from ONNX Runtime's artifact sets (each folder: models and a checkpoint)."""
+    global OUT
+    OUT = out
+    count = 0
+    for d in sorted(glob.glob(os.path.join(shared, "*"))):
+        name = os.path.basename(d)
+        files = {f: os.path.join(d, f) for f in os.listdir(d)} if os.path.isdir(d) else {}
+        for f, p in files.items():
+            if f.endswith(".onnx"):
+                write("model_fuzzer", name + "_" + f, read(p))
+                count += 1
+            elif "checkpoint" in f and os.path.getsize(p) < (4 << 20):
+                write("checkpoint_fuzzer", name + "_" + f, read(p))
+                count += 1
+        if {"training_model.onnx", "optimizer_model.onnx", "checkpoint"} <= set(files) and os.path.getsize(files["checkpoint"]) < (4 << 20):
+            write("session_fuzzer", name, sections(read(files["training_model.onnx"]),
+                                                   read(files["eval_model.onnx"]) if "eval_model.onnx" in files else b"",
+                                                   read(files["optimizer_model.onnx"]), read(files["checkpoint"])))
+            count += 1
+    print("wrote", count, "seeds from", shared, "under", out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ontrain", default=os.path.join(ROOT, "bazel-out/k8-opt/bin/tools/ontrain"))
+    ap.add_argument("--shared")
+    ap.add_argument("--out")
     args = ap.parse_args()
+    if args.shared:
+        shared_seeds(args.shared, args.out)
+        return
     shutil.rmtree(OUT, ignore_errors=True)
 
     for name, data in models():
