@@ -1,6 +1,7 @@
 // Host allocator with statistics.
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -21,7 +22,9 @@ constexpr size_t kHeader = kAlign;  // the block size is stored in front of the 
 }  // namespace
 
 void* CpuAllocator::Allocate(size_t bytes) {
-  size_t total = kHeader + ((bytes + kAlign - 1) / kAlign) * kAlign;
+  // At least one aligned unit after the header, also for 0 bytes: the pointer handed out then lies inside the
+  // block (a pointer one past its end would make a live empty tensor look leaked to LeakSanitizer).
+  size_t total = kHeader + std::max<size_t>(kAlign, ((bytes + kAlign - 1) / kAlign) * kAlign);
   void* base = std::aligned_alloc(kAlign, total);
   if (base == nullptr) return nullptr;
   std::memcpy(base, &bytes, sizeof(bytes));
