@@ -43,9 +43,18 @@ class Matcher {
     return it->second;
   }
 
+  // Input or output k of node i, or "" when the node has no such one (a malformed node then matches nothing).
+  const std::string& in(size_t i, size_t k) const { return k < g_.nodes[i].inputs.size() ? g_.nodes[i].inputs[k] : kNone; }
+  const std::string& out(size_t i, size_t k) const { return k < g_.nodes[i].outputs.size() ? g_.nodes[i].outputs[k] : kNone; }
+  static inline const std::string kNone;
+
   bool Is(size_t i, const std::string& op) const { return g_.nodes[i].domain.empty() && g_.nodes[i].op_type == op; }
 
-  // The value of a one-element float constant (an initializer or a Constant node's output).
+  // The value of a one-element float constant (an initializer or a Constant node's output); none for none
+  // (Other() of a node without exactly two inputs: malformed graphs must not match, nor crash).
+  std::optional<double> Scalar(const std::optional<std::string>& value) const {
+    return value ? Scalar(*value) : std::nullopt;
+  }
   std::optional<double> Scalar(const std::string& value) const {
     Tensor t;
     if (auto it = g_.initializers.find(value); it != g_.initializers.end()) {
@@ -117,40 +126,44 @@ bool Near(std::optional<double> v, double want) { return v && std::fabs(*v - wan
 // Div(d, std); Mul(gamma); [Add(beta)]  =>  LayerNormalization(x, gamma[, beta], axis=-1, epsilon=eps).
 bool FuseLayerNorm(Matcher& m, size_t r1) {
   if (!m.MeansLastAxis(r1)) return false;
-  const std::string x = m.node(r1).inputs[0], mean = m.node(r1).outputs[0];
+  const std::string x = m.in(r1, 0), mean = m.out(r1, 0);
+  if (x.empty() || mean.empty()) return false;
   auto sub = m.OnlyConsumer(mean, "Sub");
-  if (!sub || m.node(*sub).inputs[0] != x) return false;
-  const std::string d = m.node(*sub).outputs[0];
+  if (!sub || m.in(*sub, 0) != x) return false;
+  const std::string d = m.out(*sub, 0);
   std::vector<size_t> uses = m.Consumers(d);
   if (uses.size() != 2) return false;
   std::optional<size_t> sq, div;
   for (size_t u : uses) {
     const Node& n = m.node(u);
-    if (m.Is(u, "Pow") && n.inputs[0] == d && Near(m.Scalar(n.inputs[1]), 2.0)) sq = u;
+    if (m.Is(u, "Pow") && n.inputs.size() == 2 && n.inputs[0] == d && Near(m.Scalar(n.inputs[1]), 2.0)) sq = u;
     else if (m.Is(u, "Mul") && n.inputs.size() == 2 && n.inputs[0] == d && n.inputs[1] == d) sq = u;
-    else if (m.Is(u, "Div") && n.inputs[0] == d) div = u;
+    else if (m.Is(u, "Div") && n.inputs.size() == 2 && n.inputs[0] == d) div = u;
   }
   if (!sq || !div) return false;
-  auto r2 = m.OnlyConsumer(m.node(*sq).outputs[0], "ReduceMean");
+  auto r2 = m.OnlyConsumer(m.out(*sq, 0), "ReduceMean");
   if (!r2 || !m.MeansLastAxis(*r2)) return false;
-  auto add_eps = m.OnlyConsumer(m.node(*r2).outputs[0], "Add");
+  auto add_eps = m.OnlyConsumer(m.out(*r2, 0), "Add");
   if (!add_eps) return false;
-  std::optional<double> eps = m.Scalar(*m.Other(*add_eps, m.node(*r2).outputs[0]));
+  std::optional<double> eps = m.Scalar(m.Other(*add_eps, m.out(*r2, 0)));
   if (!eps || *eps < 0) return false;
-  auto sqrt = m.OnlyConsumer(m.node(*add_eps).outputs[0], "Sqrt");
-  if (!sqrt || m.OnlyConsumer(m.node(*sqrt).outputs[0], "Div") != div || m.node(*div).inputs[1] != m.node(*sqrt).outputs[0]) {
+  auto sqrt = m.OnlyConsumer(m.out(*add_eps, 0), "Sqrt");
+  if (!sqrt || m.OnlyConsumer(m.out(*sqrt, 0), "Div") != div || m.node(*div).inputs.size() != 2 ||
+      m.in(*div, 1) != m.out(*sqrt, 0)) {
     return false;
   }
-  auto scale = m.OnlyConsumer(m.node(*div).outputs[0], "Mul");
+  auto scale = m.OnlyConsumer(m.out(*div, 0), "Mul");
   if (!scale) return false;
-  const std::string gamma = *m.Other(*scale, m.node(*div).outputs[0]);
+  std::optional<std::string> gamma_in = m.Other(*scale, m.out(*div, 0));
+  if (!gamma_in) return false;
+  const std::string gamma = *gamma_in;
   std::vector<size_t> gone = {r1, *sub, *sq, *r2, *add_eps, *sqrt, *div, *scale};
   std::vector<std::string> inputs = {x, gamma};
-  std::string y = m.node(*scale).outputs[0];
-  if (auto shift = m.OnlyConsumer(y, "Add")) {
+  std::string y = m.out(*scale, 0);
+  if (auto shift = m.OnlyConsumer(y, "Add"); shift && m.Other(*shift, y)) {
     inputs.push_back(*m.Other(*shift, y));
     gone.push_back(*shift);
-    y = m.node(*shift).outputs[0];
+    y = m.out(*shift, 0);
   }
   // gamma and beta must be one value per normalized element, not per row: both from outside the sequence
   // and not the normalized value itself.
@@ -164,9 +177,9 @@ bool FuseLayerNorm(Matcher& m, size_t r1) {
 // Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)); Erf; Add(1); Mul(x, .); Mul(0.5), the last two in either order
 // =>  com.microsoft Gelu(x).
 bool FuseGelu(Matcher& m, size_t erf) {
-  if (!m.Is(erf, "Erf")) return false;
+  if (!m.Is(erf, "Erf") || m.node(erf).inputs.size() != 1 || m.node(erf).outputs.empty()) return false;
   // Erf's input is the scaled x: Div(x, sqrt 2) or Mul by 1/sqrt 2, in either operand order.
-  const std::string a = m.node(erf).inputs[0];
+  const std::string a = m.in(erf, 0);
   std::optional<size_t> scaling = m.Producer(a);
   std::string x;
   if (scaling && m.node(*scaling).inputs.size() == 2) {
@@ -177,26 +190,28 @@ bool FuseGelu(Matcher& m, size_t erf) {
   }
   if (x.empty()) return false;
   if (!scaling || m.Consumers(a).size() != 1) return false;
-  auto plus1 = m.OnlyConsumer(m.node(erf).outputs[0], "Add");
-  if (!plus1 || !Near(m.Scalar(*m.Other(*plus1, m.node(erf).outputs[0])), 1.0)) return false;
-  const std::string e1 = m.node(*plus1).outputs[0];
+  auto plus1 = m.OnlyConsumer(m.out(erf, 0), "Add");
+  if (!plus1 || !Near(m.Scalar(m.Other(*plus1, m.out(erf, 0))), 1.0)) return false;
+  const std::string e1 = m.out(*plus1, 0);
   auto mul1 = m.OnlyConsumer(e1, "Mul");
   if (!mul1) return false;
-  std::string other = *m.Other(*mul1, e1), y;
+  std::optional<std::string> other_in = m.Other(*mul1, e1);
+  if (!other_in) return false;
+  std::string other = *other_in, y;
   std::vector<size_t> gone = {*scaling, erf, *plus1, *mul1};
   if (other == x) {  // x * (1 + erf) then * 0.5
-    auto half = m.OnlyConsumer(m.node(*mul1).outputs[0], "Mul");
-    if (!half || !Near(m.Scalar(*m.Other(*half, m.node(*mul1).outputs[0])), 0.5)) return false;
+    auto half = m.OnlyConsumer(m.out(*mul1, 0), "Mul");
+    if (!half || !Near(m.Scalar(m.Other(*half, m.out(*mul1, 0))), 0.5)) return false;
     gone.push_back(*half);
-    y = m.node(*half).outputs[0];
+    y = m.out(*half, 0);
   } else {  // (x * 0.5) * (1 + erf)
     std::optional<size_t> half = m.Producer(other);
-    if (!half || !m.Is(*half, "Mul") || !m.Other(*half, x) || !Near(m.Scalar(*m.Other(*half, x)), 0.5) ||
+    if (!half || !m.Is(*half, "Mul") || !m.Other(*half, x) || !Near(m.Scalar(m.Other(*half, x)), 0.5) ||
         m.Consumers(other).size() != 1) {
       return false;
     }
     gone.push_back(*half);
-    y = m.node(*mul1).outputs[0];
+    y = m.out(*mul1, 0);
   }
   const std::string name = m.node(gone.back()).name.empty() ? y : m.node(gone.back()).name;
   m.Replace(gone, MakeNode("Gelu", {x}, {y}, {}, name + ".fused_gelu", "com.microsoft"));
@@ -208,11 +223,11 @@ bool FuseGelu(Matcher& m, size_t erf) {
 // transposed copy of w (and, in the gradient, of dW) is then never made.
 bool FuseMatMulTranspose(Matcher& m, size_t mm) {
   if (!m.Is(mm, "MatMul") || m.node(mm).inputs.size() != 2) return false;
-  const std::string a = m.node(mm).inputs[0], wt = m.node(mm).inputs[1];
+  const std::string a = m.in(mm, 0), wt = m.in(mm, 1);
   std::optional<size_t> t = m.Producer(wt);
   if (!t || !m.Is(*t, "Transpose") || a == wt || m.Consumers(wt).size() != 1) return false;
   if (m.node(*t).GetInts("perm") != std::vector<int64_t>{1, 0}) return false;
-  const std::string w = m.node(*t).inputs[0], y = m.node(mm).outputs[0];
+  const std::string w = m.in(*t, 0), y = m.out(mm, 0);
   const std::string name = m.node(mm).name.empty() ? y : m.node(mm).name;
   m.Replace({*t, mm}, MakeNode("FusedMatMul", {a, w}, {y}, {AttrInt("transB", 1), AttrFloat("alpha", 1.0f)},
                                name + ".fused_transpose", "com.microsoft"));

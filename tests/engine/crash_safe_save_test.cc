@@ -160,10 +160,15 @@ TEST_F(CrashSafeSaveTest, SigkillDuringSavesLeavesThePreviousFilesWhole) {
   EXPECT_GT(last_step, 0) << "no kill came after a first save: the timing above is off";
   // Temporaries of killed processes never stay: the next save to each path removes them.
   {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
-    if (pid == 0) SaveForever(dir);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (pid == 0) SaveForever(dir, ready[1]);
+    ::close(ready[1]);
+    char byte;
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1);  // it has saved every file once
+    ::close(ready[0]);
     ::kill(pid, SIGSTOP);  // between saves or inside one: its own temporaries may exist, others' may not
     for (const std::string& t : Temporaries(dir)) {
       EXPECT_NE(t.find(".tmp." + std::to_string(pid) + "."), std::string::npos) << t << " outlived its process";
