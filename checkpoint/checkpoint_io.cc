@@ -2,6 +2,7 @@
 #include "checkpoint/checkpoint_io.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "checkpoint/ort_checkpoint_generated.h"
@@ -174,7 +175,16 @@ struct Reader {
     }
     if (nominal) return Tensor::View(dt.value(), {0}, nullptr);
     Shape shape;
-    if (t->dims()) for (int64_t d : *t->dims()) shape.push_back(d);
+    // The verifier aligns a vector's length, not its 8-byte elements: a damaged file can leave dims 4 bytes
+    // off, so they are copied out rather than loaded in place.
+    if (const auto* dims = t->dims()) {
+      const uint8_t* raw = reinterpret_cast<const uint8_t*>(dims->Data());
+      for (flatbuffers::uoffset_t i = 0; i < dims->size(); ++i) {
+        int64_t d;
+        std::memcpy(&d, raw + sizeof(int64_t) * i, sizeof(d));
+        shape.push_back(d);
+      }
+    }
     int64_t n = ShapeNumElements(shape);
     if (n < 0 || static_cast<uint64_t>(n) > (uint64_t{1} << 62) / DTypeSize(dt.value())) {
       return DataLoss(where, ": tensor \"", name, "\" has invalid dims ", ShapeToString(shape), " (negative, or more bytes than",
@@ -323,7 +333,15 @@ Status SaveCheckpoint(const CheckpointState& state, const std::string& path, con
   return WriteFileAtomically(path, bytes.value());
 }
 
-StatusOr<CheckpointState> LoadCheckpointFromBuffer(const void* data, size_t size) { return Decode(data, size, nullptr); }
+StatusOr<CheckpointState> LoadCheckpointFromBuffer(const void* data, size_t size) {
+  // The verifier checks alignment relative to the buffer's start: a caller's buffer at an odd address is
+  // copied to an aligned one first.
+  if (reinterpret_cast<uintptr_t>(data) % alignof(int64_t) != 0) {
+    std::string aligned(static_cast<const char*>(data), size);
+    return Decode(aligned.data(), aligned.size(), nullptr);
+  }
+  return Decode(data, size, nullptr);
+}
 
 StatusOr<CheckpointState> LoadCheckpoint(const std::string& path) {
   auto bytes = ReadFileToString(path);
