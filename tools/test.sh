@@ -17,6 +17,12 @@ if [ -d ../shared/ort-artifacts ]; then
   extra+=("--test_env=ONTRAIN_ORT_ARTIFACTS=$(cd ../shared/ort-artifacts && pwd)")
 fi
 
+# Under AddressSanitizer, LeakSanitizer skips what Open MPI and CPython keep for the life of the process
+# (a path in .bazelrc cannot name this checkout).
+for a in "$@"; do
+  [ "$a" = "--config=asan" ] && extra+=("--test_env=LSAN_OPTIONS=suppressions=$(pwd)/tools/sanitizers/lsan.supp")
+done
+
 bep="$(mktemp -t ontrain-bep.XXXXXX)"
 bep_external="$(mktemp -t ontrain-bep-external.XXXXXX)"
 log_external="$(mktemp -t ontrain-external.XXXXXX)"
