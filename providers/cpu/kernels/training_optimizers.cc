@@ -60,12 +60,20 @@ void ForEachPart(const Shape& offsets, int64_t b, int64_t e, F&& fn) {
 // The element loops of the updates, compiled for AVX-512, AVX2 and the baseline and chosen at load time
 // from the CPU (GCC's target_clones): the same IEEE operations in every version (no contraction into
 // FMAs under -std=c++17), so the results do not depend on which runs.
+// Under ThreadSanitizer one baseline version: ifunc resolvers run during relocation, before its runtime
+// starts, and crash there.
+#if defined(__SANITIZE_THREAD__)
+#define ONT_UPDATE_CLONES
+#else
+#define ONT_UPDATE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 struct AdamWParams {
   float a, b, eps, lr, wd, ac, bc, lr_c;
   bool mode0;
 };
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+ONT_UPDATE_CLONES
 void AdamWRange(float* pw, float* pm, float* pv, const float* pg, int64_t lo, int64_t hi, const AdamWParams& p) {
   const float a = p.a, b = p.b, eps = p.eps, lr = p.lr, wd = p.wd, ac = p.ac, bc = p.bc, lr_c = p.lr_c;
   if (p.mode0) {
@@ -85,7 +93,7 @@ void AdamWRange(float* pw, float* pm, float* pv, const float* pg, int64_t lo, in
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+ONT_UPDATE_CLONES
 void SgdRange(float* pw, const float* pg, int64_t lo, int64_t hi, float lr) {
   for (int64_t i = lo; i < hi; ++i) pw[i] -= lr * pg[i];
 }

@@ -17,7 +17,13 @@ namespace {
 
 #include "providers/cpu/kernels/vmath_tables.inc"
 
+// Under ThreadSanitizer one baseline version: the clones' ifunc resolvers run during relocation, before
+// its runtime starts, and crash there.
+#if defined(__SANITIZE_THREAD__)
+#define ONT_VMATH_CLONES
+#else
 #define ONT_VMATH_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 
 inline double Bits2Double(uint64_t b) {
   double d;
