@@ -57,8 +57,6 @@ struct ThreadPool::Impl {
   std::atomic<uint64_t> epoch{0};
   std::atomic<int64_t> done_blocks{0};
   std::unique_ptr<std::atomic<uint64_t>[]> claimed;  // per block: the epoch of the job that last claimed it
-  int64_t blocks = 0, per = 0, n = 0;
-  const RangeFn* fn = nullptr;
   bool stop = false;
   std::vector<std::thread> threads;
 
@@ -72,19 +70,30 @@ struct ThreadPool::Impl {
     return false;
   }
 
-  void RunBlock(int64_t b) {
-    (*fn)(b * per, std::min(n, (b + 1) * per));
-    if (done_blocks.fetch_add(1) + 1 == blocks) {
+  // One job as a thread saw it: copied under `mu`, where ParallelFor writes it, so a worker never reads a
+  // job's fields while the next job is being written (ThreadSanitizer found that race: a worker still looping
+  // over the blocks of a finished job read `blocks` while the caller set up the next one).
+  struct Job {
+    uint64_t epoch = 0;
+    int64_t n = 0, per = 0, blocks = 0;
+    const RangeFn* fn = nullptr;
+  };
+  Job job;  // the latest job (written and read under mu)
+
+  void RunBlock(const Job& j, int64_t b) {
+    (*j.fn)(b * j.per, std::min(j.n, (b + 1) * j.per));
+    if (done_blocks.fetch_add(1) + 1 == j.blocks) {
       std::lock_guard<std::mutex> lock(mu);
       finished.notify_one();
     }
   }
 
-  // Thread `self`'s share of job `job`: its own block, then whatever is left.
-  void RunBlocks(int64_t self, uint64_t job) {
-    if (self < blocks && Claim(self, job)) RunBlock(self);
-    for (int64_t b = 0; b < blocks; ++b) {
-      if (b != self && Claim(b, job)) RunBlock(b);
+  // Thread `self`'s share of job `j`: its own block, then whatever is left. A job that has already finished
+  // has every block claimed, so a late worker runs nothing (and never calls its finished `fn`).
+  void RunBlocks(int64_t self, const Job& j) {
+    if (self < j.blocks && Claim(self, j.epoch)) RunBlock(j, self);
+    for (int64_t b = 0; b < j.blocks; ++b) {
+      if (b != self && Claim(b, j.epoch)) RunBlock(j, b);
     }
   }
 
@@ -96,9 +105,14 @@ struct ThreadPool::Impl {
         std::unique_lock<std::mutex> lock(mu);
         wake.wait(lock, [&] { return stop || epoch.load(std::memory_order_acquire) != seen; });
       }
-      if (stop) return;
-      seen = epoch.load(std::memory_order_acquire);
-      RunBlocks(self, seen);
+      Job j;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stop) return;
+        j = job;
+      }
+      seen = j.epoch;
+      RunBlocks(self, j);
     }
   }
 };
@@ -138,20 +152,21 @@ void ThreadPool::ParallelFor(int64_t n, double cost_per_item, RangeFn fn) {
     return;
   }
   Impl& im = *impl_;
-  int64_t per = (n + blocks - 1) / blocks;
-  uint64_t job = 0;
+  Impl::Job j;
+  j.n = n;
+  j.per = (n + blocks - 1) / blocks;
+  j.blocks = (n + j.per - 1) / j.per;
+  j.fn = &fn;
   {
     std::lock_guard<std::mutex> lock(im.mu);
-    im.n = n;
-    im.per = per;
-    im.blocks = (n + per - 1) / per;
-    im.fn = &fn;
     im.done_blocks.store(0);
-    job = im.epoch.fetch_add(1, std::memory_order_release) + 1;
+    j.epoch = im.epoch.load(std::memory_order_relaxed) + 1;
+    im.job = j;
+    im.epoch.store(j.epoch, std::memory_order_release);
   }
   im.wake.notify_all();
-  const int64_t total = im.blocks;
-  im.RunBlocks(0, job);
+  const int64_t total = j.blocks;
+  im.RunBlocks(0, j);
   if (!SpinUntil([&] { return im.done_blocks.load(std::memory_order_acquire) == total; })) {
     std::unique_lock<std::mutex> lock(im.mu);
     im.finished.wait(lock, [&] { return im.done_blocks.load(std::memory_order_acquire) == total; });
