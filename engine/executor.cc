@@ -527,8 +527,10 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   MemoryArenas* arenas = pit == plans_.end() ? nullptr : pit->second.get();
   std::vector<size_t>& sizes = sizes_;  // a member: its memory is reused from run to run
   sizes.assign(slot_provider_.size(), 0);
-  live_ = 0;
-  std::fill(charged_.begin(), charged_.end(), 0);
+  if (budget_) {
+    live_ = 0;
+    std::fill(charged_.begin(), charged_.end(), 0);
+  }
   for (size_t pos = 0; pos < steps_.size(); ++pos) {
     const Step& st = *steps_[pos];
     Status s;

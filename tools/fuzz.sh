@@ -64,7 +64,7 @@ case "${1:-}" in
         $( [ -d "tests/fuzz/regressions/$t" ] && echo "tests/fuzz/regressions/$t" ) \
         $( [ -d "$home/shared-seeds/$t" ] && echo "$home/shared-seeds/$t" ) >"$d/log" 2>&1
       secs=$(( $(date +%s) - start ))
-      execs=$(grep -oE 'exec/s: [0-9]+' "$d/log" >/dev/null; grep -oE '#[0-9]+' "$d/log" | tail -1 | tr -d '#')
+      execs=$(grep -oE '#[0-9]+' "$d/log" | tail -1 | tr -d '#')
       cov=$(grep -oE 'cov: [0-9]+' "$d/log" | tail -1 | cut -d' ' -f2)
       ft=$(grep -oE 'ft: [0-9]+' "$d/log" | tail -1 | cut -d' ' -f2)
       corpus=$(ls "$d/corpus" | wc -l)
