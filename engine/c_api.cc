@@ -171,8 +171,9 @@ OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* 
   OT_REQUIRE(options, "options");
   OT_REQUIRE(provider, "provider");
   std::string p = provider;
-  if (p != "cpu" && p != "sim" && p != "cuda") {
-    return Error("unknown provider \"" + p + "\"; expected \"cpu\", \"sim\" or \"cuda\"");
+  bool cuda_n = p.size() > 5 && p.compare(0, 5, "cuda:") == 0 && p.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (p != "cpu" && p != "sim" && p != "cuda" && !cuda_n) {
+    return Error("unknown provider \"" + p + "\"; expected \"cpu\", \"sim\", \"cuda\" or \"cuda:N\" (device N)");
   }
   options->providers.push_back(p);
   return nullptr;
@@ -336,6 +337,7 @@ OtStatus* OtCopyBufferToParameters(OtTrainingSession* sess, OtValue* parameters_
   OT_REQUIRE(parameters_buffer, "parameters_buffer");
   return Wrap(sess->session->CopyBufferToParameters(parameters_buffer->tensor, trainable_only));
 }
+void OtFree(void* p) { std::free(p); }
 void OtReleaseTrainingSession(OtTrainingSession* session) { delete session; }
 void OtReleaseCheckpointState(OtCheckpointState* checkpoint_state) { delete checkpoint_state; }
 OtStatus* OtExportModelForInferencing(OtTrainingSession* sess, const char* inference_model_path,
@@ -434,8 +436,9 @@ OtStatus* OtUpdateParameter(OtCheckpointState* checkpoint_state, const char* par
   if (!p) return Error(std::string("no parameter named \"") + parameter_name + "\"");
   const ontrain::Tensor& src = parameter->tensor;
   if (src.shape() != p->data.shape() || src.dtype() != p->data.dtype()) {
-    return Error("parameter data shape mismatch: expected " + ontrain::ShapeToString(p->data.shape()) + ", got " +
-                 ontrain::ShapeToString(src.shape()));
+    return Error(std::string("parameter \"") + parameter_name + "\": data type or shape mismatch: expected " +
+                 ontrain::DTypeName(p->data.dtype()) + " " + ontrain::ShapeToString(p->data.shape()) + ", got " +
+                 ontrain::DTypeName(src.dtype()) + " " + ontrain::ShapeToString(src.shape()));
   }
   ontrain::IDataTransfer* device = ontrain::FindTransfer(checkpoint_state->state.devices, p->data.device());
   if (p->data.device().is_host()) {

@@ -20,6 +20,8 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin  # data-parallel training (distributed/mpi) and its mpirun tests
   clang-14 libfuzzer-14-dev   # the fuzz targets (tests/fuzz, tools/fuzz.sh)
   librsvg2-bin           # rsvg-convert: the training chart's test renders it as a real SVG reader would
+  mono-mcs mono-runtime  # the C# binding (bindings/csharp) and its test
+  gobjc libgnustep-base-dev  # the Objective-C binding (bindings/objc) and its test, on GNUstep Foundation
 )
 
 missing=()

@@ -54,8 +54,8 @@ void OtReleaseEnv(OtEnv* env);
 OtStatus* OtCreateSessionOptions(OtSessionOptions** out);
 OtStatus* OtSessionOptionsSetIntraOpThreads(OtSessionOptions* options, int threads); /* 0: one per core */
 /* Providers in priority order: "cpu" (the default, always last: appended when missing), "sim" (a device
- * simulated on the host, for checking placement) or "cuda" (creating the session says whether this build
- * has it). */
+ * simulated on the host, for checking placement) or "cuda" / "cuda:N" (device 0 / device N; creating the
+ * session says whether this build and machine have it). */
 OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* provider);
 /* Data-parallel training (run under mpirun): "mpi" averages host gradients over MPI, "nccl" device gradients
  * over NCCL, "" (the default) trains alone. Parameters are broadcast from rank 0 when the session is made and
@@ -75,6 +75,9 @@ size_t OtGetDimensionsCount(const OtTensorTypeAndShapeInfo* info);
 void OtGetDimensions(const OtTensorTypeAndShapeInfo* info, int64_t* dims, size_t dims_length);
 void OtReleaseTensorTypeAndShapeInfo(OtTensorTypeAndShapeInfo* info);
 void OtReleaseValue(OtValue* value);
+/* Frees a string or property value that the API handed out with a NULL allocator (malloc), for callers that
+ * cannot reach the C library's free (the C# and Objective-C bindings). NULL is ignored. */
+void OtFree(void* p);
 
 /* ---- the training API (ONNX Runtime's OrtTrainingApi, in its order) ---- */
 OtStatus* OtLoadCheckpoint(const char* checkpoint_path, OtCheckpointState** checkpoint_state);
