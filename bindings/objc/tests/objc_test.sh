@@ -5,10 +5,13 @@
 # (training_test.m says what else it checks). Where gobjc or GNUstep is not installed the test is reported
 # as skipped, with the reason, in the JUnit file Bazel reads.
 #
-#   objc_test.sh MLP_LOSSES LIBONTRAIN_SO C_API_HEADER BINDING_M BINDING_H TEST_M
+#   objc_test.sh MLP_LOSSES LIBONTRAIN_SO C_API_HEADER BINDING_M BINDING_H TEST_M README
+#
+# It also compiles the README's Objective-C training loop against the binding, so that the README cannot
+# drift.
 set -uo pipefail
 
-mlp_losses="$1" lib="$2" c_api_header="$3" binding_m="$4" binding_h="$5" test_m="$6"
+mlp_losses="$1" lib="$2" c_api_header="$3" binding_m="$4" binding_h="$5" test_m="$6" readme="$7"
 
 skip() {
   echo "SKIPPED: $1"
@@ -38,6 +41,19 @@ gcc -std=gnu11 $(gnustep-config --objc-flags) -Wno-unused-parameter -I"$work/inc
   2>"$work/compile.log" || { cat "$work/compile.log"; exit 1; }
 if grep -E "(ontrain_training|training_test)\.[mh]:[0-9]+:[0-9]+: (warning|error)" "$work/compile.log"; then
   echo "the binding or its test compiles with warnings (above)"
+  exit 1
+fi
+# The README's snippet, inside a main that declares what it leaves to the reader.
+{
+  awk '/^```objc$/{on=1; next} on && /^```$/{exit} on && /^#import/{print; next}' "$readme"
+  echo 'int main(void) { NSUInteger steps = 0; NSData* images[1] = {nil}; NSData* labels[1] = {nil}; NSArray* xShape = nil; NSArray* yShape = nil;'
+  awk '/^```objc$/{on=1; next} on && /^```$/{exit} on && !/^#import/{print}' "$readme"
+  echo 'return 0; }'
+} >"$work/readme_snippet.m"
+gcc -std=gnu11 $(gnustep-config --objc-flags) -Wno-unused-parameter -I"$work/include" -c "$work/readme_snippet.m" \
+  -o "$work/readme_snippet.o" 2>"$work/readme.log" || { cat "$work/readme.log"; echo "the README's Objective-C snippet does not compile"; exit 1; }
+if grep -E "readme_snippet\.m:[0-9]+:[0-9]+: (warning|error)" "$work/readme.log"; then
+  echo "the README's Objective-C snippet compiles with warnings (above)"
   exit 1
 fi
 "$mlp_losses" --out "$work/artifacts" --steps 12 >"$work/reference.txt" || exit 1
