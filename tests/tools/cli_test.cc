@@ -161,11 +161,16 @@ TEST_F(CliTest, ResumeReproducesAnUninterruptedRunBitForBit) {
   };
   ASSERT_TRUE(run(a, "", false).ok());
   ASSERT_TRUE(run(b, "23", false).ok());  // stops mid-epoch (20 steps per epoch)
+  // What a run killed 3 steps after its last checkpoint leaves in the log: steps the resumed run repeats,
+  // and a partial line. Resuming cuts them.
+  std::ofstream(b + "/metrics.jsonl", std::ios::app) << "{\"step\":24,\"loss\":9,\"lr\":1}\n{\"step\":25,\"loss\":9,\"lr\":1}\n"
+                                                     << "{\"epoch\":2,\"eval_loss\":9,\"accuracy\":null}\n{\"step\":26,\"lo";
   Status r = run(b, "", true);
   ASSERT_TRUE(r.ok()) << r.ToString();
   std::vector<std::string> la = StepLosses(a + "/metrics.jsonl"), lb = StepLosses(b + "/metrics.jsonl");
   ASSERT_EQ(la.size(), 50u);
-  EXPECT_EQ(la, lb);  // step, loss and learning rate printed with 9 significant digits
+  EXPECT_EQ(la, lb);  // step, loss and learning rate printed with 9 significant digits; no step twice
+  EXPECT_EQ(Slurp(b + "/metrics.jsonl").find("\"loss\":9,"), std::string::npos) << "the killed run's later steps were cut";
   EXPECT_EQ(Slurp(a + "/run/checkpoint"), Slurp(b + "/run/checkpoint")) << "identical final state, byte for byte";
   EXPECT_THAT(Slurp(a + "/run/metrics.csv"), HasSubstr("epoch,train_loss,eval_loss,accuracy"));
   EXPECT_THAT(Slurp(a + "/run/training.svg"), HasSubstr("<svg"));

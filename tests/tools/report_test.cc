@@ -54,6 +54,28 @@ TEST(ReportTest, MetricsLinesAreJsonAndSurviveAPartialLine) {
                          path));
 }
 
+// A run resumed from its step-2 checkpoint: the lines the interrupted run wrote after step 2 (steps 3 and 4,
+// the eval line between them, a partial line) go; lines up to step 2, and what follows them before step 3,
+// stay.
+TEST(ReportTest, ResumedLogIsCutBackToTheCheckpointsStep) {
+  const std::string path = ::testing::TempDir() + "/resumed.jsonl";
+  std::ofstream(path) << "{\"step\":1,\"loss\":1}\n{\"step\":2,\"loss\":2}\n{\"epoch\":1,\"eval_loss\":2}\n"
+                         "{\"step\":3,\"loss\":3}\n{\"epoch\":2,\"eval_loss\":3}\n{\"step\":4,\"loss\":4}\n{\"step\":5,";
+  {
+    cli::MetricsLog log;
+    ASSERT_TRUE(log.Open(path, true, 2).ok());
+    ASSERT_TRUE(log.Write("\"step\":3,\"loss\":0.5").ok());
+  }
+  EXPECT_EQ(ReadFileToString(path).value(),
+            "{\"step\":1,\"loss\":1}\n{\"step\":2,\"loss\":2}\n{\"epoch\":1,\"eval_loss\":2}\n{\"step\":3,\"loss\":0.5}\n");
+  // Resumed from step 0 (a checkpoint saved before any step): nothing of the old steps stays.
+  {
+    cli::MetricsLog log;
+    ASSERT_TRUE(log.Open(path, true, 0).ok());
+  }
+  EXPECT_EQ(ReadFileToString(path).value(), "");
+}
+
 TEST(ReportTest, CsvReadsWithPythonsCsvModule) {
   const std::string path = ::testing::TempDir() + "/metrics.csv";
   ASSERT_TRUE(cli::WriteMetricsCsv({{1, 0.75, 0.5, 0.8125, 20}, {2, 0.5, -1, -1, 40}}, path).ok());

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -23,20 +24,30 @@ MetricsLog::~MetricsLog() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status MetricsLog::Open(const std::string& path, bool append) {
+Status MetricsLog::Open(const std::string& path, bool append, int64_t resume_step) {
   path_ = path;
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
   if (fd_ < 0) return IoError("cannot write metrics file \"", path, "\": ", std::strerror(errno));
   if (append) {
-    // Cut a partial last line: everything after the last newline.
     struct stat st;
     if (::fstat(fd_, &st) == 0 && st.st_size > 0) {
       std::ifstream f(path, std::ios::binary);
       std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      size_t keep = bytes.rfind('\n');
-      keep = keep == std::string::npos ? 0 : keep + 1;
+      // Whole lines only (a partial last line is cut), up to the first step past the resumed checkpoint.
+      size_t keep = 0;
+      static const char kStep[] = "{\"step\":";
+      while (keep < bytes.size()) {
+        size_t end = bytes.find('\n', keep);
+        if (end == std::string::npos) break;
+        if (resume_step >= 0 && bytes.compare(keep, sizeof(kStep) - 1, kStep) == 0) {
+          char* stop = nullptr;
+          long long n = std::strtoll(bytes.c_str() + keep + sizeof(kStep) - 1, &stop, 10);
+          if (stop != bytes.c_str() + keep + sizeof(kStep) - 1 && n > resume_step) break;
+        }
+        keep = end + 1;
+      }
       if (keep < bytes.size() && ::ftruncate(fd_, static_cast<off_t>(keep)) != 0) {
-        return IoError("cannot repair the partial last line of metrics file \"", path, "\": ", std::strerror(errno));
+        return IoError("cannot cut metrics file \"", path, "\" back to step ", resume_step, ": ", std::strerror(errno));
       }
     }
   }

@@ -31,7 +31,10 @@ struct StepLoss {
 class MetricsLog {
  public:
   ~MetricsLog();
-  Status Open(const std::string& path, bool append);
+  // `append`: keep what the file holds (a resumed run), cutting a partial last line; and when
+  // `resume_step` >= 0, also every line from the first {"step":N,...} line with N > resume_step on: those
+  // steps came after the checkpoint being resumed, and the resumed run writes them again.
+  Status Open(const std::string& path, bool append, int64_t resume_step = -1);
   // `fields`: "key":value pairs without braces; a write error is reported once, then the log stops.
   Status Write(const std::string& fields);
   static std::string Number(double v);  // %.9g, or null when not finite

@@ -191,7 +191,9 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   ONT_ASSIGN_OR_RETURN(int64_t stop_after, f.GetInt("stop-after", 0));
   if (first >= steps) return InvalidArgument("the checkpoint is already at step ", first, " of ", steps);
   MetricsLog metrics;
-  if (f.Has("metrics") && root) ONT_RETURN_IF_ERROR(metrics.Open(f.Get("metrics"), resume));
+  // A resumed log keeps the steps up to the checkpoint's; later lines (written before an interruption that
+  // came after the last checkpoint) are cut, since this run writes those steps again.
+  if (f.Has("metrics") && root) ONT_RETURN_IF_ERROR(metrics.Open(f.Get("metrics"), resume, resume ? first : -1));
   auto save = [&]() -> Status {
     if (!root) return Status::OK();  // rank 0 writes; every rank holds the same state
     return SaveCheckpoint(*job.state, ckpt_path).WithContext("saving the checkpoint");
