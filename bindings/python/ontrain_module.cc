@@ -26,8 +26,14 @@ namespace py = pybind11;
 namespace ontrain {
 namespace {
 
+// Engine errors become RuntimeError, except going over a memory limit, which is MemoryError.
 void Check(const Status& s) {
-  if (!s.ok()) throw std::runtime_error(s.ToString());
+  if (s.ok()) return;
+  if (s.code() == StatusCode::kResourceExhausted) {
+    PyErr_SetString(PyExc_MemoryError, s.ToString().c_str());
+    throw py::error_already_set();
+  }
+  throw std::runtime_error(s.ToString());
 }
 
 template <typename T>
@@ -107,8 +113,9 @@ Parameter& FindOrThrow(CheckpointState& s, const std::string& name) {
 class Session {
  public:
   Session(std::shared_ptr<CheckpointState> state, const std::string& train, const std::string& eval,
-          const std::string& optimizer, const std::string& providers, int threads)
+          const std::string& optimizer, const std::string& providers, int threads, int64_t memory_limit_bytes)
       : state_(std::move(state)) {
+    if (memory_limit_bytes < 0) throw std::invalid_argument("memory_limit_bytes must be >= 0 (0: no limit)");
     for (const std::string& path : {train, eval}) {
       if (path.empty()) continue;
       Model m = Unwrap(LoadModel(path));
@@ -117,6 +124,7 @@ class Session {
     providers_ = Unwrap(CreateProviders(providers, threads));
     TrainingSessionOptions options;
     options.providers = providers_.ordered;
+    options.memory_limit_bytes = memory_limit_bytes;
     session_ = Unwrap(TrainingSession::Create(options, state_.get(), ModelSource::FromPath(train),
                                              eval.empty() ? ModelSource{} : ModelSource::FromPath(eval),
                                              optimizer.empty() ? ModelSource{} : ModelSource::FromPath(optimizer)));
@@ -278,9 +286,9 @@ PYBIND11_MODULE(_ontrain, m) {
 
   py::class_<Session>(m, "TrainingSession")
       .def(py::init<std::shared_ptr<CheckpointState>, const std::string&, const std::string&, const std::string&,
-                    const std::string&, int>(),
+                    const std::string&, int, int64_t>(),
            py::arg("state"), py::arg("train_model"), py::arg("eval_model") = "", py::arg("optimizer_model") = "",
-           py::arg("providers") = "cpu", py::arg("threads") = 0)
+           py::arg("providers") = "cpu", py::arg("threads") = 0, py::arg("memory_limit_bytes") = 0)
       .def("train_step", [](Session& s, const py::sequence& in) { return s.Step(in, true); })
       .def("eval_step", [](Session& s, const py::sequence& in) { return s.Step(in, false); })
       .def("lazy_reset_grad", [](Session& s) { s.get().LazyResetGrad(); })

@@ -133,7 +133,11 @@ def _providers(device):
 class Module:
     """The training and eval models bound to a checkpoint state."""
 
-    def __init__(self, train_model_uri, state, eval_model_uri=None, device="cpu"):
+    def __init__(self, train_model_uri, state, eval_model_uri=None, device="cpu", *, memory_limit_bytes=0):
+        """memory_limit_bytes (ontrain's own): caps the memory the session plans (parameters, gradients,
+        optimizer moments, every graph's intermediate values); 0 is no cap. Going over it raises before
+        anything is allocated, naming the graph and the value."""
+        self._memory_limit = int(memory_limit_bytes)
         self._train_model = os.fspath(train_model_uri)
         self._eval_model = os.fspath(eval_model_uri) if eval_model_uri is not None else ""
         self._optimizer_model = ""
@@ -145,7 +149,7 @@ class Module:
 
     def _create(self):
         return _ontrain.TrainingSession(self._state._state, self._train_model, self._eval_model,
-                                        self._optimizer_model, self._providers, 0)
+                                        self._optimizer_model, self._providers, 0, self._memory_limit)
 
     def _attach_optimizer(self, optimizer_uri):
         # The engine binds the optimizer model when a session is created: a new session over the same state.

@@ -407,6 +407,21 @@ def test_cuda_device_without_a_gpu_is_a_clear_error():
         pytest.skip("a CUDA device and provider library are present: the session was created")
 
 
+def test_memory_limit_refuses_a_session_over_it_and_changes_nothing_under_it():
+    state = api.CheckpointState.load_checkpoint(path("checkpoint"))
+    with pytest.raises(MemoryError, match="memory limit of 64"):
+        api.Module(path("training_model.onnx"), state, path("eval_model.onnx"), memory_limit_bytes=64)
+    with pytest.raises(ValueError, match="memory_limit_bytes must be >= 0"):
+        api.Module(path("training_model.onnx"), state, memory_limit_bytes=-1)
+    losses = []
+    for limit in (0, 16 << 20):
+        state = api.CheckpointState.load_checkpoint(path("checkpoint"))
+        model = api.Module(path("training_model.onnx"), state, path("eval_model.onnx"), memory_limit_bytes=limit)
+        optimizer = api.Optimizer(path("optimizer_model.onnx"), model)
+        losses.append(train(model, optimizer, 3))
+    assert losses[0] == losses[1]
+
+
 def test_errors_carry_the_engines_message():
     with pytest.raises(RuntimeError, match="no_such_file"):
         api.CheckpointState.load_checkpoint(os.path.join(TMP, "no_such_file"))
