@@ -65,9 +65,13 @@ class MpirunTest : public ::testing::Test {
 
   std::string Mpirun(int np) const {
     // Root is allowed (CI runs as root); --oversubscribe, since the launcher may count fewer slots than
-    // ranks; shared memory and loopback TCP only.
+    // ranks; shared memory and loopback TCP only. Under --config=asan the ranks check memory errors but not
+    // leaks: Open MPI's components leave allocations at exit whose frames LeakSanitizer cannot attribute to
+    // any module (so no suppression can name them); ontrain's own code in a rank is leak-checked by the
+    // in-process data-parallel tests.
     return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp "
-           "OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe -np " + std::to_string(np) + " ";
+           "OMPI_MCA_btl_vader_single_copy_mechanism=none ASAN_OPTIONS=detect_leaks=0:detect_odr_violation=0 "
+           "mpirun --oversubscribe -np " + std::to_string(np) + " ";
   }
 
   void Generate(const std::string& model) {

@@ -57,4 +57,9 @@ if grep -E "readme_snippet\.m:[0-9]+:[0-9]+: (warning|error)" "$work/readme.log"
   exit 1
 fi
 "$mlp_losses" --out "$work/artifacts" --steps 12 >"$work/reference.txt" || exit 1
+# Built with --config=asan, libontrain.so needs ASan's runtime loaded first: preload it for the test program
+# only (the compilers above stay uninstrumented). Leaks are checked (tools/sanitizers/lsan.supp skips the
+# Objective-C runtime's and GNUstep's own).
+asan_runtime=$(ldd "$lib" | awk '/libasan\.so/ {print $3}')
+[ -n "$asan_runtime" ] && export LD_PRELOAD="$asan_runtime"
 "$work/bin/training_test" "$work/artifacts" "$work/reference.txt" "$work/scratch"

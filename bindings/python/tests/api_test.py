@@ -13,7 +13,11 @@ import sys
 import numpy as np
 import pytest
 
-from ontrain import api, artifacts
+import ontrain_test_support
+
+ontrain_test_support.reexec_with_asan_runtime()
+
+from ontrain import api, artifacts  # noqa: E402 (after the re-exec)
 
 ROOT = os.path.join(os.environ.get("TEST_SRCDIR", ""), os.environ.get("TEST_WORKSPACE", ""))
 DATA = os.path.join(ROOT, "tests/data/ort_mlp")

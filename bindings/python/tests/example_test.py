@@ -7,6 +7,10 @@ import re
 import subprocess
 import sys
 
+import ontrain_test_support
+
+ontrain_test_support.reexec_with_asan_runtime()
+
 import pytest
 
 ROOT = os.path.join(os.environ.get("TEST_SRCDIR", ""), os.environ.get("TEST_WORKSPACE", ""))

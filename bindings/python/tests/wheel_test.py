@@ -6,6 +6,10 @@ import os
 import subprocess
 import sys
 
+import ontrain_test_support
+
+ontrain_test_support.reexec_with_asan_runtime()
+
 ROOT = os.path.join(os.environ.get("TEST_SRCDIR", ""), os.environ.get("TEST_WORKSPACE", ""))
 TMP = os.environ.get("TEST_TMPDIR", "/tmp")
 
