@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "checkpoint/ort_checkpoint_generated.h"
@@ -138,6 +139,28 @@ int64_t TotalTensorBytes(const CheckpointState& s, bool with_optimizer) {
   return total;
 }
 
+// The property that ties a checkpoint to its external data file: "bytes=N fnv64=H", H the FNV-1a hash of the
+// file's little-endian 64-bit words (and its last bytes), in hex. The two files are renamed one after the
+// other, so a save interrupted between the renames leaves a main file beside another save's data file; the
+// reader checks this property (where present: ONNX Runtime does not write it) and refuses such a pair
+// instead of reading tensors at the wrong offsets. Not shown to the state's user.
+constexpr char kExternalDataProperty[] = "ontrain.external_data";
+
+std::string ExternalDataFingerprint(const std::string& data) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const uint64_t prime = 0x100000001b3ull;
+  size_t i = 0;
+  for (; i + 8 <= data.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, data.data() + i, 8);
+    h = (h ^ word) * prime;
+  }
+  for (; i < data.size(); ++i) h = (h ^ static_cast<unsigned char>(data[i])) * prime;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "bytes=%zu fnv64=%016llx", data.size(), static_cast<unsigned long long>(h));
+  return buf;
+}
+
 StatusOr<std::string> Encode(const CheckpointState& state, const CheckpointSaveOptions& options, bool allow_external,
                              std::string* side) {
   Writer w;
@@ -149,12 +172,14 @@ StatusOr<std::string> Encode(const CheckpointState& state, const CheckpointSaveO
   ONT_ASSIGN_OR_RETURN(auto module, WriteModuleState(w, state));
   ONT_ASSIGN_OR_RETURN(auto groups, WriteGroups(w, state));
   flatbuffers::Offset<fb::PropertyBag> props;
-  if (state.properties.size() > 0) props = WriteProperties(w, state.properties);
+  PropertyBag bag = state.properties;
+  if (w.external) bag.Set(kExternalDataProperty, ExternalDataFingerprint(w.side));
+  if (bag.size() > 0) props = WriteProperties(w, bag);
   fb::CheckpointBuilder cb(w.builder);
   cb.add_version(kCheckpointVersion);
   cb.add_module_state(module);
   cb.add_optimizer_groups(groups);
-  if (state.properties.size() > 0) cb.add_property_bag(props);
+  if (bag.size() > 0) cb.add_property_bag(props);
   w.builder.Finish(cb.Finish(), fb::CheckpointIdentifier());
   if (side) *side = std::move(w.side);
   return std::string(reinterpret_cast<const char*>(w.builder.GetBufferPointer()), w.builder.GetSize());
@@ -304,6 +329,15 @@ StatusOr<CheckpointState> Decode(const void* data, size_t size, const std::strin
   }
   ONT_RETURN_IF_ERROR(ReadGroups(r, c, &s));
   ONT_RETURN_IF_ERROR(ReadProperties(c, &s));
+  if (s.properties.Contains(kExternalDataProperty)) {
+    auto expected = s.properties.Get<std::string>(kExternalDataProperty);
+    if (side != nullptr && expected.ok() && ExternalDataFingerprint(*side) != expected.value()) {
+      return DataLoss("the external data file does not belong to this checkpoint (", ExternalDataFingerprint(*side),
+                      ", the checkpoint expects ", expected.value(),
+                      "): a save was interrupted between writing the two files, or one was replaced");
+    }
+    s.properties.Remove(kExternalDataProperty);
+  }
   return s;
 }
 
@@ -327,8 +361,9 @@ Status SaveCheckpoint(const CheckpointState& state, const std::string& path, con
   std::string side;
   auto bytes = Encode(state, options, true, &side);
   if (!bytes.ok()) return bytes.status().WithContext(StrCat("saving checkpoint \"", path, "\""));
-  // The data file is written first: a crash between the two renames leaves the old checkpoint pointing at
-  // data it does not use (old checkpoints without external data) or at the new, complete data file.
+  // The data file is written first: a crash between the two renames leaves the old checkpoint beside the
+  // new data file, which the old one's fingerprint property (kExternalDataProperty) refuses when loading
+  // (checkpoints without external data never read it).
   if (!side.empty()) ONT_RETURN_IF_ERROR(WriteFileAtomically(ExternalCheckpointDataPath(path), side));
   return WriteFileAtomically(path, bytes.value());
 }

@@ -174,6 +174,34 @@ TEST(CheckpointTest, ExternalDataRoundTrip) {
   EXPECT_THAT(gone.status().message(), HasSubstr(".data"));
 }
 
+// A save interrupted between its two renames leaves the previous main file beside the new data file: the
+// fingerprint property refuses the pair (instead of reading tensors at the old offsets), and it is not shown
+// as one of the state's properties.
+TEST(CheckpointTest, ExternalDataFromAnotherSaveIsRefused) {
+  CheckpointSaveOptions opt;
+  opt.external_data_threshold = 16;
+  CheckpointState a = SampleState();
+  a.properties.Set("epoch", int64_t{3});
+  std::string path = TempPath("external_pair.ckpt"), other = TempPath("external_other.ckpt");
+  ASSERT_TRUE(SaveCheckpoint(a, path, opt).ok());
+  auto back = LoadCheckpoint(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->properties.size(), a.properties.size()) << "the fingerprint is not one of the user's properties";
+  // Another save of the same layout with different values: same size, different bytes.
+  CheckpointState b = SampleState();
+  b.parameters.at("fc2.weight").data = Filled({3, 2}, 7);
+  ASSERT_TRUE(SaveCheckpoint(b, other, opt).ok());
+  ASSERT_EQ(std::rename(ExternalCheckpointDataPath(other).c_str(), ExternalCheckpointDataPath(path).c_str()), 0);
+  auto mixed = LoadCheckpoint(path);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().code(), StatusCode::kDataLoss);
+  EXPECT_THAT(mixed.status().message(), HasSubstr("does not belong to this checkpoint"));
+  EXPECT_THAT(mixed.status().message(), HasSubstr("interrupted"));
+  // Saving the loaded state again writes a fresh fingerprint (not the loaded one).
+  ASSERT_TRUE(SaveCheckpoint(back.value(), path, opt).ok());
+  ASSERT_TRUE(LoadCheckpoint(path).ok());
+}
+
 TEST(CheckpointTest, StringTensorsAreRejected) {
   CheckpointState s;
   s.AddParameter("w", Tensor::View(DType::kString, {1}, nullptr), true);
