@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "checkpoint/ort_checkpoint_generated.h"
 #include "core/file_io.h"
 
@@ -14,6 +16,11 @@ namespace ontrain {
 namespace fb = ::ontrain::fbs;
 
 std::string ExternalCheckpointDataPath(const std::string& checkpoint_path) { return checkpoint_path + ".data"; }
+
+namespace {
+// The previous data file while a save replaces it (see SaveCheckpoint).
+std::string PreviousDataPath(const std::string& checkpoint_path) { return checkpoint_path + ".data.prev"; }
+}  // namespace
 
 namespace {
 
@@ -361,11 +368,21 @@ Status SaveCheckpoint(const CheckpointState& state, const std::string& path, con
   std::string side;
   auto bytes = Encode(state, options, true, &side);
   if (!bytes.ok()) return bytes.status().WithContext(StrCat("saving checkpoint \"", path, "\""));
-  // The data file is written first: a crash between the two renames leaves the old checkpoint beside the
-  // new data file, which the old one's fingerprint property (kExternalDataProperty) refuses when loading
-  // (checkpoints without external data never read it).
-  if (!side.empty()) ONT_RETURN_IF_ERROR(WriteFileAtomically(ExternalCheckpointDataPath(path), side));
-  return WriteFileAtomically(path, bytes.value());
+  if (side.empty()) return WriteFileAtomically(path, bytes.value());
+  // The data file is renamed into place first, then the main file. Until the main file is in place the
+  // previous data file stays reachable as "<data>.prev" (a hard link): a save interrupted between the two
+  // renames leaves the previous main file beside the new data file, which its fingerprint refuses, and
+  // LoadCheckpoint then reads the previous pair. A failed main write puts the previous data file back.
+  const std::string data = ExternalCheckpointDataPath(path), prev = PreviousDataPath(path);
+  ::unlink(prev.c_str());
+  bool kept = ::link(data.c_str(), prev.c_str()) == 0;  // fails when there is no previous data file
+  Status s = WriteFileAtomically(data, side);
+  if (s.ok()) {
+    s = WriteFileAtomically(path, bytes.value());
+    if (!s.ok() && kept && ::rename(prev.c_str(), data.c_str()) == 0) kept = false;
+  }
+  if (kept) ::unlink(prev.c_str());
+  return s;
 }
 
 StatusOr<CheckpointState> LoadCheckpointFromBuffer(const void* data, size_t size) {
@@ -389,6 +406,15 @@ StatusOr<CheckpointState> LoadCheckpoint(const std::string& path) {
     side = std::move(s).value();
   }
   auto state = Decode(bytes->data(), bytes->size(), has_side ? &side : nullptr);
+  if (!state.ok() && has_side && state.status().code() == StatusCode::kDataLoss) {
+    // A save interrupted between its two renames: the previous data file, kept as "<data>.prev", belongs to
+    // this main file.
+    auto previous = ReadFileToString(PreviousDataPath(path));
+    if (previous.ok()) {
+      auto older = Decode(bytes->data(), bytes->size(), &previous.value());
+      if (older.ok()) return older;
+    }
+  }
   if (!state.ok()) return state.status().WithContext(StrCat("loading checkpoint \"", path, "\""));
   return state;
 }

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "checkpoint/ort_checkpoint_generated.h"
+#include "core/file_io.h"
 #include "gmock/gmock.h"
 #include "graph/model_io.h"
 #include "gtest/gtest.h"
@@ -22,6 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+bool FileExists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
 Tensor Filled(const Shape& shape, float start) {
   std::vector<float> v(static_cast<size_t>(ShapeNumElements(shape)));
@@ -200,6 +202,54 @@ TEST(CheckpointTest, ExternalDataFromAnotherSaveIsRefused) {
   // Saving the loaded state again writes a fresh fingerprint (not the loaded one).
   ASSERT_TRUE(SaveCheckpoint(back.value(), path, opt).ok());
   ASSERT_TRUE(LoadCheckpoint(path).ok());
+}
+
+// What SaveCheckpoint leaves when it is killed between its two renames: the previous main file, the new
+// data file, and the previous data file kept as "<path>.data.prev". The previous checkpoint loads whole.
+// A save that fails (full disk) leaves the previous pair and no ".prev" behind.
+TEST(CheckpointTest, ExternalDataSaveInterruptedBetweenRenamesKeepsThePreviousCheckpoint) {
+  CheckpointSaveOptions opt;
+  opt.external_data_threshold = 16;
+  std::string path = TempPath("external_window.ckpt"), other = TempPath("external_window_b.ckpt");
+  std::string data = ExternalCheckpointDataPath(path), prev = data + ".prev";
+  CheckpointState a = SampleState();
+  ASSERT_TRUE(SaveCheckpoint(a, path, opt).ok());
+  EXPECT_FALSE(FileExists(prev)) << "a completed save leaves no .prev";
+  ASSERT_TRUE(SaveCheckpoint(a, path, opt).ok());  // over an existing pair too
+  EXPECT_FALSE(FileExists(prev));
+  CheckpointState b = SampleState();
+  b.parameters.at("fc2.weight").data = Filled({3, 2}, 7);
+  ASSERT_TRUE(SaveCheckpoint(b, other, opt).ok());
+  ASSERT_EQ(::link(data.c_str(), prev.c_str()), 0);
+  ASSERT_EQ(std::rename(ExternalCheckpointDataPath(other).c_str(), data.c_str()), 0);
+  auto back = LoadCheckpoint(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ExpectSameTensor(back->parameters.at("fc2.weight").data, Filled({3, 2}, 1));
+  // The next save completes the pair and drops the stale .prev.
+  ASSERT_TRUE(SaveCheckpoint(b, path, opt).ok());
+  EXPECT_FALSE(FileExists(prev));
+  ExpectSameTensor(LoadCheckpoint(path)->parameters.at("fc2.weight").data, Filled({3, 2}, 7));
+  // A full disk while writing the data file: an error, the previous checkpoint (b) intact, no .prev.
+  WriteFaultsForTesting full;
+  full.fail_after_bytes = 0;
+  SetWriteFaultsForTesting(&full);
+  Status failed = SaveCheckpoint(a, path, opt);
+  SetWriteFaultsForTesting(nullptr);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_FALSE(FileExists(prev));
+  ExpectSameTensor(LoadCheckpoint(path)->parameters.at("fc2.weight").data, Filled({3, 2}, 7));
+  // A full disk while writing the main file, after the new data file is in place (the fault fails any file
+  // larger than the data file, and the main file is larger): the previous data file is put back.
+  std::string data_bytes = ReadFileToString(data).value(), main_bytes = ReadFileToString(path).value();
+  ASSERT_GT(main_bytes.size(), data_bytes.size());
+  full.fail_after_bytes = static_cast<int64_t>(data_bytes.size());
+  SetWriteFaultsForTesting(&full);
+  failed = SaveCheckpoint(a, path, opt);
+  SetWriteFaultsForTesting(nullptr);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_FALSE(FileExists(prev));
+  EXPECT_EQ(ReadFileToString(data).value(), data_bytes) << "the previous data file is back";
+  ExpectSameTensor(LoadCheckpoint(path)->parameters.at("fc2.weight").data, Filled({3, 2}, 7));
 }
 
 TEST(CheckpointTest, StringTensorsAreRejected) {
