@@ -179,11 +179,18 @@ TEST_F(CliTest, ResumeReproducesAnUninterruptedRunBitForBit) {
 TEST_F(CliTest, SigintSavesACheckpointAndStops) {
   std::string dir = Tmp("cli_sigint");
   ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
-  std::thread killer([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // SIGINT once training has started (the handler is installed for the training loop only): when the metrics
+  // log has its first line. A fixed delay raced the setup in slow (sanitizer) builds.
+  const std::string metrics = dir + "/sigint_metrics.jsonl";
+  std::thread killer([metrics] {
+    for (int i = 0; i < 6000 && Slurp(metrics).find('\n') == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::raise(SIGINT);
   });
-  Status s = cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "100000", "--batch-size", "32"});
+  Status s = cli::Train({"--artifacts", dir, "--data-root", data_, "--steps", "100000", "--batch-size", "32",
+                         "--metrics", metrics});
   killer.join();
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(cli::InterruptedBySignal());
