@@ -133,6 +133,51 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
   return false;
 }
 
+// Pad with `axes` (opset 18): libonnx 1.12 knows Pad up to opset 13 and rejects a fourth input, so such a
+// node is hidden from its inference (PadAxesHidden) and typed here: the input's type; each padded axis
+// grows by its two pads when the pads and axes are initializers and the dim is known; unknown dims
+// otherwise.
+bool IsPadWithAxes(const Node& n, const Model& model) {
+  auto onnx_opset = model.opset_imports.find("");
+  return n.op_type == "Pad" && (n.domain.empty() || n.domain == "ai.onnx") && n.inputs.size() >= 4 &&
+         !n.inputs[3].empty() && onnx_opset != model.opset_imports.end() && onnx_opset->second >= 18;
+}
+
+bool InferPadWithAxes(const Node& n, const Model& model, const std::map<std::string, const ValueInfo*>& known,
+                      std::vector<ValueInfo>* out, bool need_shape) {
+  if (n.outputs.empty() || known.count(n.outputs[0])) return false;
+  auto x = known.find(n.inputs[0]);
+  if (x == known.end() || x->second->dtype == DType::kUndefined || (need_shape && !x->second->has_shape)) return false;
+  ValueInfo y;
+  y.name = n.outputs[0];
+  y.dtype = x->second->dtype;
+  if (x->second->has_shape) {
+    y.has_shape = true;
+    y.dims = x->second->dims;
+    const int64_t rank = static_cast<int64_t>(y.dims.size());
+    auto pads = model.graph.initializers.find(n.inputs[1]);
+    auto axes = model.graph.initializers.find(n.inputs[3]);
+    const bool constant = pads != model.graph.initializers.end() && axes != model.graph.initializers.end() &&
+                          pads->second.dtype() == DType::kInt64 && axes->second.dtype() == DType::kInt64 &&
+                          pads->second.NumElements() == 2 * axes->second.NumElements();
+    const int64_t k = constant ? axes->second.NumElements() : 0;
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t a = axes->second.data<int64_t>()[i];
+      if (a < 0) a += rank;
+      if (a < 0 || a >= rank) return false;  // the kernel reports it
+      int64_t grow = 0, grown = 0;  // overflowing pads (a damaged file) leave the dim unknown
+      const bool fits = !__builtin_add_overflow(pads->second.data<int64_t>()[i], pads->second.data<int64_t>()[i + k], &grow) &&
+                        y.dims[a].known() && !__builtin_add_overflow(y.dims[a].value, grow, &grown) && grown >= 0;
+      y.dims[a] = fits ? Dim{grown, ""} : Dim{};
+    }
+    if (!constant) {
+      for (Dim& d : y.dims) d = Dim{};
+    }
+  }
+  out->push_back(std::move(y));
+  return true;
+}
+
 // Rank, and the dims that follow, of an ONNX-domain node's first output that ONNX's inference left without
 // a shape: the ONNX version here gives up on Slice with computed starts and on Reshape to a computed shape
 // (PyTorch's MultiheadAttention export has both), and then on everything downstream, while gradient
@@ -280,6 +325,17 @@ Status InferShapes(Model* model) {
     // com.microsoft LSTMTraining is ONNX's LSTM (layout 0) plus two outputs: ONNX infers its first three
     // outputs as an LSTM (else a Shape of them would meet an untyped value, on which libonnx 1.12's data
     // propagation crashes), the other two come from InferMicrosoftNode.
+    bool hidden = false;
+    for (int i = 0; i < proto.graph().node_size() && i < static_cast<int>(model->graph.nodes.size()); ++i) {
+      if (!IsPadWithAxes(model->graph.nodes[i], *model)) continue;  // node i of the proto is node i of the graph
+      proto.mutable_graph()->mutable_node(i)->set_domain("ontrain.hidden");
+      hidden = true;
+    }
+    if (hidden) {  // a domain ONNX has no schemas for: its nodes are skipped
+      onnx::OperatorSetIdProto* opset = proto.add_opset_import();
+      opset->set_domain("ontrain.hidden");
+      opset->set_version(1);
+    }
     for (onnx::NodeProto& node : *proto.mutable_graph()->mutable_node()) {
       if (node.domain() != "com.microsoft" || (node.op_type() != "LSTMTraining" && node.op_type() != "GRUTraining")) continue;
       const bool lstm = node.op_type() == "LSTMTraining";  // GRUTraining likewise: GRU plus one output
@@ -305,6 +361,7 @@ Status InferShapes(Model* model) {
     std::vector<ValueInfo> added;
     for (const Node& n : model->graph.nodes) {
       if (n.domain == "com.microsoft") InferMicrosoftNode(n, known, &added, true);
+      if (IsPadWithAxes(n, *model)) InferPadWithAxes(n, *model, known, &added, true);
     }
     if (added.empty()) {  // only once ONNX's rules have gone as far as they can: ranks past its gaps
       for (const Node& n : model->graph.nodes) InferRank(n, known, &added);
@@ -312,6 +369,7 @@ Status InferShapes(Model* model) {
     if (added.empty()) {  // and only then types without shapes, which would stop a later shape
       for (const Node& n : model->graph.nodes) {
         if (n.domain == "com.microsoft") InferMicrosoftNode(n, known, &added, false);
+        if (IsPadWithAxes(n, *model)) InferPadWithAxes(n, *model, known, &added, false);
       }
     }
     if (added.empty()) break;

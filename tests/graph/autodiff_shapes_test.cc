@@ -38,6 +38,32 @@ TEST(AutodiffTest, PadReflectAndEdgeWithRuntimePadsAndShapes) {
   }
 }
 
+// Pad with `axes` (opset 18), which libonnx 1.12's shape inference rejects: ontrain types it itself (the
+// padded axes grow by their pads, negative axes count from the end), so the MaxPool after it gets a static
+// shape and the gradient goes through PadGrad's rule; reflect pads one axis, constant two (one cropped).
+TEST(AutodiffTest, PadWithAxesAtOpset18) {
+  struct Mode {
+    const char* name;
+    std::vector<int64_t> pads, axes;
+    Shape y;
+  };
+  for (const Mode& mode : {Mode{"reflect", {2, 1}, {-1}, {2, 2, 3}}, Mode{"constant", {1, 0, 1, -1}, {1, 2}, {2, 4, 2}}}) {
+    SCOPED_TRACE(mode.name);
+    Case c{Base()};
+    c.model.opset_imports[""] = 18;
+    Graph& g = c.model.graph;
+    g.inputs = {TensorInfo("x", DType::kFloat64, {2, 2, 5})};
+    g.AddInitializer("pads", Tensor::FromVector<int64_t>(mode.pads, {static_cast<int64_t>(mode.pads.size())}));
+    g.AddInitializer("axes", Tensor::FromVector<int64_t>(mode.axes, {static_cast<int64_t>(mode.axes.size())}));
+    g.nodes = {MakeNode("Pad", {"x", "pads", "", "axes"}, {"p"}, {AttrString("mode", mode.name)}, "pad"),
+               MakeNode("MaxPool", {"p"}, {"y"}, {AttrInts("kernel_shape", {3}), AttrInts("strides", {2})}, "pool")};
+    AddWeightedLoss(&c.model, mode.y, 91);
+    c.feeds = {{"x", Random({2, 2, 5}, 92)}};
+    c.xs = {"x"};
+    CheckGradients(c, 1e-6);
+  }
+}
+
 // MaxPool after a Pad whose pads come at run time (as PyTorch exports F.pad): the pooled input's dims are
 // unknown until run time, so the gradient scatters dY through the flat Indices instead of MaxPoolGrad.
 TEST(AutodiffTest, MaxPoolWithRuntimeInputShape) {
