@@ -393,8 +393,9 @@ Status PReluGrad(GradContext& c) {  // dX = x < 0 ? slope dY : dY; dSlope = redu
 
 // Einsum: operand k's gradient is the einsum of dY with the other operands, written with k's letters as the
 // output ("out,others->k"); letters only k has (summed away in the forward pass) are restored by Unsqueeze
-// and Expand. Ellipses are spelled out with unused letters (ranks from the graph). A letter repeated within
-// an operand (a diagonal) has no gradient here.
+// and Expand. Ellipses are spelled out with unused letters (ranks from the graph); an operand whose ellipsis
+// dims may be broadcast (size 1 or unknown) gets its gradient summed back to its shape. A letter repeated
+// within an operand (a diagonal) has no gradient here.
 Status EinsumGrad(GradContext& c) {
   std::string eq;
   for (char ch : c.node().GetString("equation", "")) if (ch != ' ') eq += ch;
@@ -473,9 +474,30 @@ Status EinsumGrad(GradContext& c) {
     std::string grad_eq = out;
     for (size_t j = 0; j < terms.size(); ++j) if (j != k) grad_eq += "," + terms[j];
     grad_eq += "->" + kept;
+    // An ellipsis dim of size 1 here may be broadcast against a larger one elsewhere: the einsum then gives
+    // the larger size, summed back to 1 by ReduceTo. (Ellipsis dims this operand lacks are summed by the
+    // einsum itself.) Unless every such dim is known and not 1.
+    bool broadcast = false;
+    if (ell[k] > 0) {
+      const ValueInfo* t = c.Type(c.in(static_cast<int>(k)));  // shaped: checked when spelling the ellipsis
+      const size_t dots = mine.find(spare[static_cast<size_t>(widest - ell[k])]);  // its first spelled letter
+      for (int64_t d = 0; d < ell[k]; ++d) {
+        const size_t at = dots + static_cast<size_t>(d);
+        if (at >= t->dims.size() || !t->dims[at].known() || t->dims[at].value == 1) broadcast = true;
+      }
+    }
     if (lonely.empty()) {
-      c.Emit("Einsum", ins, {c.dx[k]}, {AttrString("equation", grad_eq)});
+      if (!broadcast) {
+        c.Emit("Einsum", ins, {c.dx[k]}, {AttrString("equation", grad_eq)});
+      } else {
+        std::string g = c.Emit("Einsum", ins, {c.Tmp("einsum_grad")}, {AttrString("equation", grad_eq)});
+        ONT_RETURN_IF_ERROR(c.ReduceTo(static_cast<int>(k), g, ""));
+      }
       continue;
+    }
+    if (broadcast) {
+      return Unimplemented(c.node().Describe(), ": no gradient for an operand that is broadcast under an ellipsis and has "
+                           "letters of its own summed away (\"", mine, "\")");
     }
     std::string g = c.Emit("Einsum", ins, {c.Tmp("einsum_grad")}, {AttrString("equation", grad_eq)});
     g = c.Emit("Unsqueeze", {g, c.ConstInts("lonely_axes", lonely)}, {c.Tmp("unsqueezed")});

@@ -264,7 +264,7 @@ TEST(AutodiffTest, RnnEveryOption) {
 
 // Einsum through its gradient builder: batched matrix product, attention scores, transpose, a full sum and a
 // letter summed away within one operand (restored by Expand), an inner product, an implicit output, an
-// ellipsis, and three operands (the kernel's direct loop).
+// ellipsis (also broadcast through size-1 dims), and three operands (the kernel's direct loop).
 TEST(AutodiffTest, EinsumEquations) {
   struct C {
     std::string eq;
@@ -279,6 +279,10 @@ TEST(AutodiffTest, EinsumEquations) {
                      {"i,i->", {{5}, {5}}, {}},
                      {"ij,jk", {{3, 4}, {4, 2}}, {3, 2}},
                      {"...ij,...jk->...ik", {{2, 3, 4}, {2, 4, 2}}, {2, 3, 2}},
+                     // broadcast under the ellipsis: size-1 dims on one side and on both (libonnx 1.12's
+                     // shape inference refuses ellipses of different ranks)
+                     {"...ij,...jk->...ik", {{1, 3, 4}, {2, 4, 2}}, {2, 3, 2}},
+                     {"...ij,...jk->...ik", {{3, 1, 3, 4}, {1, 5, 4, 2}}, {3, 5, 3, 2}},
                      {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}, {2, 2}}};
   uint32_t seed = 100;
   for (const C& t : cases) {
