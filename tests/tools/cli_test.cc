@@ -372,6 +372,12 @@ TEST_F(CliTest, NpzCsvAndIdxData) {
   ASSERT_FALSE(e.ok());
   EXPECT_THAT(e.message(), HasSubstr("float64"));
   EXPECT_THAT(e.message(), HasSubstr("float32"));
+  // A truncated gzip file (the fuzz campaign's input: its error message was read after gzclose freed it).
+  std::ofstream(dir + "/cut-images.gz", std::ios::binary) << "\x1f\x8b";
+  auto cut = cli::LoadIdxPair(dir + "/cut-images.gz", data_ + "/t10k-labels-idx1-ubyte.gz");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_THAT(cut.status().message(), HasSubstr("cut-images.gz\" is corrupt: "));
+  EXPECT_THAT(cut.status().message(), HasSubstr("unexpected end of file"));
   Status g = cli::Train({"--artifacts", dir, "--data", "weird-spec", "--steps", "1"});
   ASSERT_FALSE(g.ok());
   EXPECT_THAT(g.message(), HasSubstr("weird-spec"));

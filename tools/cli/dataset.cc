@@ -19,7 +19,7 @@ StatusOr<std::string> ReadGz(const std::string& path) {
   int n;
   while ((n = gzread(f, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
   int err = 0;
-  const char* msg = gzerror(f, &err);
+  const std::string msg = gzerror(f, &err);  // copied: the message belongs to `f`, which gzclose frees
   gzclose(f);
   if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) return DataLoss("\"", path, "\" is corrupt: ", msg);
   return out;
