@@ -262,6 +262,26 @@ bool InferRank(const Node& n, const std::map<std::string, const ValueInfo*>& kno
   return true;
 }
 
+// Attribute values on which libonnx 1.12's own inference faults instead of reporting: a zero stride divides
+// by zero in its Conv/pool rule (SIGFPE; the fuzzer found it). Checked in every graph ONNX will visit,
+// subgraphs included, so that such a model is an error naming the node.
+Status CheckInferenceHazards(const onnx::GraphProto& g) {
+  for (const onnx::NodeProto& n : g.node()) {
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if (a.name() == "strides") {
+        for (int64_t v : a.ints()) {
+          if (v <= 0) {
+            return InvalidArgument("node \"", n.name(), "\" (", n.op_type(), "): strides must be positive, got ", v);
+          }
+        }
+      }
+      if (a.has_g()) ONT_RETURN_IF_ERROR(CheckInferenceHazards(a.g()));
+      for (const onnx::GraphProto& sub : a.graphs()) ONT_RETURN_IF_ERROR(CheckInferenceHazards(sub));
+    }
+  }
+  return Status::OK();
+}
+
 // Runs ONNX's inference on `proto` in place. Data propagation (shapes computed by Shape/Gather/Concat
 // feeding Reshape and the like) is wanted, but libonnx 1.12 dereferences a null type when a node with a
 // data-propagation function reads a value that has no type (an input nothing defines, or the output of an
@@ -269,6 +289,7 @@ bool InferRank(const Node& n, const std::map<std::string, const ValueInfo*>& kno
 // propagation follows only when every input such a node reads then has a type. Otherwise the copy's
 // result stands (fewer static shapes, no crash).
 Status RunOnnxInference(onnx::ModelProto* proto) {
+  ONT_RETURN_IF_ERROR(CheckInferenceHazards(proto->graph()));
   onnx::ShapeInferenceOptions options;
   options.check_type = true;
   options.error_mode = 1;  // throw on errors in known ops; unknown ops are skipped

@@ -215,5 +215,19 @@ TEST(ShapeInferenceTest, ReportsContradictions) {
   EXPECT_THAT(s.message(), HasSubstr("MatMul"));
 }
 
+// A zero stride made libonnx 1.12's Conv/pool rule divide by zero (SIGFPE, found by model_fuzzer): it is an
+// error naming the node, also inside a subgraph.
+TEST(ShapeInferenceTest, RefusesZeroStridesBeforeOnnxDividesByThem) {
+  Model m;
+  m.opset_imports[""] = 17;
+  m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {1, 1, 5, 5}));
+  m.graph.inputs.push_back(TensorInfo("w", DType::kFloat32, {1, 1, 3, 3}));
+  m.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {-1, -1, -1, -1}));
+  m.graph.nodes.push_back(MakeNode("Conv", {"x", "w"}, {"y"}, {AttrInts("strides", {2, 0})}, "strided"));
+  Status s = InferShapes(&m);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("node \"strided\" (Conv): strides must be positive, got 0"));
+}
+
 }  // namespace
 }  // namespace ontrain
