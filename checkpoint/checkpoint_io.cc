@@ -18,11 +18,9 @@ namespace fb = ::ontrain::fbs;
 std::string ExternalCheckpointDataPath(const std::string& checkpoint_path) { return checkpoint_path + ".data"; }
 
 namespace {
+
 // The previous data file while a save replaces it (see SaveCheckpoint).
 std::string PreviousDataPath(const std::string& checkpoint_path) { return checkpoint_path + ".data.prev"; }
-}  // namespace
-
-namespace {
 
 // ---- writing ----
 
@@ -338,8 +336,9 @@ StatusOr<CheckpointState> Decode(const void* data, size_t size, const std::strin
   ONT_RETURN_IF_ERROR(ReadProperties(c, &s));
   if (s.properties.Contains(kExternalDataProperty)) {
     auto expected = s.properties.Get<std::string>(kExternalDataProperty);
-    if (side != nullptr && expected.ok() && ExternalDataFingerprint(*side) != expected.value()) {
-      return DataLoss("the external data file does not belong to this checkpoint (", ExternalDataFingerprint(*side),
+    const std::string found = side != nullptr && expected.ok() ? ExternalDataFingerprint(*side) : "";
+    if (!found.empty() && found != expected.value()) {
+      return DataLoss("the external data file does not belong to this checkpoint (", found,
                       ", the checkpoint expects ", expected.value(),
                       "): a save was interrupted between writing the two files, or one was replaced");
     }

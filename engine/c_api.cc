@@ -170,12 +170,9 @@ OtStatus* OtSessionOptionsSetIntraOpThreads(OtSessionOptions* options, int threa
 OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* provider) {
   OT_REQUIRE(options, "options");
   OT_REQUIRE(provider, "provider");
-  std::string p = provider;
-  bool cuda_n = p.size() > 5 && p.compare(0, 5, "cuda:") == 0 && p.find_first_not_of("0123456789", 5) == std::string::npos;
-  if (p != "cpu" && p != "sim" && p != "cuda" && !cuda_n) {
-    return Error("unknown provider \"" + p + "\"; expected \"cpu\", \"sim\", \"cuda\" or \"cuda:N\" (device N)");
-  }
-  options->providers.push_back(p);
+  Status known = ontrain::CheckProviderName(provider);
+  if (!known.ok()) return Wrap(known);
+  options->providers.push_back(provider);
   return nullptr;
 }
 OtStatus* OtSessionOptionsSetDataParallel(OtSessionOptions* options, const char* backend) {

@@ -45,6 +45,12 @@ StatusOr<std::unique_ptr<IExecutionProvider>> CreateCuda(const std::string& name
 
 const char* ProviderNamesHelp() { return "cpu, sim (a simulated device), cuda or cuda:N (device N)"; }
 
+Status CheckProviderName(const std::string& name) {
+  if (name == "cpu" || name == "sim") return Status::OK();
+  if (name == "cuda" || name.rfind("cuda:", 0) == 0) return CudaDeviceIndex(name).status();
+  return InvalidArgument("unknown provider \"", name, "\"; expected one of: ", ProviderNamesHelp());
+}
+
 StatusOr<const ProviderLibraryApi*> LoadCudaProviderLibrary() {
   return LoadProviderLibrary("libontrain_cuda.so", "ontrain/providers/cuda/libontrain_cuda.so", "ONTRAIN_CUDA_PROVIDER");
 }
@@ -103,7 +109,7 @@ StatusOr<ProviderList> CreateProviders(const std::vector<std::string>& given, co
     } else if (n == "cuda" || n.rfind("cuda:", 0) == 0) {
       ONT_ASSIGN_OR_RETURN(p, CreateCuda(n, options));
     } else {
-      return InvalidArgument("unknown provider \"", n, "\"; expected one of: ", ProviderNamesHelp());
+      return CheckProviderName(n);  // an error: the name is none of the above
     }
     out.ordered.push_back(p.get());
     out.owned.push_back(std::move(p));

@@ -39,7 +39,8 @@ StatusOr<ProviderList> CreateProviders(const std::string& list, int threads);
 // The CUDA provider library's kernel list and build description, or why it cannot be loaded.
 StatusOr<const ProviderLibraryApi*> LoadCudaProviderLibrary();
 
-// The names CreateProviders accepts, for help texts.
+// The names CreateProviders accepts, for help texts; and whether `name` is one (an error naming it if not).
 const char* ProviderNamesHelp();
+Status CheckProviderName(const std::string& name);
 
 }  // namespace ontrain

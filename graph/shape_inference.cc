@@ -133,10 +133,10 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
   return false;
 }
 
-// Pad with `axes` (opset 18): libonnx 1.12 knows Pad up to opset 13 and rejects a fourth input, so such a
-// node is hidden from its inference (PadAxesHidden) and typed here: the input's type; each padded axis
-// grows by its two pads when the pads and axes are initializers and the dim is known; unknown dims
-// otherwise.
+// Pad with `axes` (opset 18): libonnx 1.12 knows Pad up to opset 13 and rejects a fourth input, so
+// InferShapes hides such a node from it (in a domain it has no schemas for) and types it here: the input's
+// type; each padded axis grows by its two pads when the pads and axes are initializers and the dim is
+// known; unknown dims otherwise.
 bool IsPadWithAxes(const Node& n, const Model& model) {
   auto onnx_opset = model.opset_imports.find("");
   return n.op_type == "Pad" && (n.domain.empty() || n.domain == "ai.onnx") && n.inputs.size() >= 4 &&

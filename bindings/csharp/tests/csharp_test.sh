@@ -17,20 +17,9 @@ sources=()
 while [ "$1" != "--" ]; do sources+=("$1"); shift; done
 test_source="$2"
 
-skip() {
-  echo "SKIPPED: $1"
-  if [ -n "${XML_OUTPUT_FILE:-}" ]; then
-    cat >"$XML_OUTPUT_FILE" <<XML
-<?xml version="1.0" encoding="UTF-8"?>
-<testsuites><testsuite name="csharp" tests="1" skipped="1">
-  <testcase name="TrainingTest" classname="csharp.TrainingTest"><skipped message="$1"/></testcase>
-</testsuite></testsuites>
-XML
-  fi
-  exit 0
-}
-command -v mcs >/dev/null || skip "Mono's C# compiler (mcs, Debian's mono-mcs) is not installed"
-command -v mono >/dev/null || skip "the Mono runtime (Debian's mono-runtime) is not installed"
+source bindings/binding_test_lib.sh
+command -v mcs >/dev/null || skip_test csharp "Mono's C# compiler (mcs, Debian's mono-mcs) is not installed"
+command -v mono >/dev/null || skip_test csharp "the Mono runtime (Debian's mono-runtime) is not installed"
 
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 export HOME="$work"  # Mono keeps per-user state under ~/.mono
@@ -50,14 +39,10 @@ mcs -nologo -warnaserror -out:"$work/bin/ReadmeSnippet.exe" -r:"$work/bin/Ontrai
   { echo "the README's C# snippet does not compile against the binding"; exit 1; }
 "$mlp_losses" --out "$work/artifacts" --steps 12 >"$work/reference.txt" || exit 1
 # Mono finds libontrain.so beside the assembly.
-# Built with --config=asan, libontrain.so needs ASan's runtime loaded first: preload it (and libstdc++, which
-# mono does not link and ASan must see at start to intercept C++ throws) for the test program only. Memory
-# errors are checked; leaks are not: mono unloads libontrain.so before LeakSanitizer runs, so every frame of
-# ours is an unknown module, and mono itself keeps allocations to exit. The Objective-C test makes the same
-# C API calls with leak checking on.
-asan_runtime=$(ldd "$lib" | awk '/libasan\.so/ {print $3}')
-if [ -n "$asan_runtime" ]; then
-  export LD_PRELOAD="$asan_runtime $(ldd "$lib" | awk '/libstdc\+\+\.so/ {print $3}')"
+# Under --config=asan the test program runs with ASan's runtime preloaded. Memory errors are checked; leaks are
+# not: mono unloads libontrain.so before LeakSanitizer runs, so every frame of ours is an unknown module, and
+# mono itself keeps allocations to exit. The Objective-C test makes the same C API calls with leak checking on.
+if preload_asan_runtime "$lib"; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 mono "$work/bin/TrainingTest.exe" "$work/artifacts" "$work/reference.txt" "$work/scratch"

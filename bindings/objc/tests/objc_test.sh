@@ -13,21 +13,10 @@ set -uo pipefail
 
 mlp_losses="$1" lib="$2" c_api_header="$3" binding_m="$4" binding_h="$5" test_m="$6" readme="$7"
 
-skip() {
-  echo "SKIPPED: $1"
-  if [ -n "${XML_OUTPUT_FILE:-}" ]; then
-    cat >"$XML_OUTPUT_FILE" <<XML
-<?xml version="1.0" encoding="UTF-8"?>
-<testsuites><testsuite name="objc" tests="1" skipped="1">
-  <testcase name="TrainingTest" classname="objc.TrainingTest"><skipped message="$1"/></testcase>
-</testsuite></testsuites>
-XML
-  fi
-  exit 0
-}
-command -v gnustep-config >/dev/null || skip "GNUstep Foundation (Debian's libgnustep-base-dev) is not installed"
+source bindings/binding_test_lib.sh
+command -v gnustep-config >/dev/null || skip_test objc "GNUstep Foundation (Debian's libgnustep-base-dev) is not installed"
 gcc_objc_ok=$(echo '@interface T @end' | gcc -x objective-c -fsyntax-only - 2>&1 >/dev/null | grep -c "not installed\|error: .*cc1obj") || true
-command -v gcc >/dev/null && [ "$gcc_objc_ok" = 0 ] || skip "GCC's Objective-C compiler (Debian's gobjc) is not installed"
+command -v gcc >/dev/null && [ "$gcc_objc_ok" = 0 ] || skip_test objc "GCC's Objective-C compiler (Debian's gobjc) is not installed"
 
 work="${TEST_TMPDIR:-$(mktemp -d)}"
 export HOME="$work"  # GNUstep keeps per-user defaults under ~/GNUstep
@@ -57,9 +46,7 @@ if grep -E "readme_snippet\.m:[0-9]+:[0-9]+: (warning|error)" "$work/readme.log"
   exit 1
 fi
 "$mlp_losses" --out "$work/artifacts" --steps 12 >"$work/reference.txt" || exit 1
-# Built with --config=asan, libontrain.so needs ASan's runtime loaded first: preload it for the test program
-# only (the compilers above stay uninstrumented). Leaks are checked (tools/sanitizers/lsan.supp skips the
-# Objective-C runtime's and GNUstep's own).
-asan_runtime=$(ldd "$lib" | awk '/libasan\.so/ {print $3}')
-[ -n "$asan_runtime" ] && export LD_PRELOAD="$asan_runtime"
+# Under --config=asan the test program runs with ASan's runtime preloaded, leaks checked
+# (tools/sanitizers/lsan.supp skips the Objective-C runtime's and GNUstep's own).
+preload_asan_runtime "$lib"
 "$work/bin/training_test" "$work/artifacts" "$work/reference.txt" "$work/scratch"
