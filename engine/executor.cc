@@ -8,6 +8,8 @@
 
 #include "engine/memory_plan.h"
 #include "engine/op_profile.h"
+#include "engine/pool_tuner.h"
+#include "providers/cpu/thread_pool.h"
 #include "graph/tensor_proto.h"
 #include "graph/value_types.h"
 #include "providers/kernel_registry.h"
@@ -32,6 +34,7 @@ struct Executor::MemoryArenas {
   std::vector<Tensor> arenas;  // by provider
   bool valid = true;           // false once a run needed more than planned: rebuilt after that run
   size_t charged = 0;          // bytes charged to the executor's budget
+  PoolTuner tuner;             // with or without the intra-op pool, at these shapes
 };
 
 Executor::~Executor() {
@@ -62,6 +65,10 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, IExecut
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const ExecutorOptions& options) {
   std::unique_ptr<Executor> ex(new Executor());
   ex->providers_ = options.providers;
+  for (IExecutionProvider* p : ex->providers_) {
+    ThreadPool* pool = p->thread_pool();
+    if (pool != nullptr && pool->num_threads() > 1 && pool->tunable()) ex->tunable_pool_ = true;
+  }
   ex->name_ = options.name;
   ex->budget_ = options.budget && options.budget->limit > 0 ? options.budget : nullptr;
   Model folded = model;
@@ -364,7 +371,7 @@ Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>
   }
   st.requested.assign(st.plan.outputs.size(), false);
   for (size_t i = 0; i < st.plan.outputs.size(); ++i) st.requested[i] = st.plan.outputs[i] >= 0;
-  st.ctx.Reset(st.in_ptrs, st.requested, provider->thread_pool());
+  st.ctx.Reset(st.in_ptrs, st.requested, use_pool_ ? provider->thread_pool() : nullptr);
   // 2. The kernel is created at the first run, once input dtypes are known.
   if (!st.kernel) {
     std::vector<DType> dtypes;
@@ -525,6 +532,10 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   }
   auto pit = plans_.find(key_);
   MemoryArenas* arenas = pit == plans_.end() ? nullptr : pit->second.get();
+  // The first run at new shapes plans the arenas with the pool; later ones are timed for the tuner.
+  PoolTuner* tuner = tunable_pool_ && arenas != nullptr ? &arenas->tuner : nullptr;
+  use_pool_ = tuner == nullptr || tuner->NextRunPooled();
+  const auto start = std::chrono::steady_clock::now();
   std::vector<size_t>& sizes = sizes_;  // a member: its memory is reused from run to run
   sizes.assign(slot_provider_.size(), 0);
   if (budget_) {
@@ -559,6 +570,7 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   for (size_t slot = 0; slot < sizes.size(); ++slot) {
     if (slot_value_[slot] >= 0) last_value_bytes_[slot_value_[slot]] = sizes[slot];
   }
+  if (tuner) tuner->Record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (arenas == nullptr || !arenas->valid) BuildArenas(sizes);
   auto now = plans_.find(key_);
   last_ = now == plans_.end() ? nullptr : now->second.get();
@@ -593,6 +605,11 @@ StatusOr<Tensor> Executor::ToHost(const Tensor& t) const {
   if (t.device().is_host()) return t;
   std::vector<IDataTransfer*> transfers(providers_.begin(), providers_.end());
   return CopyToHost(t, transfers);
+}
+
+std::string Executor::PoolChoice() const {
+  if (!tunable_pool_) return "not tuned";
+  return last_ == nullptr ? "undecided" : last_->tuner.Describe();
 }
 
 size_t Executor::last_arena_bytes() const {

@@ -84,6 +84,9 @@ class Executor {
   size_t last_arena_bytes(int p) const;
   // Bytes of each value (and copy) the last run made, by value id of plan().values.
   const std::vector<size_t>& last_value_bytes() const { return last_value_bytes_; }
+  // Whether runs at the last run's shapes go better with the intra-op pool or without it: "pool (...)",
+  // "serial (...)", "undecided", or "not tuned" (one thread, or a pool made with tuning off).
+  std::string PoolChoice() const;
 
   struct Step;
   struct MemoryArenas;
@@ -126,6 +129,8 @@ class Executor {
   size_t arena_charge_ = 0;            // bytes of plans_' arenas charged to the budget
   std::map<std::string, std::unique_ptr<MemoryArenas>> plans_;
   MemoryArenas* last_ = nullptr;
+  bool tunable_pool_ = false;  // a provider's pool has threads to spare and may be left out (PoolTuner)
+  bool use_pool_ = true;       // this run hands kernels their provider's pool
 };
 
 }  // namespace ontrain

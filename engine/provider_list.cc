@@ -101,7 +101,10 @@ StatusOr<ProviderList> CreateProviders(const std::vector<std::string>& given, co
   for (const std::string& n : names) {
     std::unique_ptr<IExecutionProvider> p;
     if (n == "cpu") {
-      ONT_ASSIGN_OR_RETURN(p, CpuExecutionProvider::Create({resolved}));
+      CpuProviderOptions o;
+      o.intra_op_threads = resolved;
+      o.tune_pool = options.tune_pool;
+      ONT_ASSIGN_OR_RETURN(p, CpuExecutionProvider::Create(o));
     } else if (n == "sim") {
       SimProviderOptions o;
       o.threads = resolved;

@@ -22,6 +22,8 @@ struct ProviderList {
 
 struct ProviderListOptions {
   int threads = 0;  // intra-op threads per provider (0: one per core)
+  // The CPU provider's pool: executors time runs with and without it and keep the faster (pool_tuner.h).
+  bool tune_pool = true;
   // Device providers only plan (PlanOnlyProvider): placement reports on machines without the device.
   bool plan_only = false;
   // Device providers: fixed algorithms, no atomics (bit-identical reruns), and CUDA graph replay.

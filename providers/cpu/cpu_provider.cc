@@ -8,8 +8,8 @@
 
 namespace ontrain {
 
-CpuExecutionProvider::CpuExecutionProvider(KernelRegistry registry, int threads)
-    : registry_(std::move(registry)), pool_(std::make_unique<ThreadPool>(threads)) {}
+CpuExecutionProvider::CpuExecutionProvider(KernelRegistry registry, int threads, bool tune_pool)
+    : registry_(std::move(registry)), pool_(std::make_unique<ThreadPool>(threads, tune_pool)) {}
 
 StatusOr<std::unique_ptr<CpuExecutionProvider>> CpuExecutionProvider::Create(const CpuProviderOptions& options) {
   if (options.intra_op_threads < 0) {
@@ -19,7 +19,7 @@ StatusOr<std::unique_ptr<CpuExecutionProvider>> CpuExecutionProvider::Create(con
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ONT_ASSIGN_OR_RETURN(KernelRegistry registry, KernelRegistry::Create(CpuKernelList()));
   cpu::InitBlas();  // before the pool's threads run any kernel
-  return std::unique_ptr<CpuExecutionProvider>(new CpuExecutionProvider(std::move(registry), threads));
+  return std::unique_ptr<CpuExecutionProvider>(new CpuExecutionProvider(std::move(registry), threads, options.tune_pool));
 }
 
 Status CpuExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {

@@ -13,6 +13,9 @@ namespace ontrain {
 
 struct CpuProviderOptions {
   int intra_op_threads = 0;  // 0: one per hardware core
+  // With more than one thread: an executor times each graph's runs with and without the pool and keeps the
+  // faster (engine/pool_tuner.h); false: the pool always runs what its cost model splits.
+  bool tune_pool = true;
 };
 
 class CpuExecutionProvider : public IExecutionProvider {
@@ -30,7 +33,7 @@ class CpuExecutionProvider : public IExecutionProvider {
   const CpuAllocator& cpu_allocator() const { return *allocator_; }
 
  private:
-  CpuExecutionProvider(KernelRegistry registry, int threads);
+  CpuExecutionProvider(KernelRegistry registry, int threads, bool tune_pool);
 
   std::string name_ = "CPU";
   KernelRegistry registry_;

@@ -117,7 +117,7 @@ struct ThreadPool::Impl {
   }
 };
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads, bool tunable) : num_threads_(std::max(1, num_threads)), tunable_(tunable) {
   if (num_threads_ <= 1) return;
   impl_ = std::make_unique<Impl>();
   impl_->claimed = std::make_unique<std::atomic<uint64_t>[]>(num_threads_);

@@ -23,10 +23,12 @@ class RangeFn {
 
 class ThreadPool {
  public:
-  // `num_threads` <= 1 runs everything on the calling thread.
-  explicit ThreadPool(int num_threads);
+  // `num_threads` <= 1 runs everything on the calling thread. `tunable`: an executor may run a graph
+  // without the pool when timing shows that it is faster (engine/pool_tuner.h).
+  explicit ThreadPool(int num_threads, bool tunable = true);
   ~ThreadPool();
   int num_threads() const { return num_threads_; }
+  bool tunable() const { return tunable_; }
 
   // Calls fn(begin, end) over [0, n) in contiguous blocks, using the calling thread as one worker.
   // `cost_per_item` (roughly, scalar operations per item) decides how many blocks are worth making.
@@ -35,6 +37,7 @@ class ThreadPool {
  private:
   struct Impl;
   int num_threads_;
+  bool tunable_;
   std::unique_ptr<Impl> impl_;
 };
 

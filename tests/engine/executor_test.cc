@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "engine/pool_tuner.h"
 #include "graph/builder.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
@@ -141,6 +142,36 @@ TEST(ExecutorTest, ThreadCountDoesNotChangeResults) {
       EXPECT_NEAR(results[0][i * 80 + j], s, 1e-4);
     }
   }
+}
+
+// With a pool of two tunable threads the executor times runs with and without it (PoolTuner) and decides
+// after the warm-up and trial; results stay those of one thread, and switching allocates nothing.
+TEST(ExecutorTest, PoolTuningDecidesWithoutChangingResultsOrAllocating) {
+  auto one = CpuExecutionProvider::Create({1}).value();
+  auto one_ex = Executor::Create(testing::MakeMlpModel(), one.get()).value();
+  EXPECT_EQ(one_ex->PoolChoice(), "not tuned");
+  CpuProviderOptions fixed;
+  fixed.intra_op_threads = 2;
+  fixed.tune_pool = false;
+  auto fixed_cpu = CpuExecutionProvider::Create(fixed).value();
+  EXPECT_EQ(Executor::Create(testing::MakeMlpModel(), fixed_cpu.get()).value()->PoolChoice(), "not tuned");
+
+  auto two = CpuExecutionProvider::Create({2}).value();
+  ASSERT_TRUE(two->thread_pool()->tunable());
+  auto ex = Executor::Create(testing::MakeMlpModel(), two.get()).value();
+  EXPECT_EQ(ex->PoolChoice(), "undecided");
+  Tensor x = Tensor::FromVector(Iota(8 * 4, 0.3f), {8, 4});
+  std::vector<Tensor> ref, out;
+  ASSERT_TRUE(one_ex->Run({{"x", x}}, {"y"}, &ref).ok());
+  ASSERT_TRUE(ex->Run({{"x", x}}, {"y"}, &out).ok());  // plans
+  const int64_t allocs = two->cpu_allocator().stats().num_allocs.load();
+  for (int i = 0; i < PoolTuner::kWarmupRuns + 2 * PoolTuner::kTrialRuns + 5; ++i) {
+    ASSERT_TRUE(ex->Run({{"x", x}}, {"y"}, &out).ok());
+    EXPECT_EQ(testing::ToVector(out[0]), testing::ToVector(ref[0])) << "run " << i;
+  }
+  EXPECT_EQ(two->cpu_allocator().stats().num_allocs.load(), allocs);
+  const std::string choice = ex->PoolChoice();
+  EXPECT_TRUE(choice.rfind("pool (pooled ", 0) == 0 || choice.rfind("serial (pooled ", 0) == 0) << choice;
 }
 
 TEST(ExecutorTest, InitializerCanBeOverriddenByFeed) {

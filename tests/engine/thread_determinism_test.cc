@@ -1,5 +1,6 @@
-// Training gives the same bits at one and at two threads: the built-in CNN (large enough that the pool
-// splits its convolutions, GEMMs and the AdamW update across threads) trained for 20 steps by
+// Training gives the same bits at one and at two threads, and with the pool tuner switching the pool on and
+// off between steps (engine/pool_tuner.h: its trial covers steps 4-19): the built-in CNN (large enough that
+// the pool splits its convolutions, GEMMs and the AdamW update across threads) trained for 20 steps by
 // TrainingSession, every parameter compared exactly. It guards the property end to end; it does not
 // reproduce the one case seen so far (GCC's FMA contraction in AdamW changed a ResNet's results with the
 // thread count, docs/notes.md: with that file compiled with contraction again, this model still matches).
@@ -17,8 +18,11 @@
 namespace ontrain {
 namespace {
 
-std::vector<std::vector<float>> Train(int threads, const std::string& dir) {
-  auto cpu = CpuExecutionProvider::Create({threads}).value();
+std::vector<std::vector<float>> Train(int threads, bool tune_pool, const std::string& dir) {
+  CpuProviderOptions o;
+  o.intra_op_threads = threads;
+  o.tune_pool = tune_pool;
+  auto cpu = CpuExecutionProvider::Create(o).value();
   CheckpointState state = LoadCheckpoint(dir + "/checkpoint").value();
   auto s = TrainingSession::Create({{cpu.get()}}, &state, ModelSource::FromPath(dir + "/training_model.onnx"),
                                    ModelSource::FromPath(dir + "/eval_model.onnx"),
@@ -53,12 +57,16 @@ TEST(ThreadDeterminismTest, TrainingIsBitIdenticalAtOneAndTwoThreads) {
   size_t elements = 0;
   for (const auto& [name, p] : a->checkpoint.parameters) elements += p.data.NumElements();
   ASSERT_GT(elements, 200000u) << "too small for the pool to split the optimizer update";
-  std::vector<std::vector<float>> one = Train(1, dir), two = Train(2, dir);
-  ASSERT_EQ(one.size(), two.size());
+  // Two threads with the pool always used, and with the pool tuner switching it on and off between steps.
+  std::vector<std::vector<float>> one = Train(1, false, dir), two = Train(2, false, dir), tuned = Train(2, true, dir);
   ASSERT_FALSE(one.empty());
-  for (size_t k = 0; k < one.size(); ++k) {
-    ASSERT_EQ(one[k].size(), two[k].size());
-    EXPECT_EQ(std::memcmp(one[k].data(), two[k].data(), one[k].size() * sizeof(float)), 0) << "parameter " << k;
+  for (const auto* other : {&two, &tuned}) {
+    ASSERT_EQ(one.size(), other->size());
+    for (size_t k = 0; k < one.size(); ++k) {
+      ASSERT_EQ(one[k].size(), (*other)[k].size());
+      EXPECT_EQ(std::memcmp(one[k].data(), (*other)[k].data(), one[k].size() * sizeof(float)), 0)
+          << "parameter " << k << (other == &tuned ? " (tuned pool)" : " (pool)");
+    }
   }
 }
 

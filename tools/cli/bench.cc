@@ -70,7 +70,7 @@ double PeakRssMb() {
 Status Bench(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "provider", "batch-size", "steps", "warmup", "threads",
                                                     "json"},
-                                             {"profile", "profile-shapes", "gemm"}));
+                                             {"profile", "profile-shapes", "gemm", "no-pool-tuning"}));
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", 200));
   ONT_ASSIGN_OR_RETURN(int64_t warmup, f.GetInt("warmup", 20));
@@ -79,6 +79,7 @@ Status Bench(const std::vector<std::string>& args) {
   if (batch < 1 || steps < 1 || warmup < 0) return InvalidArgument("--batch-size and --steps must be >= 1");
   OpenOptions oo;
   oo.threads = static_cast<int>(threads);
+  oo.tune_pool = !f.Has("no-pool-tuning");
   oo.providers = f.Get("provider", "cpu");
   ONT_ASSIGN_OR_RETURN(OpenSession o, OpenArtifacts(f.Get("artifacts"), oo));
   ONT_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, SyntheticInputs(o, batch));
@@ -127,6 +128,9 @@ Status Bench(const std::vector<std::string>& args) {
               "%.1f heap allocations per step\n",
               Percentile(train_ms, 0.5), Percentile(opt_ms, 0.5), Percentile(reset_ms, 0.5), peak_rss_mb,
               allocs_per_step);
+  const Executor* opt_ex = o.session->optimizer() ? &o.session->optimizer()->executor() : nullptr;
+  std::printf("  intra-op pool: training graph %s; optimizer graph %s\n",
+              o.session->train_executor().PoolChoice().c_str(), opt_ex ? opt_ex->PoolChoice().c_str() : "none");
   if (f.Has("profile") || f.Has("profile-shapes")) {
     EnableOpProfile(false);
     double total = 0;

@@ -18,7 +18,10 @@ StatusOr<OpenSession> OpenArtifacts(const std::string& dir, const OpenOptions& o
   }
   OpenSession o;
   o.has_eval = FileExists(dir + "/eval_model.onnx");
-  ONT_ASSIGN_OR_RETURN(o.providers, CreateProviders(options.providers, options.threads).WithContext("--provider"));
+  ProviderListOptions po;
+  po.threads = options.threads;
+  po.tune_pool = options.tune_pool;
+  ONT_ASSIGN_OR_RETURN(o.providers, CreateProviders(options.providers, po).WithContext("--provider"));
   const std::string ckpt = options.checkpoint.empty() ? dir + "/checkpoint" : options.checkpoint;
   ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(ckpt));
   o.state = std::make_unique<CheckpointState>(std::move(state));

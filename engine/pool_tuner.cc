@@ -1,0 +1,47 @@
+// PoolTuner: warm-up, alternating trial, decision, and a new trial every kRetuneRuns runs.
+#include "engine/pool_tuner.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace ontrain {
+namespace {
+
+template <size_t N>
+double Median(std::array<double, N> v) {
+  std::sort(v.begin(), v.end());
+  return N % 2 == 1 ? v[N / 2] : 0.5 * (v[N / 2 - 1] + v[N / 2]);
+}
+
+}  // namespace
+
+bool PoolTuner::NextRunPooled() const {
+  if (trial_ >= 0) return trial_ % 2 == 0;  // pooled first: the arenas were planned pooled
+  return choice_ != Choice::kSerial;
+}
+
+void PoolTuner::Record(double seconds) {
+  if (trial_ < 0) {
+    ++runs_;
+    const int64_t wait = choice_ == Choice::kUndecided ? kWarmupRuns : kRetuneRuns;
+    if (runs_ >= wait) trial_ = 0;
+    return;
+  }
+  (trial_ % 2 == 0 ? pooled_ : serial_)[trial_ / 2] = seconds;
+  if (++trial_ < 2 * kTrialRuns) return;
+  pooled_median_ = Median(pooled_);
+  serial_median_ = Median(serial_);
+  choice_ = pooled_median_ < serial_median_ * (1.0 - kMinGain) ? Choice::kPool : Choice::kSerial;
+  trial_ = -1;
+  runs_ = 0;
+}
+
+std::string PoolTuner::Describe() const {
+  if (choice_ == Choice::kUndecided) return "undecided";
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%s (pooled %.3f ms, serial %.3f ms)", choice_ == Choice::kPool ? "pool" : "serial",
+                pooled_median_ * 1e3, serial_median_ * 1e3);
+  return buf;
+}
+
+}  // namespace ontrain
