@@ -394,8 +394,11 @@ Status PReluGrad(GradContext& c) {  // dX = x < 0 ? slope dY : dY; dSlope = redu
 // Einsum: operand k's gradient is the einsum of dY with the other operands, written with k's letters as the
 // output ("out,others->k"); letters only k has (summed away in the forward pass) are restored by Unsqueeze
 // and Expand. Ellipses are spelled out with unused letters (ranks from the graph); an operand whose ellipsis
-// dims may be broadcast (size 1 or unknown) gets its gradient summed back to its shape. A letter repeated
-// within an operand (a diagonal) has no gradient here.
+// dims may be broadcast (size 1 or unknown) gets its gradient summed back to its shape. An operand with a
+// letter repeated (a diagonal: "ii->i", "bii->b") takes its gradient through DiagonalEinsumGrad.
+Status DiagonalEinsumGrad(GradContext& c, int k, const std::string& mine, const std::string& grad_lhs,
+                          const std::string& fresh, const std::vector<std::string>& grad_ins);
+
 Status EinsumGrad(GradContext& c) {
   std::string eq;
   for (char ch : c.node().GetString("equation", "")) if (ch != ' ') eq += ch;
@@ -453,11 +456,6 @@ Status EinsumGrad(GradContext& c) {
   for (size_t k = 0; k < terms.size(); ++k) {
     if (!c.wants(static_cast<int>(k))) continue;
     const std::string& mine = terms[k];
-    for (char ch : mine) {
-      if (std::count(mine.begin(), mine.end(), ch) > 1) {
-        return Unimplemented(c.node().Describe(), ": no gradient for a letter repeated within an operand (\"", mine, "\")");
-      }
-    }
     std::string others;
     std::vector<std::string> ins = {c.dy[0]};
     for (size_t j = 0; j < terms.size(); ++j) {
@@ -473,6 +471,15 @@ Status EinsumGrad(GradContext& c) {
     }
     std::string grad_eq = out;
     for (size_t j = 0; j < terms.size(); ++j) if (j != k) grad_eq += "," + terms[j];
+    const bool diagonal = std::any_of(mine.begin(), mine.end(), [&](char ch) { return std::count(mine.begin(), mine.end(), ch) > 1; });
+    if (diagonal) {
+      if (ell[k] > 0) {
+        return Unimplemented(c.node().Describe(), ": no gradient for an operand with both an ellipsis and a repeated "
+                             "letter (\"", mine, "\")");
+      }
+      ONT_RETURN_IF_ERROR(DiagonalEinsumGrad(c, static_cast<int>(k), mine, grad_eq, spare.substr(static_cast<size_t>(widest)), ins));
+      continue;
+    }
     grad_eq += "->" + kept;
     // An ellipsis dim of size 1 here may be broadcast against a larger one elsewhere: the einsum then gives
     // the larger size, summed back to 1 by ReduceTo. (Ellipsis dims this operand lacks are summed by the
@@ -503,6 +510,69 @@ Status EinsumGrad(GradContext& c) {
     g = c.Emit("Unsqueeze", {g, c.ConstInts("lonely_axes", lonely)}, {c.Tmp("unsqueezed")});
     c.Emit("Expand", {g, c.Emit("Shape", {c.in(static_cast<int>(k))}, {c.Tmp("shape")})}, {c.dx[k]});
   }
+  return Status::OK();
+}
+
+// Operand k's term `mine` repeats a letter. With D its diagonal (the letters of `mine` once each, in order
+// of first use), the forward einsum reads X only through D, so
+//   1. dD over the letters that also appear in the output or another operand is the einsum "grad_lhs->kept";
+//   2. dX puts dD on the diagonal and spreads it over the letters only X has (summed away in the forward
+//      pass): one more einsum, in which each repeat of a letter L becomes a fresh letter F tied to L by an
+//      identity matrix [n_L, n_L] (operand "LF"), and each letter only X has comes from a vector of ones
+//      (operand "L"): "kept,LF...,L...->mine with repeats renamed". Sizes come from X's shape at run time.
+Status DiagonalEinsumGrad(GradContext& c, int k, const std::string& mine, const std::string& grad_lhs,
+                          const std::string& fresh, const std::vector<std::string>& grad_ins) {
+  const ValueInfo* t = c.Type(c.in(k));
+  if (t && t->dtype != DType::kFloat32 && t->dtype != DType::kFloat64) {
+    return Unimplemented(c.node().Describe(), ": the gradient of a repeated letter (\"", mine, "\") supports float and "
+                         "double only, got ", DTypeName(t->dtype));
+  }
+  const bool f64 = t && t->dtype == DType::kFloat64;
+  auto filled = [&](double v) {
+    return f64 ? Tensor::FromVector<double>({v}, {1}) : Tensor::FromVector<float>({static_cast<float>(v)}, {1});
+  };
+  const size_t arrow = grad_lhs.find("->");
+  const std::string outside = grad_lhs.substr(0, arrow == std::string::npos ? grad_lhs.size() : arrow);
+  std::string kept, renamed, extra_terms;
+  std::vector<std::string> extra;
+  std::string shape;  // X's shape, made on first need
+  auto size_of = [&](size_t pos) {
+    if (shape.empty()) shape = c.Emit("Shape", {c.in(k)}, {c.Tmp("shape")});
+    return c.Emit("Gather", {shape, c.ConstInts("axis_index", {static_cast<int64_t>(pos)})}, {c.Tmp("dim")},
+                  {AttrInt("axis", 0)});
+  };
+  size_t next_fresh = 0;
+  for (size_t d = 0; d < mine.size(); ++d) {
+    const char ch = mine[d];
+    const size_t first = mine.find(ch);
+    if (first != d) {  // a repeat: a fresh letter, tied to the first by an identity matrix
+      if (next_fresh >= fresh.size()) return Unimplemented(c.node().Describe(), ": Einsum gradient: out of letters");
+      const char f = fresh[next_fresh++];
+      renamed += f;
+      std::string n = size_of(first);
+      std::string nn = c.Emit("Concat", {n, n}, {c.Tmp("square")}, {AttrInt("axis", 0)});
+      std::string zeros = c.Emit("ConstantOfShape", {nn}, {c.Tmp("zeros")}, {AttrTensor("value", filled(0.0))});
+      extra.push_back(c.Emit("EyeLike", {zeros}, {c.Tmp("identity")}));
+      extra_terms += std::string(",") + ch + f;
+      continue;
+    }
+    renamed += ch;
+    if (outside.find(ch) != std::string::npos) {
+      kept += ch;
+    } else {  // only X has it: spread by ones
+      extra.push_back(c.Emit("ConstantOfShape", {size_of(d)}, {c.Tmp("ones")}, {AttrTensor("value", filled(1.0))}));
+      extra_terms += std::string(",") + ch;
+    }
+  }
+  std::string dd = c.Emit("Einsum", grad_ins, {c.Tmp("einsum_grad")}, {AttrString("equation", outside + "->" + kept)});
+  if (kept.empty()) {  // dD is a scalar ("ii->", a trace): scale the spread instead of naming an empty term
+    std::string spread = c.Emit("Einsum", extra, {c.Tmp("spread")}, {AttrString("equation", extra_terms.substr(1) + "->" + renamed)});
+    c.Emit("Mul", {spread, dd}, {c.dx[k]});
+    return Status::OK();
+  }
+  std::vector<std::string> ins = {dd};
+  ins.insert(ins.end(), extra.begin(), extra.end());
+  c.Emit("Einsum", ins, {c.dx[k]}, {AttrString("equation", kept + extra_terms + "->" + renamed)});
   return Status::OK();
 }
 

@@ -264,7 +264,8 @@ TEST(AutodiffTest, RnnEveryOption) {
 
 // Einsum through its gradient builder: batched matrix product, attention scores, transpose, a full sum and a
 // letter summed away within one operand (restored by Expand), an inner product, an implicit output, an
-// ellipsis (also broadcast through size-1 dims), and three operands (the kernel's direct loop).
+// ellipsis (also broadcast through size-1 dims), three operands (the kernel's direct loop), and diagonals
+// (a letter repeated within an operand, with and without letters summed away, three times, twice over).
 TEST(AutodiffTest, EinsumEquations) {
   struct C {
     std::string eq;
@@ -283,7 +284,16 @@ TEST(AutodiffTest, EinsumEquations) {
                      // shape inference refuses ellipses of different ranks)
                      {"...ij,...jk->...ik", {{1, 3, 4}, {2, 4, 2}}, {2, 3, 2}},
                      {"...ij,...jk->...ik", {{3, 1, 3, 4}, {1, 5, 4, 2}}, {3, 5, 3, 2}},
-                     {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}, {2, 2}}};
+                     {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}, {2, 2}},
+                     // diagonals: a letter repeated within an operand
+                     {"ii->i", {{4, 4}}, {4}},
+                     {"ii->", {{3, 3}}, {}},
+                     {"bii->bi", {{2, 3, 3}}, {2, 3}},
+                     {"iij,jk->ik", {{3, 3, 4}, {4, 2}}, {3, 2}},
+                     {"ijij->", {{2, 3, 2, 3}}, {}},
+                     {"iji,k->jk", {{3, 2, 3}, {4}}, {2, 4}},
+                     {"iijk,i->k", {{2, 2, 3, 4}, {2}}, {4}},
+                     {"iii->i", {{3, 3, 3}}, {3}}};
   uint32_t seed = 100;
   for (const C& t : cases) {
     SCOPED_TRACE(t.eq);
