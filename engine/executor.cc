@@ -70,6 +70,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     if (pool != nullptr && pool->num_threads() > 1 && pool->tunable()) ex->tunable_pool_ = true;
   }
   ex->name_ = options.name;
+  ex->leader_ = options.pool_leader;
   ex->budget_ = options.budget && options.budget->limit > 0 ? options.budget : nullptr;
   Model folded = model;
   FoldConstantNodes(&folded.graph);
@@ -532,10 +533,21 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   }
   auto pit = plans_.find(key_);
   MemoryArenas* arenas = pit == plans_.end() ? nullptr : pit->second.get();
-  // The first run at new shapes plans the arenas with the pool; later ones are timed for the tuner.
-  PoolTuner* tuner = tunable_pool_ && arenas != nullptr ? &arenas->tuner : nullptr;
-  use_pool_ = tuner == nullptr || tuner->NextRunPooled();
+  // The first run at new shapes plans the arenas with the pool; later ones are timed for the tuner, this
+  // executor's own or its leader's.
+  PoolTuner* tuner = nullptr;
+  if (leader_ != nullptr) {
+    tuner = tunable_pool_ ? leader_->current_tuner_ : nullptr;
+    use_pool_ = tuner == nullptr ? leader_->use_pool_ : tuner->pooled_now();
+  } else {
+    tuner = tunable_pool_ && arenas != nullptr ? &arenas->tuner : nullptr;
+    use_pool_ = tuner == nullptr || tuner->BeginRun();
+    current_tuner_ = tuner;
+  }
   const auto start = std::chrono::steady_clock::now();
+  auto clock_out = [&] {
+    if (tuner) tuner->AddTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
   std::vector<size_t>& sizes = sizes_;  // a member: its memory is reused from run to run
   sizes.assign(slot_provider_.size(), 0);
   if (budget_) {
@@ -553,6 +565,7 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
     if (s.ok() && observer != nullptr) s = observer->AfterStep(pos);
     if (!s.ok()) {
       values_.assign(values_.size(), Value());
+      clock_out();
       return s;
     }
     Release(pos, st);
@@ -560,7 +573,10 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   fetches->clear();
   for (const std::string& f : fetch_names) {
     const Value& v = values_[plan_.ids.at(f)];
-    if (v.is_sequence()) return InvalidArgument("fetch \"", f, "\" is a sequence; only tensors can be fetched");
+    if (v.is_sequence()) {
+      clock_out();
+      return InvalidArgument("fetch \"", f, "\" is a sequence; only tensors can be fetched");
+    }
     fetches->push_back(v.tensor());
   }
   for (size_t v = 0; v < values_.size(); ++v) {
@@ -570,7 +586,7 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   for (size_t slot = 0; slot < sizes.size(); ++slot) {
     if (slot_value_[slot] >= 0) last_value_bytes_[slot_value_[slot]] = sizes[slot];
   }
-  if (tuner) tuner->Record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  clock_out();
   if (arenas == nullptr || !arenas->valid) BuildArenas(sizes);
   auto now = plans_.find(key_);
   last_ = now == plans_.end() ? nullptr : now->second.get();
@@ -609,6 +625,7 @@ StatusOr<Tensor> Executor::ToHost(const Tensor& t) const {
 
 std::string Executor::PoolChoice() const {
   if (!tunable_pool_) return "not tuned";
+  if (leader_ != nullptr) return "follows the " + leader_->name_;
   return last_ == nullptr ? "undecided" : last_->tuner.Describe();
 }
 

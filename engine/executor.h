@@ -36,11 +36,18 @@ struct MemoryBudget {
   size_t planned = 0;  // charged so far and still held (state tensors, arenas)
 };
 
+class Executor;
+class PoolTuner;
+
 struct ExecutorOptions {
   std::vector<IExecutionProvider*> providers;   // priority order; the last one runs on the host
   std::map<std::string, Device> input_devices;  // where each graph input will be fed (the host if absent)
   std::string name = "graph";                   // what errors call it ("training graph")
   MemoryBudget* budget = nullptr;               // none: no limit; it must outlive the executor
+  // Uses the pool when `pool_leader`'s current run does and adds its run time to that run's PoolTuner
+  // sample, instead of tuning itself (a session's optimizer and eval graphs follow its training graph). It
+  // must outlive this executor.
+  Executor* pool_leader = nullptr;
 };
 
 // Told after each step of a run (TrainingSession uses it to start averaging gradient buckets while the
@@ -85,7 +92,8 @@ class Executor {
   // Bytes of each value (and copy) the last run made, by value id of plan().values.
   const std::vector<size_t>& last_value_bytes() const { return last_value_bytes_; }
   // Whether runs at the last run's shapes go better with the intra-op pool or without it: "pool (...)",
-  // "serial (...)", "undecided", or "not tuned" (one thread, or a pool made with tuning off).
+  // "serial (...)", "undecided", "not tuned" (one thread, or a pool made with tuning off), or "follows"
+  // with the leader's name.
   std::string PoolChoice() const;
 
   struct Step;
@@ -131,6 +139,8 @@ class Executor {
   MemoryArenas* last_ = nullptr;
   bool tunable_pool_ = false;  // a provider's pool has threads to spare and may be left out (PoolTuner)
   bool use_pool_ = true;       // this run hands kernels their provider's pool
+  Executor* leader_ = nullptr;            // ExecutorOptions::pool_leader
+  PoolTuner* current_tuner_ = nullptr;    // the tuner of this executor's current (or last) run, if any
 };
 
 }  // namespace ontrain

@@ -57,6 +57,7 @@ StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const Model& model, Check
   eo.input_devices = OptimizerInputDevices(options);
   eo.name = "optimizer graph";
   eo.budget = options.budget;
+  eo.pool_leader = options.pool_leader;
   ONT_ASSIGN_OR_RETURN(opt->executor_, Executor::Create(model, eo).WithContext("optimizer model"));
   opt->lr_ = Tensor::FromVector<float>({0.0f}, {1});
   opt->step_ = Tensor::FromVector<int64_t>({0}, {1});

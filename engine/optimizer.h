@@ -29,6 +29,7 @@ struct OptimizerOptions {
   Device gradients_device;  // where the gradient buffers live
   Device moments_device;    // where the moments are to live
   MemoryBudget* budget = nullptr;  // the session's memory cap: charged for the moments and the graph
+  Executor* pool_leader = nullptr;  // ExecutorOptions' (the session's training graph)
 };
 
 // Where each input of the optimizer model is fed from, for these options.

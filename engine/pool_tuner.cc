@@ -1,4 +1,4 @@
-// PoolTuner: warm-up, alternating trial, decision, and a new trial every kRetuneRuns runs.
+// PoolTuner: warm-up, a trial of pooled and serial blocks, decision, and a new trial every kRetuneRuns runs.
 #include "engine/pool_tuner.h"
 
 #include <algorithm>
@@ -15,8 +15,16 @@ double Median(std::array<double, N> v) {
 
 }  // namespace
 
+bool PoolTuner::BeginRun() {
+  if (open_) Record(pending_);
+  open_ = true;
+  pending_ = 0;
+  pooled_now_ = NextRunPooled();
+  return pooled_now_;
+}
+
 bool PoolTuner::NextRunPooled() const {
-  if (trial_ >= 0) return trial_ % 2 == 0;  // pooled first: the arenas were planned pooled
+  if (trial_ >= 0) return (trial_ / kBlockRuns) % 2 == 0;  // a pooled block first: the arenas were planned pooled
   return choice_ != Choice::kSerial;
 }
 
@@ -27,11 +35,15 @@ void PoolTuner::Record(double seconds) {
     if (runs_ >= wait) trial_ = 0;
     return;
   }
-  (trial_ % 2 == 0 ? pooled_ : serial_)[trial_ / 2] = seconds;
-  if (++trial_ < 2 * kTrialRuns) return;
+  if (trial_ % kBlockRuns != 0) {  // the block's first run settles the caches
+    if ((trial_ / kBlockRuns) % 2 == 0) pooled_[timed_pooled_++] = seconds;
+    else serial_[timed_serial_++] = seconds;
+  }
+  if (++trial_ < kTrialLength) return;
+  timed_pooled_ = timed_serial_ = 0;
   pooled_median_ = Median(pooled_);
   serial_median_ = Median(serial_);
-  choice_ = pooled_median_ < serial_median_ * (1.0 - kMinGain) ? Choice::kPool : Choice::kSerial;
+  choice_ = serial_median_ < pooled_median_ * (1.0 - kMinGain) ? Choice::kSerial : Choice::kPool;
   trial_ = -1;
   runs_ = 0;
 }

@@ -322,7 +322,7 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
       (state->FindParameter(v.name) ? s->eval_params_ : s->eval_user_inputs_).push_back(v.name);
     }
     for (const ValueInfo& v : em->graph.outputs) s->eval_outputs_.push_back(v.name);
-    to.name = "eval graph";
+    to.name = "eval graph";  // tunes its own pool use: eval batches run back to back, apart from training
     ONT_ASSIGN_OR_RETURN(s->eval_, Executor::Create(*em, to).WithContext("eval model"));
     s->eval_model_ = std::move(em);
   }
@@ -333,6 +333,7 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
     oo.gradients_device = s->gradients_device_;
     oo.moments_device = s->moments_device_;
     oo.budget = &s->budget_;
+    oo.pool_leader = s->train_.get();  // timed and decided with the training graph (engine/pool_tuner.h)
     ONT_ASSIGN_OR_RETURN(s->optimizer_, Optimizer::Create(*om, state, s->trainable_, oo));
     // A schedule stored in the checkpoint continues where it stopped.
     ONT_ASSIGN_OR_RETURN(std::optional<LrSchedule> sched, LoadSchedule(state->properties));

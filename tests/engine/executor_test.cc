@@ -165,7 +165,7 @@ TEST(ExecutorTest, PoolTuningDecidesWithoutChangingResultsOrAllocating) {
   ASSERT_TRUE(one_ex->Run({{"x", x}}, {"y"}, &ref).ok());
   ASSERT_TRUE(ex->Run({{"x", x}}, {"y"}, &out).ok());  // plans
   const int64_t allocs = two->cpu_allocator().stats().num_allocs.load();
-  for (int i = 0; i < PoolTuner::kWarmupRuns + 2 * PoolTuner::kTrialRuns + 5; ++i) {
+  for (int i = 0; i < PoolTuner::kWarmupRuns + PoolTuner::kTrialLength + 5; ++i) {
     ASSERT_TRUE(ex->Run({{"x", x}}, {"y"}, &out).ok());
     EXPECT_EQ(testing::ToVector(out[0]), testing::ToVector(ref[0])) << "run " << i;
   }

@@ -1,9 +1,10 @@
 // Training gives the same bits at one and at two threads, and with the pool tuner switching the pool on and
-// off between steps (engine/pool_tuner.h: its trial covers steps 4-19): the built-in CNN (large enough that
-// the pool splits its convolutions, GEMMs and the AdamW update across threads) trained for 20 steps by
-// TrainingSession, every parameter compared exactly. It guards the property end to end; it does not
-// reproduce the one case seen so far (GCC's FMA contraction in AdamW changed a ResNet's results with the
-// thread count, docs/notes.md: with that file compiled with contraction again, this model still matches).
+// off between steps (engine/pool_tuner.h: from the fifth step its trial turns the pool off and on every
+// three steps): the built-in CNN (large enough that the pool splits its convolutions, GEMMs and the AdamW
+// update across threads) trained for 20 steps by TrainingSession, every parameter compared exactly. It
+// guards the property end to end; it does not reproduce the one case seen so far (GCC's FMA contraction in
+// AdamW changed a ResNet's results with the thread count, docs/notes.md: with that file compiled with
+// contraction again, this model still matches).
 #include <cmath>
 #include <cstring>
 #include <vector>
