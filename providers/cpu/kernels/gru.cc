@@ -185,8 +185,9 @@ class GruGradKernel : public OpKernel {
       return InvalidArgument("HAll and zrh do not match X and W: ", ShapeToString(hall->shape()), " ",
                              ShapeToString(zrh->shape()));
     }
-    // scratch: dG [S, B, 3H], dh [B, H], dpre [B, 3H], u [B, H] (H Rh' + Rbh, or r H), back [B, H], dgh [B, H]
-    ctx.RequestScratch(static_cast<size_t>(S * B * 3 * H + 4 * B * H + B * 3 * H) * DTypeSize(x->dtype()));
+    // scratch: dG [S, B, 3H], dh [B, H], dpre [B, 3H], u [B, H] (H Rh' + Rbh, or r H), back [B, H], dgh [B, H],
+    // and the step's previous hidden states [B, H]
+    ctx.RequestScratch(static_cast<size_t>(S * B * 3 * H + 5 * B * H + B * 3 * H) * DTypeSize(x->dtype()));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, x->dtype(), w->shape()));
     if (ctx.output_requested(2)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, x->dtype(), r->shape()));
@@ -205,6 +206,7 @@ class GruGradKernel : public OpKernel {
       T* u = dpre + B * G;
       T* back = u + B * H;
       T* dgh = back + B * H;
+      T* hps = dgh + B * H;
       const Tensor* b = Optional(ctx, 3);
       const Tensor* sl = Optional(ctx, 4);
       const Tensor* h0 = Optional(ctx, 5);
@@ -231,21 +233,28 @@ class GruGradKernel : public OpKernel {
         for (int64_t s = S - 1; s >= 0; --s) {
           // u: the h gate's recurrent term, H_prev Rh' + Rbh (linear_before_reset) or r H_prev (the product's input)
           std::fill(dpre, dpre + B * G, T(0));
-          std::fill(u, u + B * H, T(0));
+          std::fill(dgh, dgh + B * H, T(0));  // rows that do not run stay 0 (they meet zero rows in dR's GEMMs)
+          // The step's previous hidden states, zero rows for rows that do not run or start from no state.
+          for (int64_t bb = 0; bb < B; ++bb) {
+            const T* hp = s < len_of(bb) ? hprev_of(s, bb) : nullptr;
+            if (hp) std::copy_n(hp, H, hps + bb * H);
+            else std::fill(hps + bb * H, hps + (bb + 1) * H, T(0));
+          }
+          if (attrs_.linear_before_reset) {  // u = H_prev Rh' (one GEMM for the step) + Rbh
+            Gemm<T>(false, true, B, H, H, T(1), hps, rd + 2 * H * H, T(0), u, nullptr);
+          }
           for (int64_t bb = 0; bb < B; ++bb) {
             const int64_t len = len_of(bb);
-            if (s >= len) continue;
+            if (s >= len) {
+              std::fill(u + bb * H, u + (bb + 1) * H, T(0));
+              continue;
+            }
             const int64_t t = reverse ? len - 1 - s : s;
-            const T* hp = hprev_of(s, bb);
             const T* z = zrh + ((t * D + d) * B + bb) * G;
             if (attrs_.linear_before_reset) {
-              for (int64_t k = 0; k < H; ++k) {
-                double acc = rbh ? double(rbh[k]) : 0.0;
-                if (hp) for (int64_t q = 0; q < H; ++q) acc += double(rd[(2 * H + k) * H + q]) * hp[q];
-                u[bb * H + k] = static_cast<T>(acc);
-              }
+              if (rbh) for (int64_t k = 0; k < H; ++k) u[bb * H + k] += rbh[k];
             } else {
-              for (int64_t k = 0; k < H; ++k) u[bb * H + k] = static_cast<T>(f(z[H + k]) * (hp ? double(hp[k]) : 0.0));
+              for (int64_t k = 0; k < H; ++k) u[bb * H + k] = static_cast<T>(f(z[H + k]) * double(hps[bb * H + k]));
             }
           }
           for (int64_t bb = 0; bb < B; ++bb) {
@@ -303,28 +312,24 @@ class GruGradKernel : public OpKernel {
           for (int64_t bb = 0; bb < B; ++bb) {
             const int64_t len = len_of(bb);
             if (s >= len) continue;
-            const T* hp = hprev_of(s, bb);
             const T* dz = dpre + bb * G;
             if (attrs_.linear_before_reset) {
               for (int64_t k = 0; k < H; ++k) dh[bb * H + k] += back[bb * H + k];
             }
-            if (dr) {
-              T* drd = dr->data<T>() + d * G * H;
-              for (int64_t q = 0; q < 2 * H; ++q) {  // z and r rows: d(pre)' H_prev
-                if (!hp || dz[q] == T(0)) continue;
-                for (int64_t k = 0; k < H; ++k) drd[q * H + k] += dz[q] * hp[k];
-              }
-              for (int64_t q = 0; q < H; ++q) {  // h rows: d(u)' H_prev, or dzh' (r H_prev)
-                const T v = attrs_.linear_before_reset ? dgh[bb * H + q] : dz[2 * H + q];
-                if (v == T(0)) continue;
-                const T* src = attrs_.linear_before_reset ? hp : u + bb * H;
-                if (!src) continue;
-                for (int64_t k = 0; k < H; ++k) drd[(2 * H + q) * H + k] += v * src[k];
-              }
-            }
             if (db) {
               T* dbd = db->data<T>() + d * 6 * H;
               for (int64_t q = 0; q < H; ++q) dbd[5 * H + q] += attrs_.linear_before_reset ? dgh[bb * H + q] : dz[2 * H + q];
+            }
+          }
+          if (dr) {
+            // z and r rows: dR += d(pre)' H_prev; h rows: d(u)' H_prev (linear_before_reset), else dzh' (r H_prev),
+            // where the rows that did not run are 0 in hps and u.
+            T* drd = dr->data<T>() + d * G * H;
+            GemmLd<T>(true, false, 2 * H, H, B, T(1), dpre, G, hps, H, T(1), drd, H);
+            if (attrs_.linear_before_reset) {
+              GemmLd<T>(true, false, H, H, B, T(1), dgh, H, hps, H, T(1), drd + 2 * H * H, H);
+            } else {
+              GemmLd<T>(true, false, H, H, B, T(1), dpre + 2 * H, G, u, H, T(1), drd + 2 * H * H, H);
             }
           }
           // dH_prev += [dz, dr] (R_z, R_r), for the rows that ran.

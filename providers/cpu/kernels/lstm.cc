@@ -220,8 +220,8 @@ class LstmGradKernel : public OpKernel {
                              ShapeToString(call->shape()), " ", ShapeToString(iofc->shape()));
     }
     // scratch: dgates [S, B, 4H] per direction (rows for the steps each row ran), dh, dc [B, H], dpre [B, 4H],
-    // and dpre R [B, H]
-    ctx.RequestScratch(static_cast<size_t>(S * B * 4 * H + 3 * B * H + B * 4 * H) * DTypeSize(x->dtype()));
+    // dpre R [B, H], and the step's previous hidden states [B, H]
+    ctx.RequestScratch(static_cast<size_t>(S * B * 4 * H + 4 * B * H + B * 4 * H) * DTypeSize(x->dtype()));
     const Shape state = {D, B, H};
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, x->dtype(), w->shape()));
@@ -242,6 +242,7 @@ class LstmGradKernel : public OpKernel {
       T* dc = dh + B * H;
       T* dpre = dc + B * H;
       T* back = dpre + B * G;  // dpre R
+      T* hps = back + B * H;   // previous hidden states of this step's rows
       const Tensor* sl = Optional(ctx, 3);
       const Tensor* h0 = Optional(ctx, 4);
       const Tensor* c0 = Optional(ctx, 5);
@@ -332,21 +333,13 @@ class LstmGradKernel : public OpKernel {
           }
           // dR += dpre' H_prev and dH_prev = dpre R, over the rows that ran this step (others have dpre 0).
           const T* rd = r.data<T>() + d * G * H;
-          for (int64_t bb = 0; bb < B; ++bb) {
-            const int64_t len = len_of(bb);
-            if (s >= len) continue;
-            const int64_t t = reverse ? len - 1 - s : s;
-            const int64_t tp = reverse ? t + 1 : t - 1;
-            const T* hprev = s == 0 ? (h0 ? h0->data<T>() + (d * B + bb) * H : nullptr) : hall + ((tp * D + d) * B + bb) * H;
-            const T* dz = dpre + bb * G;
-            if (dr && hprev) {
-              T* drd = dr->data<T>() + d * G * H;
-              for (int64_t q = 0; q < G; ++q) {
-                const T v = dz[q];
-                if (v == T(0)) continue;
-                for (int64_t k = 0; k < H; ++k) drd[q * H + k] += v * hprev[k];
-              }
-            }
+          if (dr) {
+            recurrent::AccumulateRecurrentWeights<T>(dpre, G, G, B, H, [&](int64_t bb) -> const T* {
+              const int64_t len = len_of(bb);
+              if (s >= len) return nullptr;
+              const int64_t t = reverse ? len - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+              return s == 0 ? (h0 ? h0->data<T>() + (d * B + bb) * H : nullptr) : hall + ((tp * D + d) * B + bb) * H;
+            }, hps, dr->data<T>() + d * G * H);
           }
           // dH for the previous step: rows that ran take dpre R, rows that did not keep theirs.
           Gemm<T>(false, false, B, H, G, T(1), dpre, rd, T(0), back, nullptr);

@@ -226,6 +226,23 @@ void YToBatchFirst(const T* y, int64_t S, int64_t D, int64_t B, int64_t H, T* ou
       for (int64_t bb = 0; bb < B; ++bb) std::copy_n(y + ((s * D + d) * B + bb) * H, H, out + ((bb * S + s) * D + d) * H);
 }
 
+// One step's share of a recurrent weight gradient: dR [q_rows, H] += dPre' Hp, where dPre [B, >= q_rows]
+// (rows lda apart) holds the step's gate gradients and Hp [B, H] the batch rows' previous hidden states,
+// copied into `hp` with zero rows for batch rows that did not run this step or start from no state (their
+// dPre rows must be finite). One GEMM per step: it replaced a loop of rank-1 updates per batch row.
+template <typename T, typename PrevOf>
+void AccumulateRecurrentWeights(const T* dpre, int64_t lda, int64_t q_rows, int64_t B, int64_t H, PrevOf prev_of,
+                                T* hp, T* dr) {
+  bool any = false;
+  for (int64_t bb = 0; bb < B; ++bb) {
+    const T* src = prev_of(bb);  // null: the row did not run, or has no previous state
+    if (src != nullptr) std::copy_n(src, H, hp + bb * H);
+    else std::fill(hp + bb * H, hp + (bb + 1) * H, T(0));
+    any = any || src != nullptr;
+  }
+  if (any) GemmLd<T>(true, false, q_rows, H, B, T(1), dpre, lda, hp, H, T(1), dr, H);
+}
+
 // How every recurrent gradient kernel ends a direction d, from dG [rows, G] (the gradients of the gate
 // pre-activations over all steps and batch rows): dX += dG W_d, dW_d += dG' X, and the bias gradient, whose
 // W half gets dG's column sums and whose R half gets the first `r_columns` of them (all G for LSTM and RNN;

@@ -137,8 +137,8 @@ class RnnGradKernel : public OpKernel {
     const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
     ONT_ASSIGN_OR_RETURN(const Tensor* yall, RequireInput(ctx, 6, "Y"));
     if (yall->shape() != Shape{S, D, B, H}) return InvalidArgument("Y has shape ", ShapeToString(yall->shape()));
-    // scratch: xw [S, B, H], dG [S, B, H], dh [B, H], dpre [B, H], back [B, H], pre [H]
-    ctx.RequestScratch(static_cast<size_t>(2 * S * B * H + 3 * B * H + H) * DTypeSize(x->dtype()));
+    // scratch: xw [S, B, H], dG [S, B, H], dh [B, H], dpre [B, H], back [B, H], previous states [B, H], pre [H]
+    ctx.RequestScratch(static_cast<size_t>(2 * S * B * H + 4 * B * H + H) * DTypeSize(x->dtype()));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, x->dtype(), w->shape()));
     if (ctx.output_requested(2)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, x->dtype(), r->shape()));
@@ -156,7 +156,8 @@ class RnnGradKernel : public OpKernel {
       T* dh = dg + S * B * H;
       T* dpre = dh + B * H;
       T* back = dpre + B * H;
-      T* pre = back + B * H;
+      T* hps = back + B * H;
+      T* pre = hps + B * H;
       const Tensor* b = Optional(ctx, 3);
       const Tensor* sl = Optional(ctx, 4);
       const Tensor* h0 = Optional(ctx, 5);
@@ -192,11 +193,14 @@ class RnnGradKernel : public OpKernel {
               dpre[bb * H + k] = static_cast<T>(clipped ? 0.0 : double(dhr[k]) * f.Derivative(z));
             }
             std::copy_n(dpre + bb * H, H, dg + (t * B + bb) * H);
-            if (dr && hp) {
-              T* drd = dr->data<T>() + d * H * H;
-              for (int64_t q = 0; q < H; ++q)
-                for (int64_t k = 0; k < H; ++k) drd[q * H + k] += dpre[bb * H + q] * hp[k];
-            }
+          }
+          if (dr) {  // dR += dpre' H_prev over the rows that ran (the others' dpre rows are 0)
+            recurrent::AccumulateRecurrentWeights<T>(dpre, H, H, B, H, [&](int64_t bb) -> const T* {
+              const int64_t len = len_of(bb);
+              if (s >= len) return nullptr;
+              const int64_t t = reverse ? len - 1 - s : s, tp = reverse ? t + 1 : t - 1;
+              return s == 0 ? (h0 ? h0->data<T>() + (d * B + bb) * H : nullptr) : yall + ((tp * D + d) * B + bb) * H;
+            }, hps, dr->data<T>() + d * H * H);
           }
           Gemm<T>(false, false, B, H, H, T(1), dpre, rd, T(0), back, nullptr);
           for (int64_t bb = 0; bb < B; ++bb) {
