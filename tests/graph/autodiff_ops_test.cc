@@ -176,6 +176,57 @@ TEST(AutodiffTest, LstmEveryOption) {
   }
 }
 
+// LSTMGrad's float32 path for the default activations (vectorized sigmoid and tanh, derivatives from the
+// activations) against the float64 path checked above, on the same values: forward with sequence lengths,
+// bidirectional, reverse with input_forget, and a clip that some pre-activations reach.
+TEST(AutodiffTest, LstmFloatGradientsMatchDouble) {
+  struct C {
+    std::string direction;
+    bool input_forget, lens;
+    float clip;
+  };
+  const C cases[] = {{"forward", false, true, 0}, {"bidirectional", false, false, 0},
+                     {"reverse", true, true, 0}, {"forward", false, false, 0.7f}};
+  const int64_t S = 5, B = 4, I = 3, H = 16;
+  for (const C& t : cases) {
+    SCOPED_TRACE(t.direction + (t.input_forget ? " input_forget" : "") + (t.clip > 0 ? " clip" : ""));
+    const int64_t D = t.direction == "bidirectional" ? 2 : 1;
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    const Shape ss = {D, B, H};
+    g.inputs = {TensorInfo("x", DType::kFloat64, {S, B, I}), TensorInfo("w", DType::kFloat64, {D, 4 * H, I}),
+                TensorInfo("r", DType::kFloat64, {D, 4 * H, H}), TensorInfo("b", DType::kFloat64, {D, 8 * H}),
+                TensorInfo("h0", DType::kFloat64, ss), TensorInfo("c0", DType::kFloat64, ss)};
+    if (t.lens) g.AddInitializer("sl", Tensor::FromVector<int32_t>({5, 3, 0, 1}, {4}));
+    std::vector<onnx::AttributeProto> attrs = {AttrInt("hidden_size", H), AttrString("direction", t.direction),
+                                               AttrInt("input_forget", t.input_forget)};
+    if (t.clip > 0) attrs.push_back(AttrFloat("clip", t.clip));
+    g.nodes = {MakeNode("LSTM", {"x", "w", "r", "b", t.lens ? "sl" : "", "h0", "c0"}, {"ys", "yh", "yc"}, attrs, "lstm"),
+               MakeNode("Flatten", {"ys"}, {"f1"}, {AttrInt("axis", 0)}, "f1"),
+               MakeNode("Flatten", {"yc"}, {"f2"}, {AttrInt("axis", 0)}, "f2"),
+               MakeNode("Concat", {"f1", "f2"}, {"y"}, {AttrInt("axis", 1)}, "concat")};
+    AddWeightedLoss(&c.model, {1, S * D * B * H + D * B * H}, 81);
+    c.feeds = {{"x", Random({S, B, I}, 82)}, {"w", Random({D, 4 * H, I}, 83, -0.6, 0.6)},
+               {"r", Random({D, 4 * H, H}, 84, -0.4, 0.4)}, {"b", Random({D, 8 * H}, 85, -0.5, 0.5)},
+               {"h0", Random(ss, 86)}, {"c0", Random(ss, 87)}};
+    c.xs = {"x", "w", "r", "b", "h0", "c0"};
+    std::vector<Tensor> d64 = gradcheck::BuiltGradients(c), f32 = gradcheck::BuiltGradients(gradcheck::ToFloat32(c));
+    ASSERT_EQ(d64.size(), c.xs.size());
+    ASSERT_EQ(f32.size(), c.xs.size());
+    for (size_t k = 0; k < c.xs.size(); ++k) {
+      SCOPED_TRACE(c.xs[k]);
+      ASSERT_EQ(f32[k].dtype(), DType::kFloat32);
+      ASSERT_EQ(f32[k].shape(), d64[k].shape());
+      double worst = 0;
+      for (int64_t i = 0; i < d64[k].NumElements(); ++i) {
+        const double want = d64[k].data<double>()[i], got = f32[k].data<float>()[i];
+        worst = std::max(worst, std::abs(got - want) / std::max(1.0, std::abs(want)));
+      }
+      EXPECT_LT(worst, 2e-5);
+    }
+  }
+}
+
 // GRU through the rewrite to GRUTraining and its GRUGrad: linear_before_reset 0 and 1 (PyTorch exports 1),
 // forward with sequence lengths, bidirectional with clip and non-default activations, reverse, layout 1.
 TEST(AutodiffTest, GruEveryOption) {

@@ -77,6 +77,38 @@ void CheckGradients(Case c, double tol) {
   }
 }
 
+std::vector<Tensor> BuiltGradients(Case c) {
+  auto cpu = CpuExecutionProvider::Create({1}).value();
+  std::vector<Tensor> grads;
+  Status s = PrepareForGradients(&c.model);
+  if (s.ok()) s = BuildGradientGraph(&c.model, "loss", c.xs);
+  auto ex = Executor::Create(c.model, cpu.get());
+  if (s.ok()) s = ex.status();
+  NamedTensors all = c.feeds;
+  all.insert(all.end(), c.fixed.begin(), c.fixed.end());
+  std::vector<std::string> fetch;
+  for (const auto& x : c.xs) fetch.push_back(x + "_grad");
+  if (s.ok()) s = ex.value()->Run(ToNamedValues(all), fetch, &grads);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return grads;
+}
+
+Case ToFloat32(const Case& c) {
+  auto convert = [](const Tensor& t) {
+    if (t.dtype() != DType::kFloat64) return t;
+    std::vector<float> v(static_cast<size_t>(t.NumElements()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<double>()[i]);
+    return Tensor::FromVector(v, t.shape());
+  };
+  Case f = c;
+  for (ValueInfo& v : f.model.graph.inputs) if (v.dtype == DType::kFloat64) v.dtype = DType::kFloat32;
+  for (ValueInfo& v : f.model.graph.outputs) if (v.dtype == DType::kFloat64) v.dtype = DType::kFloat32;
+  for (auto& [name, t] : f.model.graph.initializers) t = convert(t);
+  for (auto& [name, t] : f.feeds) t = convert(t);
+  for (auto& [name, t] : f.fixed) t = convert(t);
+  return f;
+}
+
 Model Base() {
   Model m;
   m.opset_imports[""] = 17;

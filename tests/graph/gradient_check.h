@@ -28,6 +28,10 @@ void AddWeightedLoss(Model* m, const Shape& y_shape, uint32_t seed);
 
 // Builds the gradient graph of `c` and checks every gradient element against central differences.
 void CheckGradients(Case c, double tol = 1e-6);
+// The built gradients of c.xs (in their dtype), for comparing one case in two dtypes.
+std::vector<Tensor> BuiltGradients(Case c);
+// `c` in float32: graph inputs, outputs, float64 initializers and feeds converted (other dtypes kept).
+Case ToFloat32(const Case& c);
 
 // An empty model importing ONNX opset 17.
 Model Base();
