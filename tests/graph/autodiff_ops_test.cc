@@ -227,6 +227,55 @@ TEST(AutodiffTest, LstmFloatGradientsMatchDouble) {
   }
 }
 
+// GRU's float32 path for the default activations (vectorized sigmoid and tanh in GRUTraining and GRUGrad)
+// against the float64 path checked below: linear_before_reset 0 and 1, sequence lengths, bidirectional, clip.
+TEST(AutodiffTest, GruFloatGradientsMatchDouble) {
+  struct C {
+    std::string direction;
+    int64_t linear_before_reset;
+    bool lens;
+    float clip;
+  };
+  const C cases[] = {{"forward", 1, true, 0}, {"bidirectional", 0, false, 0}, {"reverse", 1, true, 0},
+                     {"forward", 0, false, 0.6f}};
+  const int64_t S = 5, B = 4, I = 3, H = 16;
+  for (const C& t : cases) {
+    SCOPED_TRACE(t.direction + " linear_before_reset " + std::to_string(t.linear_before_reset) +
+                 (t.clip > 0 ? " clip" : ""));
+    const int64_t D = t.direction == "bidirectional" ? 2 : 1;
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    const Shape ss = {D, B, H};
+    g.inputs = {TensorInfo("x", DType::kFloat64, {S, B, I}), TensorInfo("w", DType::kFloat64, {D, 3 * H, I}),
+                TensorInfo("r", DType::kFloat64, {D, 3 * H, H}), TensorInfo("b", DType::kFloat64, {D, 6 * H}),
+                TensorInfo("h0", DType::kFloat64, ss)};
+    if (t.lens) g.AddInitializer("sl", Tensor::FromVector<int32_t>({5, 3, 0, 1}, {4}));
+    std::vector<onnx::AttributeProto> attrs = {AttrInt("hidden_size", H), AttrString("direction", t.direction),
+                                               AttrInt("linear_before_reset", t.linear_before_reset)};
+    if (t.clip > 0) attrs.push_back(AttrFloat("clip", t.clip));
+    g.nodes = {MakeNode("GRU", {"x", "w", "r", "b", t.lens ? "sl" : "", "h0"}, {"ys", "yh"}, attrs, "gru"),
+               MakeNode("Flatten", {"ys"}, {"y"}, {AttrInt("axis", 0)}, "f1")};
+    AddWeightedLoss(&c.model, {1, S * D * B * H}, 91);
+    c.feeds = {{"x", Random({S, B, I}, 92)}, {"w", Random({D, 3 * H, I}, 93, -0.6, 0.6)},
+               {"r", Random({D, 3 * H, H}, 94, -0.4, 0.4)}, {"b", Random({D, 6 * H}, 95, -0.5, 0.5)},
+               {"h0", Random(ss, 96)}};
+    c.xs = {"x", "w", "r", "b", "h0"};
+    std::vector<Tensor> d64 = gradcheck::BuiltGradients(c), f32 = gradcheck::BuiltGradients(gradcheck::ToFloat32(c));
+    ASSERT_EQ(d64.size(), c.xs.size());
+    ASSERT_EQ(f32.size(), c.xs.size());
+    for (size_t k = 0; k < c.xs.size(); ++k) {
+      SCOPED_TRACE(c.xs[k]);
+      ASSERT_EQ(f32[k].shape(), d64[k].shape());
+      double worst = 0;
+      for (int64_t i = 0; i < d64[k].NumElements(); ++i) {
+        const double want = d64[k].data<double>()[i], got = f32[k].data<float>()[i];
+        worst = std::max(worst, std::abs(got - want) / std::max(1.0, std::abs(want)));
+      }
+      EXPECT_LT(worst, 2e-5);
+    }
+  }
+}
+
 // GRU through the rewrite to GRUTraining and its GRUGrad: linear_before_reset 0 and 1 (PyTorch exports 1),
 // forward with sequence lengths, bidirectional with clip and non-default activations, reverse, layout 1.
 TEST(AutodiffTest, GruEveryOption) {

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cpu/kernels/recurrent.h"
+#include "providers/cpu/kernels/vmath.h"
 
 namespace ontrain {
 namespace cpu {
@@ -19,10 +21,28 @@ using namespace recurrent;  // NOLINT: the shared pieces of the recurrent kernel
 // Gates z, r, h. Per step: z = f(Xt Wz' + H Rz' + Wbz + Rbz), r = f(Xt Wr' + H Rr' + Wbr + Rbr),
 // h~ = g(Xt Wh' + (r H) Rh' + Rbh + Wbh), or with linear_before_reset g(Xt Wh' + r (H Rh' + Rbh) + Wbh);
 // H' = (1 - z) h~ + z H. GRUTraining's third output keeps the clipped pre-activations [S, D, B, 3H].
+// With float32 data and the default activations (sigmoid, tanh), both passes take a row's gate values from
+// vmath's vectorized sigmoid and tanh (GatesOf), and the gradient takes the derivatives from those values.
+
+// A step's gate values on the fast path: acts [B, 3H] = f(z), f(r), g(h~) of the rows that ran, from their
+// clipped pre-activations (rows `pre_row(bb)`, or null for a row that did not run); `count` gates per row
+// from gate `first` on. Rows not given are left as they were.
+template <typename PreRow>
+void GatesOf(int64_t B, int64_t H, int64_t first, int64_t count, const PreRow& pre_row, float* acts) {
+  for (int64_t bb = 0; bb < B; ++bb) {
+    const float* z = pre_row(bb);
+    if (z == nullptr) continue;
+    float* row = acts + bb * 3 * H;
+    for (int64_t q = first; q < first + count; ++q) {
+      if (q < 2) VSigmoid(z + q * H, row + q * H, H);
+      else VTanh(z + q * H, row + q * H, H);
+    }
+  }
+}
 
 template <typename T>
 void GruDirection(const RecurrentAttrs& a, const RecurrentDims& n, int64_t d, const T* x, const T* w, const T* r, const T* b,
-                  const int64_t* lens, const T* h0, T* y, T* yh, T* zrh, T* xw, T* hr, T* rh, T* h) {
+                  const int64_t* lens, const T* h0, T* y, T* yh, T* zrh, T* xw, T* hr, T* rh, T* h, T* acts) {
   const int64_t H = n.hidden, G = 3 * H, B = n.batch, S = n.seq;
   const bool reverse = a.reverse_only || d == 1;
   const Activation &f = a.act[d][0], &g = a.act[d][1];
@@ -31,6 +51,11 @@ void GruDirection(const RecurrentAttrs& a, const RecurrentDims& n, int64_t d, co
   for (int64_t j = 0; j < B * H; ++j) h[j] = h0 ? h0[d * B * H + j] : T(0);
   const T* wb = b ? b + d * 6 * H : nullptr;
   auto clip = [&](double v) { return a.clip > 0 ? std::min(a.clip, std::max(-a.clip, v)) : v; };
+  const bool fast = std::is_same_v<T, float> && f.kind == Activation::kSigmoid && g.kind == Activation::kTanh;
+  // f(z) and f(r) (gate q < 2) or g(h~) (q = 2) of row bb at element k whose pre-activation is v
+  auto act = [&](int64_t bb, int64_t q, int64_t k, double v) -> double {
+    return fast ? double(acts[bb * G + q * H + k]) : (q < 2 ? f(v) : g(v));
+  };
   for (int64_t s = 0; s < S; ++s) {
     Gemm<T>(false, true, B, G, H, T(1), h, rd, T(0), hr, nullptr);  // H R' (all three gates)
     // z, r and, without linear_before_reset, r H for the h gate's product
@@ -46,7 +71,10 @@ void GruDirection(const RecurrentAttrs& a, const RecurrentDims& n, int64_t d, co
         if (wb) z += double(wb[k]) + wb[3 * H + k];
         out[k] = static_cast<T>(clip(z));
       }
-      for (int64_t k = 0; k < H; ++k) rh[bb * H + k] = static_cast<T>(f(out[H + k]) * double(h[bb * H + k]));
+      if constexpr (std::is_same_v<T, float>) {
+        if (fast) GatesOf(1, H, 0, 2, [&](int64_t) { return out; }, acts + bb * G);
+      }
+      for (int64_t k = 0; k < H; ++k) rh[bb * H + k] = static_cast<T>(act(bb, 1, k, out[H + k]) * double(h[bb * H + k]));
     }
     // without linear_before_reset the h gate's recurrent term is (r H) Rh', written over H Rh' in hr
     if (!a.linear_before_reset) GemmLd<T>(false, true, B, H, H, T(1), rh, H, rd + 2 * H * H, H, T(0), hr + 2 * H, G);
@@ -59,7 +87,7 @@ void GruDirection(const RecurrentAttrs& a, const RecurrentDims& n, int64_t d, co
       T* out = zrh + ((t * n.dirs + d) * B + bb) * G;
       T* hrow = h + bb * H;
       for (int64_t k = 0; k < H; ++k) {
-        const double gr = f(out[H + k]);
+        const double gr = act(bb, 1, k, out[H + k]);
         double zh = double(xr[2 * H + k]);
         if (wb) zh += double(wb[2 * H + k]);
         if (a.linear_before_reset) {
@@ -67,10 +95,14 @@ void GruDirection(const RecurrentAttrs& a, const RecurrentDims& n, int64_t d, co
         } else {
           zh += double(pr[2 * H + k]) + (wb ? double(wb[5 * H + k]) : 0.0);
         }
-        zh = clip(zh);
-        out[2 * H + k] = static_cast<T>(zh);
-        const double gz = f(out[k]);
-        hrow[k] = static_cast<T>((1 - gz) * g(zh) + gz * double(hrow[k]));
+        out[2 * H + k] = static_cast<T>(clip(zh));
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (fast) GatesOf(1, H, 2, 1, [&](int64_t) { return out; }, acts + bb * G);
+      }
+      for (int64_t k = 0; k < H; ++k) {
+        const double gz = act(bb, 0, k, out[k]), hh = act(bb, 2, k, out[2 * H + k]);
+        hrow[k] = static_cast<T>((1 - gz) * hh + gz * double(hrow[k]));
       }
       if (y) std::copy_n(hrow, H, y + ((t * n.dirs + d) * B + bb) * H);
     }
@@ -95,9 +127,9 @@ class GruKernel : public OpKernel {
     const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
     ONT_RETURN_IF_ERROR(CheckRecurrentInputs(ctx, attrs_, n_, 6 * H, {5}));
     const Shape state = attrs_.layout ? Shape{B, D, H} : Shape{D, B, H};
-    // scratch: lens [B]; xw [S, B, 3H], hr [B, 3H], rh [B, H], h [B, H], zrh [S, D, B, 3H] when not an output;
-    // layout 1: x, y, h0, yh transposed
-    int64_t elems = S * B * 3 * H + B * 3 * H + 2 * B * H + S * D * B * 3 * H;
+    // scratch: lens [B]; xw [S, B, 3H], hr [B, 3H], rh [B, H], h [B, H], zrh [S, D, B, 3H] when not an output,
+    // gate values [B, 3H]; layout 1: x, y, h0, yh transposed
+    int64_t elems = S * B * 3 * H + B * 3 * H + 2 * B * H + S * D * B * 3 * H + B * 3 * H;
     if (attrs_.layout) elems += S * B * n_.input + S * D * B * H + 2 * D * B * H;
     ctx.RequestScratch(static_cast<size_t>(B) * sizeof(int64_t) + static_cast<size_t>(elems) * DTypeSize(x->dtype()));
     const Shape y = attrs_.layout ? Shape{B, S, D, H} : Shape{S, D, B, H};
@@ -117,7 +149,8 @@ class GruKernel : public OpKernel {
       T* rh = hr + B * 3 * H;
       T* h = rh + B * H;
       T* zrh_scratch = h + B * H;
-      T* extra = zrh_scratch + S * D * B * 3 * H;
+      T* acts = zrh_scratch + S * D * B * 3 * H;
+      T* extra = acts + B * 3 * H;
       const Tensor* sl = Optional(ctx, 4);
       const Tensor* b = Optional(ctx, 3);
       const Tensor* h0 = Optional(ctx, 5);
@@ -145,7 +178,7 @@ class GruKernel : public OpKernel {
       std::fill(zrh, zrh + S * D * B * 3 * H, T(0));
       for (int64_t d = 0; d < D; ++d) {
         GruDirection<T>(attrs_, n_, d, px, w.data<T>(), r.data<T>(), b ? b->data<T>() : nullptr, lens, ph0, y, yh, zrh,
-                        xw, hr, rh, h);
+                        xw, hr, rh, h, acts);
       }
       if (attrs_.layout) {
         if (yt) YToBatchFirst(y, S, D, B, H, yt);
@@ -186,8 +219,8 @@ class GruGradKernel : public OpKernel {
                              ShapeToString(zrh->shape()));
     }
     // scratch: dG [S, B, 3H], dh [B, H], dpre [B, 3H], u [B, H] (H Rh' + Rbh, or r H), back [B, H], dgh [B, H],
-    // and the step's previous hidden states [B, H]
-    ctx.RequestScratch(static_cast<size_t>(S * B * 3 * H + 5 * B * H + B * 3 * H) * DTypeSize(x->dtype()));
+    // the step's previous hidden states [B, H], and its gate values [B, 3H]
+    ctx.RequestScratch(static_cast<size_t>(S * B * 3 * H + 5 * B * H + 2 * B * 3 * H) * DTypeSize(x->dtype()));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, x->dtype(), w->shape()));
     if (ctx.output_requested(2)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, x->dtype(), r->shape()));
@@ -207,6 +240,7 @@ class GruGradKernel : public OpKernel {
       T* back = u + B * H;
       T* dgh = back + B * H;
       T* hps = dgh + B * H;
+      T* acts = hps + B * H;
       const Tensor* b = Optional(ctx, 3);
       const Tensor* sl = Optional(ctx, 4);
       const Tensor* h0 = Optional(ctx, 5);
@@ -223,6 +257,17 @@ class GruGradKernel : public OpKernel {
         const Activation &f = attrs_.act[d][0], &g = attrs_.act[d][1];
         const T* rd = r.data<T>() + d * G * H;
         const T* rbh = b ? b->data<T>() + d * 6 * H + 5 * H : nullptr;
+        const bool fast = std::is_same_v<T, float> && f.kind == Activation::kSigmoid && g.kind == Activation::kTanh;
+        // Gate q's value (f(z), f(r), g(h~)) of row bb at element k, whose pre-activation is v, and its
+        // derivative there: from the step's vectorized values on the fast path.
+        auto act = [&](int64_t bb, int64_t q, int64_t k, double v) -> double {
+          return fast ? double(acts[bb * G + q * H + k]) : (q < 2 ? f(v) : g(v));
+        };
+        auto slope = [&](int64_t bb, int64_t q, int64_t k, double v) -> double {
+          if (!fast) return q < 2 ? f.Derivative(v) : g.Derivative(v);
+          const double a = acts[bb * G + q * H + k];
+          return q < 2 ? a * (1 - a) : 1 - a * a;
+        };
         std::fill(dg, dg + S * B * G, T(0));
         for (int64_t j = 0; j < B * H; ++j) dh[j] = dyh ? dyh->data<T>()[d * B * H + j] : T(0);
         auto hprev_of = [&](int64_t s, int64_t bb) -> const T* {
@@ -234,6 +279,14 @@ class GruGradKernel : public OpKernel {
           // u: the h gate's recurrent term, H_prev Rh' + Rbh (linear_before_reset) or r H_prev (the product's input)
           std::fill(dpre, dpre + B * G, T(0));
           std::fill(dgh, dgh + B * H, T(0));  // rows that do not run stay 0 (they meet zero rows in dR's GEMMs)
+          if constexpr (std::is_same_v<T, float>) {
+            if (fast) {
+              GatesOf(B, H, 0, 3, [&](int64_t bb) -> const float* {
+                const int64_t len = len_of(bb);
+                return s < len ? zrh + (((reverse ? len - 1 - s : s) * D + d) * B + bb) * G : nullptr;
+              }, acts);
+            }
+          }
           // The step's previous hidden states, zero rows for rows that do not run or start from no state.
           for (int64_t bb = 0; bb < B; ++bb) {
             const T* hp = s < len_of(bb) ? hprev_of(s, bb) : nullptr;
@@ -254,7 +307,7 @@ class GruGradKernel : public OpKernel {
             if (attrs_.linear_before_reset) {
               if (rbh) for (int64_t k = 0; k < H; ++k) u[bb * H + k] += rbh[k];
             } else {
-              for (int64_t k = 0; k < H; ++k) u[bb * H + k] = static_cast<T>(f(z[H + k]) * double(hps[bb * H + k]));
+              for (int64_t k = 0; k < H; ++k) u[bb * H + k] = static_cast<T>(act(bb, 1, k, z[H + k]) * double(hps[bb * H + k]));
             }
           }
           for (int64_t bb = 0; bb < B; ++bb) {
@@ -271,9 +324,9 @@ class GruGradKernel : public OpKernel {
             T* dz = dpre + bb * G;
             for (int64_t k = 0; k < H; ++k) {
               const double zz = z[k], zh = z[2 * H + k];
-              const double gz = f(zz), hh = g(zh), hpk = hp ? double(hp[k]) : 0.0, dH = dhr[k];
-              dz[k] = static_cast<T>(clipped(zz) ? 0.0 : dH * (hpk - hh) * f.Derivative(zz));
-              dz[2 * H + k] = static_cast<T>(clipped(zh) ? 0.0 : dH * (1 - gz) * g.Derivative(zh));
+              const double gz = act(bb, 0, k, zz), hh = act(bb, 2, k, zh), hpk = hp ? double(hp[k]) : 0.0, dH = dhr[k];
+              dz[k] = static_cast<T>(clipped(zz) ? 0.0 : dH * (hpk - hh) * slope(bb, 0, k, zz));
+              dz[2 * H + k] = static_cast<T>(clipped(zh) ? 0.0 : dH * (1 - gz) * slope(bb, 2, k, zh));
               dhr[k] = static_cast<T>(dH * gz);  // the direct path; the gates' paths are added below
             }
           }
@@ -291,7 +344,7 @@ class GruGradKernel : public OpKernel {
             const T* z = zrh + ((t * D + d) * B + bb) * G;
             T* dz = dpre + bb * G;
             for (int64_t k = 0; k < H; ++k) {
-              const double zr = z[H + k], gr = f(zr), dzh = dz[2 * H + k];
+              const double zr = z[H + k], gr = act(bb, 1, k, zr), dzh = dz[2 * H + k];
               double dgr;
               if (attrs_.linear_before_reset) {
                 dgr = dzh * double(u[bb * H + k]);
@@ -301,7 +354,7 @@ class GruGradKernel : public OpKernel {
                 dgr = drh * (hp ? double(hp[k]) : 0.0);
                 dh[bb * H + k] += static_cast<T>(drh * gr);
               }
-              dz[H + k] = static_cast<T>(clipped(zr) ? 0.0 : dgr * f.Derivative(zr));
+              dz[H + k] = static_cast<T>(clipped(zr) ? 0.0 : dgr * slope(bb, 1, k, zr));
             }
             std::copy_n(dz, G, dg + (t * B + bb) * G);
           }
