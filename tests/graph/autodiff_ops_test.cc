@@ -210,20 +210,7 @@ TEST(AutodiffTest, LstmFloatGradientsMatchDouble) {
                {"r", Random({D, 4 * H, H}, 84, -0.4, 0.4)}, {"b", Random({D, 8 * H}, 85, -0.5, 0.5)},
                {"h0", Random(ss, 86)}, {"c0", Random(ss, 87)}};
     c.xs = {"x", "w", "r", "b", "h0", "c0"};
-    std::vector<Tensor> d64 = gradcheck::BuiltGradients(c), f32 = gradcheck::BuiltGradients(gradcheck::ToFloat32(c));
-    ASSERT_EQ(d64.size(), c.xs.size());
-    ASSERT_EQ(f32.size(), c.xs.size());
-    for (size_t k = 0; k < c.xs.size(); ++k) {
-      SCOPED_TRACE(c.xs[k]);
-      ASSERT_EQ(f32[k].dtype(), DType::kFloat32);
-      ASSERT_EQ(f32[k].shape(), d64[k].shape());
-      double worst = 0;
-      for (int64_t i = 0; i < d64[k].NumElements(); ++i) {
-        const double want = d64[k].data<double>()[i], got = f32[k].data<float>()[i];
-        worst = std::max(worst, std::abs(got - want) / std::max(1.0, std::abs(want)));
-      }
-      EXPECT_LT(worst, 2e-5);
-    }
+    gradcheck::CheckFloat32AgainstFloat64(c, 2e-5);
   }
 }
 
@@ -260,19 +247,7 @@ TEST(AutodiffTest, GruFloatGradientsMatchDouble) {
                {"r", Random({D, 3 * H, H}, 94, -0.4, 0.4)}, {"b", Random({D, 6 * H}, 95, -0.5, 0.5)},
                {"h0", Random(ss, 96)}};
     c.xs = {"x", "w", "r", "b", "h0"};
-    std::vector<Tensor> d64 = gradcheck::BuiltGradients(c), f32 = gradcheck::BuiltGradients(gradcheck::ToFloat32(c));
-    ASSERT_EQ(d64.size(), c.xs.size());
-    ASSERT_EQ(f32.size(), c.xs.size());
-    for (size_t k = 0; k < c.xs.size(); ++k) {
-      SCOPED_TRACE(c.xs[k]);
-      ASSERT_EQ(f32[k].shape(), d64[k].shape());
-      double worst = 0;
-      for (int64_t i = 0; i < d64[k].NumElements(); ++i) {
-        const double want = d64[k].data<double>()[i], got = f32[k].data<float>()[i];
-        worst = std::max(worst, std::abs(got - want) / std::max(1.0, std::abs(want)));
-      }
-      EXPECT_LT(worst, 2e-5);
-    }
+    gradcheck::CheckFloat32AgainstFloat64(c, 2e-5);
   }
 }
 

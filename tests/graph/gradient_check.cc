@@ -109,6 +109,23 @@ Case ToFloat32(const Case& c) {
   return f;
 }
 
+void CheckFloat32AgainstFloat64(const Case& c, double tol) {
+  std::vector<Tensor> d64 = BuiltGradients(c), f32 = BuiltGradients(ToFloat32(c));
+  ASSERT_EQ(d64.size(), c.xs.size());
+  ASSERT_EQ(f32.size(), c.xs.size());
+  for (size_t k = 0; k < c.xs.size(); ++k) {
+    SCOPED_TRACE(c.xs[k]);
+    ASSERT_EQ(f32[k].dtype(), DType::kFloat32);
+    ASSERT_EQ(f32[k].shape(), d64[k].shape());
+    double worst = 0;
+    for (int64_t i = 0; i < d64[k].NumElements(); ++i) {
+      const double want = d64[k].data<double>()[i], got = f32[k].data<float>()[i];
+      worst = std::max(worst, std::abs(got - want) / std::max(1.0, std::abs(want)));
+    }
+    EXPECT_LT(worst, tol);
+  }
+}
+
 Model Base() {
   Model m;
   m.opset_imports[""] = 17;

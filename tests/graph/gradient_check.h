@@ -28,10 +28,13 @@ void AddWeightedLoss(Model* m, const Shape& y_shape, uint32_t seed);
 
 // Builds the gradient graph of `c` and checks every gradient element against central differences.
 void CheckGradients(Case c, double tol = 1e-6);
-// The built gradients of c.xs (in their dtype), for comparing one case in two dtypes.
+// The built gradients of c.xs (in their dtype).
 std::vector<Tensor> BuiltGradients(Case c);
 // `c` in float32: graph inputs, outputs, float64 initializers and feeds converted (other dtypes kept).
 Case ToFloat32(const Case& c);
+// Builds `c` (a float64 case) in float64 and in float32 and requires every float32 gradient element within
+// tol * max(1, |float64 value|): for kernels whose float32 path differs from the float64 one.
+void CheckFloat32AgainstFloat64(const Case& c, double tol);
 
 // An empty model importing ONNX opset 17.
 Model Base();
