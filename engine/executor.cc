@@ -490,6 +490,8 @@ void Executor::BuildArenas(const std::vector<size_t>& sizes) {
     }
   }
   MemoryPlan mp = PlanMemory(buffers, static_cast<int>(providers_.size()));
+  PoolTuner tuner;  // a replaced plan's tuner carries over to its successor
+  if (auto old = plans_.find(key_); old != plans_.end()) tuner = old->second->tuner;
   size_t total = 0;
   for (size_t b : mp.arena_bytes) total += b;
   if (budget_) {
@@ -506,6 +508,7 @@ void Executor::BuildArenas(const std::vector<size_t>& sizes) {
   }
   // 2. One allocation per device holds them all.
   auto arenas = std::make_unique<MemoryArenas>();
+  arenas->tuner = tuner;
   arenas->offset = mp.offset;
   arenas->size.assign(sizes.size(), 0);
   for (size_t s = 0; s < sizes.size(); ++s) arenas->size[s] = sizes[s] > 0 ? AlignUp(sizes[s]) : 0;
@@ -590,6 +593,8 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
   if (arenas == nullptr || !arenas->valid) BuildArenas(sizes);
   auto now = plans_.find(key_);
   last_ = now == plans_.end() ? nullptr : now->second.get();
+  // BuildArenas may have replaced (or dropped) the plan whose tuner this run used; followers read it next.
+  if (leader_ == nullptr && current_tuner_ != nullptr) current_tuner_ = last_ != nullptr ? &last_->tuner : nullptr;
   return Status::OK();
 }
 

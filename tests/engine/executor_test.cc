@@ -174,6 +174,46 @@ TEST(ExecutorTest, PoolTuningDecidesWithoutChangingResultsOrAllocating) {
   EXPECT_TRUE(choice.rfind("pool (pooled ", 0) == 0 || choice.rfind("serial (pooled ", 0) == 0) << choice;
 }
 
+// A follower (ExecutorOptions::pool_leader) runs in its leader's choice and adds its time to the leader's
+// sample. The leader here replans at the same shapes on every run (Range's output grows past the plan), so
+// the plan holding the tuner is replaced each time: its tuner must carry over, and the follower must never
+// read a dropped one (this is an AddressSanitizer case too).
+TEST(ExecutorTest, FollowerUsesItsLeadersTunerAcrossReplans) {
+  auto cpu = CpuExecutionProvider::Create({2}).value();
+  Model range;
+  range.opset_imports[""] = 17;
+  for (const char* in : {"start", "limit", "delta"}) range.graph.inputs.push_back(TensorInfo(in, DType::kFloat32, {}));
+  range.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {-1}));
+  range.graph.nodes.push_back(MakeNode("Range", {"start", "limit", "delta"}, {"y"}));
+  ExecutorOptions lo;
+  lo.providers = {cpu.get()};
+  lo.name = "leader graph";
+  auto made = Executor::Create(range, lo);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  auto leader = std::move(made).value();
+  ExecutorOptions fo = lo;
+  fo.name = "follower graph";
+  fo.pool_leader = leader.get();
+  auto follower = Executor::Create(testing::MakeMlpModel(), fo).value();
+  EXPECT_EQ(follower->PoolChoice(), "follows the leader graph");
+  Tensor x = Tensor::FromVector(Iota(8 * 4, 0.3f), {8, 4});
+  std::vector<Tensor> out, ref;
+  auto one = CpuExecutionProvider::Create({1}).value();
+  ASSERT_TRUE(Executor::Create(testing::MakeMlpModel(), one.get()).value()->Run({{"x", x}}, {"y"}, &ref).ok());
+  const int runs = PoolTuner::kWarmupRuns + PoolTuner::kTrialLength + 4;
+  for (int i = 0; i < runs; ++i) {
+    auto scalar = [](float v) { return Tensor::FromVector<float>({v}, {}); };
+    // one more element each run: a bigger output than the plan holds
+    ASSERT_TRUE(leader->Run({{"start", scalar(0)}, {"limit", scalar(static_cast<float>(i + 1))}, {"delta", scalar(1)}},
+                            {"y"}, &out).ok());
+    EXPECT_EQ(out[0].shape(), (Shape{i + 1}));
+    ASSERT_TRUE(follower->Run({{"x", x}}, {"y"}, &out).ok());
+    EXPECT_EQ(testing::ToVector(out[0]), testing::ToVector(ref[0])) << "run " << i;
+  }
+  const std::string choice = leader->PoolChoice();
+  EXPECT_TRUE(choice.rfind("pool (pooled ", 0) == 0 || choice.rfind("serial (pooled ", 0) == 0) << choice;
+}
+
 TEST(ExecutorTest, InitializerCanBeOverriddenByFeed) {
   Model m = testing::MakeMlpModel();
   m.graph.inputs.push_back(TensorInfo("b1", DType::kFloat32, {3}));
