@@ -1,0 +1,119 @@
+// Executor::Bind: feeds checked against the graph's inputs (dtype, static dims, symbolic dims bound
+// consistently, sequences on their device) and the key of their shapes, which selects the memory plan.
+#include <charconv>
+
+#include "engine/executor.h"
+#include "graph/value_types.h"
+
+namespace ontrain {
+
+namespace {
+
+// Checks a fed tensor against its graph input: dtype, static dims, and symbolic dims bound consistently
+// across the feeds (`symbols`).
+Status CheckTensorFeed(const ValueInfo& info, const Tensor& t, std::vector<std::pair<const std::string*, int64_t>>* symbols) {
+  const std::string& name = info.name;
+  if (info.dtype != DType::kUndefined && t.dtype() != info.dtype) {
+    return InvalidArgument("input \"", name, "\": expected dtype ", DTypeName(info.dtype), ", got ",
+                           DTypeName(t.dtype()));
+  }
+  if (!info.has_shape) return Status::OK();
+  bool ok = info.dims.size() == t.shape().size();
+  for (size_t d = 0; ok && d < info.dims.size(); ++d) {
+    const Dim& dim = info.dims[d];
+    if (dim.known()) {
+      ok = dim.value == t.dim(d);
+    } else if (!dim.param.empty()) {
+      auto it = std::find_if(symbols->begin(), symbols->end(), [&](const auto& s) { return *s.first == dim.param; });
+      if (it == symbols->end()) {
+        symbols->push_back({&dim.param, t.dim(d)});
+      } else if (it->second != t.dim(d)) {
+        return InvalidArgument("input \"", name, "\": dimension ", d, " (\"", dim.param, "\") is ", t.dim(d),
+                               " but another input bound \"", dim.param, "\" to ", it->second);
+      }
+    }
+  }
+  if (!ok) {
+    return InvalidArgument("input \"", name, "\": expected shape ", info.TypeString(), ", got ",
+                           DTypeName(t.dtype()), ShapeToString(t.shape()));
+  }
+  return Status::OK();
+}
+
+// Checks a fed sequence: every item of the input's element type, on the planned device.
+Status CheckSequenceFeed(const ValueInfo& info, const TensorSequence& items, Device home) {
+  if (info.is_tensor) return InvalidArgument("input \"", info.name, "\" is a tensor, but a sequence was fed");
+  DType elem = ElementDType(info);
+  for (const Tensor& item : items) {
+    if (elem != DType::kUndefined && item.dtype() != elem) {
+      return InvalidArgument("input \"", info.name, "\": expected a sequence of ", DTypeName(elem),
+                             ", got an item of ", DTypeName(item.dtype()));
+    }
+    if (item.device() != home) {
+      return InvalidArgument("input \"", info.name, "\" has an item on ", item.device().ToString(),
+                             " but the plan expects it on ", home.ToString());
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+namespace {
+// Appends "dtype[d0,d1,...]" to a run's key in place, so that the key's memory is reused from run to run.
+void AppendKey(std::string* key, const Tensor& t) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, static_cast<int>(t.dtype()));
+  key->append(buf, r.ptr).push_back('[');
+  for (size_t d = 0; d < t.shape().size(); ++d) {
+    r = std::to_chars(buf, buf + sizeof buf, t.shape()[d]);
+    if (d > 0) key->push_back(',');
+    key->append(buf, r.ptr);
+  }
+  key->push_back(']');
+}
+}  // namespace
+
+Status Executor::Bind(const NamedValues& feeds) {
+  values_ = initial_values_;
+  key_.clear();
+  symbols_.clear();  // symbolic dim -> size bound by an earlier feed (kept to reuse its memory)
+  for (const auto& [name, value] : feeds) {
+    const ValueInfo* info = graph_.FindInput(name);
+    if (info == nullptr) {
+      std::string expected;
+      for (const std::string& r : required_inputs_) expected += (expected.empty() ? "" : ", ") + r;
+      return InvalidArgument("feed \"", name, "\" is not an input of the graph; expected: ", expected);
+    }
+    if (!value.defined()) return InvalidArgument("feed \"", name, "\" is an empty value");
+    int v = plan_.ids.at(name);
+    Device home = plan_.values[v].device;
+    if (value.is_sequence()) {
+      ONT_RETURN_IF_ERROR(CheckSequenceFeed(*info, *value.sequence(), home));
+      key_.append(name).append(":seq");
+      for (const Tensor& item : *value.sequence()) AppendKey(&key_, item);
+      key_ += ";";
+    } else {
+      if (!info->is_tensor) return InvalidArgument("input \"", name, "\" is a sequence, but a tensor was fed");
+      const Tensor& t = value.tensor();
+      ONT_RETURN_IF_ERROR(CheckTensorFeed(*info, t, &symbols_));
+      if (t.device() != home) {
+        return InvalidArgument("input \"", name, "\" is on ", t.device().ToString(), " but the plan expects it on ",
+                               home.ToString());
+      }
+      key_.append(name).append(":");
+      AppendKey(&key_, t);
+      key_ += ";";
+    }
+    values_[v] = value;
+  }
+  for (const std::string& r : required_inputs_) {
+    if (!values_[plan_.ids.at(r)].defined()) {
+      const ValueInfo* info = graph_.FindInput(r);
+      return InvalidArgument("missing feed for input \"", r, "\" (", info->TypeString(), ")");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace ontrain
