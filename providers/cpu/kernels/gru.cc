@@ -270,11 +270,8 @@ class GruGradKernel : public OpKernel {
         };
         std::fill(dg, dg + S * B * G, T(0));
         for (int64_t j = 0; j < B * H; ++j) dh[j] = dyh ? dyh->data<T>()[d * B * H + j] : T(0);
-        auto hprev_of = [&](int64_t s, int64_t bb) -> const T* {
-          const int64_t len = len_of(bb), t = reverse ? len - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-          if (s == 0) return h0 ? h0->data<T>() + (d * B + bb) * H : nullptr;
-          return hall + ((tp * D + d) * B + bb) * H;
-        };
+        const PrevState<T> hprev{hall, h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse};
+        auto hprev_of = [&](int64_t s, int64_t bb) { return hprev(s, bb, len_of(bb)); };
         for (int64_t s = S - 1; s >= 0; --s) {
           // u: the h gate's recurrent term, H_prev Rh' + Rbh (linear_before_reset) or r H_prev (the product's input)
           std::fill(dpre, dpre + B * G, T(0));

@@ -320,17 +320,17 @@ class LstmGradKernel : public OpKernel {
           dh[j] = dyh ? dyh->data<T>()[d * B * H + j] : T(0);
           dc[j] = dyc ? dyc->data<T>()[d * B * H + j] : T(0);
         }
+        const PrevState<T> hprev{hall, h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse};
+        const PrevState<T> cprev_of{call, c0 ? c0->data<T>() : nullptr, D, d, B, H, reverse};
         for (int64_t s = S - 1; s >= 0; --s) {
           std::fill(dpre, dpre + B * G, T(0));
           for (int64_t bb = 0; bb < B; ++bb) {
             const int64_t len = len_of(bb);
             if (s >= len) continue;
             const int64_t t = reverse ? len - 1 - s : s;
-            const int64_t tp = reverse ? t + 1 : t - 1;  // the step before in processing order
-            const bool first = s == 0;
             const T* z = iofc + ((t * D + d) * B + bb) * G;
             const T* cn = call + ((t * D + d) * B + bb) * H;
-            const T* cprev = first ? (c0 ? c0->data<T>() + (d * B + bb) * H : nullptr) : call + ((tp * D + d) * B + bb) * H;
+            const T* cprev = cprev_of(s, bb, len);
             T* dhr = dh + bb * H;
             T* dcr = dc + bb * H;
             if (dyall) {
@@ -397,9 +397,7 @@ class LstmGradKernel : public OpKernel {
           if (dr) {
             recurrent::AccumulateRecurrentWeights<T>(dpre, G, G, B, H, [&](int64_t bb) -> const T* {
               const int64_t len = len_of(bb);
-              if (s >= len) return nullptr;
-              const int64_t t = reverse ? len - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-              return s == 0 ? (h0 ? h0->data<T>() + (d * B + bb) * H : nullptr) : hall + ((tp * D + d) * B + bb) * H;
+              return s < len ? hprev(s, bb, len) : nullptr;
             }, hps, dr->data<T>() + d * G * H);
           }
           // dH for the previous step: rows that ran take dpre R, rows that did not keep theirs.

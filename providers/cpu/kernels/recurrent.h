@@ -226,6 +226,22 @@ void YToBatchFirst(const T* y, int64_t S, int64_t D, int64_t B, int64_t H, T* ou
       for (int64_t bb = 0; bb < B; ++bb) std::copy_n(y + ((s * D + d) * B + bb) * H, H, out + ((bb * S + s) * D + d) * H);
 }
 
+// The state a batch row starts step s from, in processing order (the reverse direction runs each row from its
+// own last step, len - 1): the initial state's row at s == 0 (null when there is none), else the stored state
+// of the step processed before. `all` is [S, D, B, H], `init` [D, B, H] or null.
+template <typename T>
+struct PrevState {
+  const T* all;
+  const T* init;
+  int64_t D, d, B, H;
+  bool reverse;
+  const T* operator()(int64_t s, int64_t bb, int64_t len) const {
+    if (s == 0) return init ? init + (d * B + bb) * H : nullptr;
+    const int64_t tp = reverse ? len - s : s - 1;
+    return all + ((tp * D + d) * B + bb) * H;
+  }
+};
+
 // One step's share of a recurrent weight gradient: dR [q_rows, H] += dPre' Hp, where dPre [B, >= q_rows]
 // (rows lda apart) holds the step's gate gradients and Hp [B, H] the batch rows' previous hidden states,
 // copied into `hp` with zero rows for batch rows that did not run this step or start from no state (their

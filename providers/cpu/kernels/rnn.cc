@@ -174,13 +174,14 @@ class RnnGradKernel : public OpKernel {
         Gemm<T>(false, true, S * B, H, I, T(1), x.data<T>(), w.data<T>() + d * H * I, T(0), xw, nullptr);
         std::fill(dg, dg + S * B * H, T(0));
         for (int64_t j = 0; j < B * H; ++j) dh[j] = dyh ? dyh->data<T>()[d * B * H + j] : T(0);
+        const PrevState<T> hprev{yall, h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse};
         for (int64_t s = S - 1; s >= 0; --s) {
           std::fill(dpre, dpre + B * H, T(0));
           for (int64_t bb = 0; bb < B; ++bb) {
             const int64_t len = len_of(bb);
             if (s >= len) continue;
-            const int64_t t = reverse ? len - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-            const T* hp = s == 0 ? (h0 ? h0->data<T>() + (d * B + bb) * H : nullptr) : yall + ((tp * D + d) * B + bb) * H;
+            const int64_t t = reverse ? len - 1 - s : s;
+            const T* hp = hprev(s, bb, len);
             RnnPre<T>(n_, d, b ? b->data<T>() : nullptr, hp, rd, xw + (t * B + bb) * H, pre, attrs_.clip);
             T* dhr = dh + bb * H;
             if (dyall) {
@@ -197,9 +198,7 @@ class RnnGradKernel : public OpKernel {
           if (dr) {  // dR += dpre' H_prev over the rows that ran (the others' dpre rows are 0)
             recurrent::AccumulateRecurrentWeights<T>(dpre, H, H, B, H, [&](int64_t bb) -> const T* {
               const int64_t len = len_of(bb);
-              if (s >= len) return nullptr;
-              const int64_t t = reverse ? len - 1 - s : s, tp = reverse ? t + 1 : t - 1;
-              return s == 0 ? (h0 ? h0->data<T>() + (d * B + bb) * H : nullptr) : yall + ((tp * D + d) * B + bb) * H;
+              return s < len ? hprev(s, bb, len) : nullptr;
             }, hps, dr->data<T>() + d * H * H);
           }
           Gemm<T>(false, false, B, H, H, T(1), dpre, rd, T(0), back, nullptr);
