@@ -53,11 +53,11 @@ class PoolTuner {
   // The medians of the last trial, in seconds (0 before the first trial ends).
   double pooled_seconds() const { return pooled_median_; }
   double serial_seconds() const { return serial_median_; }
-  // "pool (0.41 ms vs 0.52 ms serial)", "serial (...)", or "undecided".
+  // "pool (pooled 0.410 ms, serial 0.520 ms)", "serial (...)", or "undecided".
   std::string Describe() const;
 
  private:
-  int64_t runs_ = 0;  // since the last trial began (the warm-up counts toward the first)
+  int64_t runs_ = 0;  // since the last trial ended (before the first: the warm-up runs)
   int trial_ = -1;    // runs of the current trial so far; -1 outside a trial
   int timed_pooled_ = 0, timed_serial_ = 0;
   bool open_ = false, pooled_now_ = true;  // BeginRun: a run is open, and whether it uses the pool
