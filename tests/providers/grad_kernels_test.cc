@@ -1,7 +1,9 @@
 // Gradient kernels checked against central finite differences of their forward ops, in float64:
 // for a random weighting w, d(sum(w * f(x)))/dx from the gradient kernel (fed dY = w) must match
 // (L(x + h) - L(x - h)) / 2h element by element.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 
@@ -23,7 +25,7 @@ struct Io {
 // Runs one node with the given inputs (named in order) and returns its outputs (all named "o<i>").
 std::vector<Tensor> RunNode(const std::string& op, const std::string& domain, const std::vector<Io>& inputs,
                             int num_outputs, const std::vector<onnx::AttributeProto>& attrs = {}, int64_t opset = 17,
-                            const std::vector<ValueInfo>& output_infos = {}) {
+                            const std::vector<ValueInfo>& output_infos = {}, int threads = 1) {
   Model m;
   m.opset_imports[""] = opset;
   m.opset_imports[kMs] = 1;
@@ -47,7 +49,7 @@ std::vector<Tensor> RunNode(const std::string& op, const std::string& domain, co
     m.graph.outputs.push_back(v);
   }
   m.graph.nodes.push_back(MakeNode(op, in_names, outs, attrs, "node", domain));
-  auto cpu = CpuExecutionProvider::Create({1}).value();
+  auto cpu = CpuExecutionProvider::Create({threads}).value();
   auto ex = Executor::Create(m, cpu.get());
   EXPECT_TRUE(ex.ok()) << ex.status().ToString();
   if (!ex.ok()) return {};
@@ -244,6 +246,67 @@ TEST(GradKernelsTest, BatchNormInternalAndGrad) {
   CheckGradient([&](const Tensor& xx) { return run(xx, scale, bias)[0]; }, x, dy, g[0]);
   CheckGradient([&](const Tensor& ss) { return run(x, ss, bias)[0]; }, scale, dy, g[1]);
   CheckGradient([&](const Tensor& bb) { return run(x, scale, bb)[0]; }, bias, dy, g[2]);
+}
+
+// float32 batch normalization reads channels in blocks, image by image (about 512 KB of data per block):
+// [4, 5, 128, 128] makes five blocks of one channel for the gradient and three for the forward pass. The
+// results must be those of the float64 kernel on the same values (to float rounding) and the same bits
+// with two threads as with one.
+TEST(GradKernelsTest, BatchNormFloat32InChannelBlocks) {
+  const Shape shape = {4, 5, 128, 128};
+  auto as_float = [](const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.NumElements()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<double>()[i]);
+    return Tensor::FromVector(v, t.shape());
+  };
+  auto as_double = [](const Tensor& t) {
+    std::vector<double> v(static_cast<size_t>(t.NumElements()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<float>()[i];
+    return Tensor::FromVector(v, t.shape());
+  };
+  Tensor xf = as_float(Random(shape, 64, -2.0, 3.0)), dyf = as_float(Random(shape, 65));
+  Tensor sf = as_float(Random({5}, 66, 0.5, 1.5)), bf = as_float(Random({5}, 67));
+  Tensor mf = as_float(Random({5}, 68)), vf = as_float(Random({5}, 69, 0.5, 1.5));
+  std::vector<onnx::AttributeProto> attrs = {AttrFloat("epsilon", 1e-3f)};
+  auto forward = [&](const Tensor& x, const Tensor& s, const Tensor& b, const Tensor& m, const Tensor& v, int threads) {
+    return RunNode("BatchNormInternal", kMs, {{"x", x}, {"s", s}, {"b", b}, {"m", m}, {"v", v}}, 5, attrs, 17, {},
+                   threads);
+  };
+  auto grad = [&](const Tensor& dy, const Tensor& x, const Tensor& s, const Tensor& sm, const Tensor& si, int threads) {
+    return RunNode("BatchNormalizationGrad", kMs, {{"dy", dy}, {"x", x}, {"s", s}, {"sm", sm}, {"si", si}}, 3, attrs,
+                   17, {}, threads);
+  };
+  std::vector<Tensor> f1 = forward(xf, sf, bf, mf, vf, 1), f2 = forward(xf, sf, bf, mf, vf, 2);
+  std::vector<Tensor> fd = forward(as_double(xf), as_double(sf), as_double(bf), as_double(mf), as_double(vf), 1);
+  ASSERT_EQ(f1.size(), 5u);
+  ASSERT_EQ(f2.size(), 5u);
+  ASSERT_EQ(fd.size(), 5u);
+  for (size_t k = 0; k < f1.size(); ++k) {
+    SCOPED_TRACE("forward output " + std::to_string(k));
+    ASSERT_EQ(f1[k].NumElements(), fd[k].NumElements());
+    EXPECT_EQ(std::memcmp(f1[k].raw_data(), f2[k].raw_data(), f1[k].SizeInBytes()), 0) << "1 vs 2 threads";
+    double worst = 0;
+    for (int64_t i = 0; i < f1[k].NumElements(); ++i) {
+      double want = fd[k].data<double>()[i];
+      worst = std::max(worst, std::fabs(f1[k].data<float>()[i] - want) / std::max(1.0, std::fabs(want)));
+    }
+    EXPECT_LT(worst, 2e-6);
+  }
+  std::vector<Tensor> g1 = grad(dyf, xf, sf, f1[3], f1[4], 1), g2 = grad(dyf, xf, sf, f1[3], f1[4], 2);
+  std::vector<Tensor> gd = grad(as_double(dyf), as_double(xf), as_double(sf), as_double(f1[3]), as_double(f1[4]), 1);
+  ASSERT_EQ(g1.size(), 3u);
+  ASSERT_EQ(g2.size(), 3u);
+  ASSERT_EQ(gd.size(), 3u);
+  for (size_t k = 0; k < g1.size(); ++k) {
+    SCOPED_TRACE("gradient output " + std::to_string(k));
+    EXPECT_EQ(std::memcmp(g1[k].raw_data(), g2[k].raw_data(), g1[k].SizeInBytes()), 0) << "1 vs 2 threads";
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < g1[k].NumElements(); ++i) scale = std::max(scale, std::fabs(gd[k].data<double>()[i]));
+    for (int64_t i = 0; i < g1[k].NumElements(); ++i) {
+      worst = std::max(worst, std::fabs(g1[k].data<float>()[i] - gd[k].data<double>()[i]) / scale);
+    }
+    EXPECT_LT(worst, 1e-6);
+  }
 }
 
 TEST(GradKernelsTest, LayerNormalizationGrad) {

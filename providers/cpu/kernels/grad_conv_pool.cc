@@ -148,13 +148,27 @@ class ConvGradKernel : public OpKernel {
               Gemm<T>(false, true, ck, mg, ld, T(1), col, dy_t, T(0), partials + k * mg * ck, nullptr);
             }
           });
+          // The partials added in chunk order into the first (contiguous runs, vectorized), then dW^T [ck, mg]
+          // transposed into dW [mg, ck] by tiles (reading the partials down their columns missed the cache).
           T* out = dw->data<T>() + g * mg * ck;
-          ParallelFor(ctx.thread_pool(), mg * ck, static_cast<double>(chunks_), [&](int64_t e0, int64_t e1) {
-            for (int64_t e = e0; e < e1; ++e) {
-              const int64_t t = (e % ck) * mg + e / ck;  // dW[r, q] is dW^T[q, r]
-              T acc = partials[t];
-              for (int64_t k = 1; k < chunks_; ++k) acc += partials[k * mg * ck + t];
-              out[e] = acc;
+          ParallelFor(ctx.thread_pool(), ck, static_cast<double>(mg * chunks_), [&](int64_t q0, int64_t q1) {
+            T* acc = partials + q0 * mg;
+            const int64_t len = (q1 - q0) * mg;
+            for (int64_t k = 1; k < chunks_; ++k) {
+              const T* p = partials + k * mg * ck + q0 * mg;
+              for (int64_t e = 0; e < len; ++e) acc[e] += p[e];
+            }
+          });
+          constexpr int64_t kTile = 16;
+          ParallelFor(ctx.thread_pool(), (mg + kTile - 1) / kTile, static_cast<double>(kTile * ck), [&](int64_t b0, int64_t b1) {
+            for (int64_t r0 = b0 * kTile; r0 < std::min(mg, b1 * kTile); r0 += kTile) {
+              const int64_t r1 = std::min(mg, r0 + kTile);
+              for (int64_t q0 = 0; q0 < ck; q0 += kTile) {
+                const int64_t q1 = std::min(ck, q0 + kTile);
+                for (int64_t r = r0; r < r1; ++r) {
+                  for (int64_t q = q0; q < q1; ++q) out[r * ck + q] = partials[q * mg + r];  // dW[r, q] is dW^T[q, r]
+                }
+              }
             }
           });
         }

@@ -61,6 +61,10 @@ class BatchNormKernel : public OpKernel {
       const T* px = x.data<T>();
       T* py = ctx.output(0)->data<T>();
       auto at = [&](int i, int64_t j) { return static_cast<C>(ctx.input(i)->data<T>()[j]); };
+      if constexpr (std::is_same_v<T, float> && std::is_same_v<C, float>) {
+        ComputeFloat(ctx, n, c, inner);
+        return Status::OK();
+      }
       ParallelFor(ctx.thread_pool(), c, 4.0 * n * inner, [&](int64_t c0, int64_t c1) {
         for (int64_t ch = c0; ch < c1; ++ch) {
           C mean = at(3, ch), var = at(4, ch);
@@ -113,6 +117,58 @@ class BatchNormKernel : public OpKernel {
   }
 
  private:
+  // float32: the sums and results of the loop above, bit for bit, with the channels taken in blocks and each
+  // block read image by image (contiguous runs of its channels; see BatchNormGradFloat in grad_norm.cc).
+  void ComputeFloat(KernelContext& ctx, int64_t n, int64_t c, int64_t inner) const {
+    const float* px = ctx.input(0)->data<float>();
+    float* py = ctx.output(0)->data<float>();
+    auto at = [&](int i, int64_t j) { return ctx.input(i)->data<float>()[j]; };
+    const int64_t blk = NormChannelBlock(n, inner, 1);
+    const double cnt = static_cast<double>(n * inner);
+    ParallelFor(ctx.thread_pool(), c, 4.0 * n * inner, [&](int64_t c0, int64_t c1) {
+      double s[kNormMaxBlock], s2[kNormMaxBlock];
+      float a[kNormMaxBlock], b[kNormMaxBlock];
+      for (int64_t cb = c0; cb < c1; cb += blk) {
+        const int64_t nb = std::min(c1, cb + blk) - cb;
+        if (training_) {
+          for (int64_t j = 0; j < nb; ++j) s[j] = s2[j] = 0;
+          for (int64_t bt = 0; bt < n; ++bt) {
+            for (int64_t j = 0; j < nb; ++j) s[j] += VRowSum(px + (bt * c + cb + j) * inner, inner);
+          }
+          for (int64_t j = 0; j < nb; ++j) s[j] /= cnt;  // the batch mean
+          for (int64_t bt = 0; bt < n; ++bt) {
+            for (int64_t j = 0; j < nb; ++j) s2[j] += VRowSumSqDev(px + (bt * c + cb + j) * inner, inner, s[j]);
+          }
+        }
+        for (int64_t j = 0; j < nb; ++j) {
+          const int64_t ch = cb + j;
+          float mean = at(3, ch), var = at(4, ch);
+          if (training_) {
+            const double bm = s[j], bv = s2[j] / cnt;
+            if (Tensor* rm = ctx.output(1)) rm->data<float>()[ch] = static_cast<float>(mean * momentum_ + bm * (1 - momentum_));
+            if (Tensor* rv = ctx.output(2)) rv->data<float>()[ch] = static_cast<float>(var * momentum_ + bv * (1 - momentum_));
+            if (opset_ < 14 || internal_) {
+              if (Tensor* sm = ctx.output(3)) sm->data<float>()[ch] = static_cast<float>(bm);
+              double v4 = internal_ ? 1.0 / std::sqrt(bv + epsilon_) : bv;
+              if (Tensor* sv = ctx.output(4)) sv->data<float>()[ch] = static_cast<float>(v4);
+            }
+            mean = static_cast<float>(bm);
+            var = static_cast<float>(bv);
+          }
+          float inv = 1.0f / std::sqrt(var + epsilon_);
+          a[j] = at(1, ch) * inv;
+          b[j] = at(2, ch) - mean * at(1, ch) * inv;
+        }
+        for (int64_t bt = 0; bt < n; ++bt) {
+          for (int64_t j = 0; j < nb; ++j) {
+            const int64_t base = (bt * c + cb + j) * inner;
+            VRowAffine(px + base, py + base, inner, a[j], b[j]);
+          }
+        }
+      }
+    });
+  }
+
   int64_t opset_;
   bool internal_;
   float epsilon_, momentum_;

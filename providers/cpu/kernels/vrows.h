@@ -25,6 +25,15 @@ __attribute__((always_inline)) inline double LaneSum(int64_t n, F f) {
   return s;
 }
 
+// Batch normalization's kernels take channels in blocks and read a block image by image (contiguous runs of
+// its channels); a block's `arrays` tensors of [n, block, inner] floats stay within about half an L2.
+constexpr int64_t kNormMaxBlock = 256;
+inline int64_t NormChannelBlock(int64_t n, int64_t inner, int64_t arrays) {
+  const int64_t per_channel = n * inner * arrays * static_cast<int64_t>(sizeof(float));
+  const int64_t blk = per_channel > 0 ? (int64_t{512} << 10) / per_channel : kNormMaxBlock;
+  return blk < 1 ? 1 : (blk > kNormMaxBlock ? kNormMaxBlock : blk);
+}
+
 // sum x[i]
 double VRowSum(const float* x, int64_t n);
 // sum (x[i] - mean)^2
