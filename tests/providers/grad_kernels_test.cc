@@ -309,6 +309,48 @@ TEST(GradKernelsTest, BatchNormFloat32InChannelBlocks) {
   }
 }
 
+// Batched products run their batches in parallel, each on one thread: MatMul and FusedMatMul (transB, a
+// broadcast batch dim) give the same bits at one and two threads, and the products a naive loop gives.
+TEST(GradKernelsTest, BatchedMatMulsInParallel) {
+  auto as_float = [](const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.NumElements()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<double>()[i]);
+    return Tensor::FromVector(v, t.shape());
+  };
+  Tensor a = as_float(Random({6, 4, 48, 32}, 90)), b = as_float(Random({6, 4, 32, 40}, 91));
+  Tensor bt = as_float(Random({1, 4, 40, 32}, 92));  // FusedMatMul's B, transposed, broadcast over dim 0
+  std::vector<onnx::AttributeProto> attrs = {AttrInt("transB", 1), AttrFloat("alpha", 0.5f)};
+  std::vector<Tensor> m1 = RunNode("MatMul", "", {{"a", a}, {"b", b}}, 1, {}, 17, {}, 1);
+  std::vector<Tensor> m2 = RunNode("MatMul", "", {{"a", a}, {"b", b}}, 1, {}, 17, {}, 2);
+  std::vector<Tensor> f1 = RunNode("FusedMatMul", kMs, {{"a", a}, {"b", bt}}, 1, attrs, 17, {}, 1);
+  std::vector<Tensor> f2 = RunNode("FusedMatMul", kMs, {{"a", a}, {"b", bt}}, 1, attrs, 17, {}, 2);
+  ASSERT_EQ(m1.size(), 1u);
+  ASSERT_EQ(m2.size(), 1u);
+  ASSERT_EQ(f1.size(), 1u);
+  ASSERT_EQ(f2.size(), 1u);
+  ASSERT_EQ(m1[0].shape(), (Shape{6, 4, 48, 40}));
+  ASSERT_EQ(f1[0].shape(), (Shape{6, 4, 48, 40}));
+  EXPECT_EQ(std::memcmp(m1[0].raw_data(), m2[0].raw_data(), m1[0].SizeInBytes()), 0);
+  EXPECT_EQ(std::memcmp(f1[0].raw_data(), f2[0].raw_data(), f1[0].SizeInBytes()), 0);
+  const float *pa = a.data<float>(), *pb = b.data<float>(), *pt = bt.data<float>();
+  double worst_m = 0, worst_f = 0;
+  for (int64_t p = 0; p < 24; ++p) {
+    for (int64_t i = 0; i < 48; ++i) {
+      for (int64_t j = 0; j < 40; ++j) {
+        double sm = 0, sf = 0;
+        for (int64_t k = 0; k < 32; ++k) {
+          sm += static_cast<double>(pa[(p * 48 + i) * 32 + k]) * pb[(p * 32 + k) * 40 + j];
+          sf += static_cast<double>(pa[(p * 48 + i) * 32 + k]) * pt[((p % 4) * 40 + j) * 32 + k];
+        }
+        worst_m = std::max(worst_m, std::fabs(m1[0].data<float>()[(p * 48 + i) * 40 + j] - sm));
+        worst_f = std::max(worst_f, std::fabs(f1[0].data<float>()[(p * 48 + i) * 40 + j] - 0.5 * sf));
+      }
+    }
+  }
+  EXPECT_LT(worst_m, 1e-5);
+  EXPECT_LT(worst_f, 1e-5);
+}
+
 TEST(GradKernelsTest, LayerNormalizationGrad) {
   for (int64_t axis : {-1, 1}) {
     SCOPED_TRACE(axis);

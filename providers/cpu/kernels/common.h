@@ -80,6 +80,20 @@ StatusOr<Shape> BroadcastShapes(std::initializer_list<Shape> shapes);
 // Strides (in elements) that read `in` as if it had shape `out` (broadcast dims get stride 0).
 Shape BroadcastStrides(const Shape& in, const Shape& out);
 
+// Batch index bi of a batched matrix product over `batch` -> the batch offsets of A and B (in matrices, from
+// their BroadcastStrides over the batch dims: 0 along broadcast dims).
+inline void BatchOffsets(const Shape& batch, const Shape& a_strides, const Shape& b_strides, int64_t bi, int64_t* oa,
+                         int64_t* ob) {
+  int64_t rem = bi;
+  *oa = *ob = 0;
+  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+    const int64_t i = rem % batch[d];
+    rem /= batch[d];
+    *oa += i * a_strides[d];
+    *ob += i * b_strides[d];
+  }
+}
+
 // Row-major strides of a shape.
 Shape Strides(const Shape& shape);
 

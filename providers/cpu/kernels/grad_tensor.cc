@@ -286,17 +286,15 @@ class FusedMatMulKernel : public OpKernel {
                 ctx.thread_pool());
         return Status::OK();
       }
-      for (int64_t bi = 0; bi < batches; ++bi) {
-        int64_t rem = bi, oa = 0, ob = 0;
-        for (int64_t d = static_cast<int64_t>(batch_.size()) - 1; d >= 0; --d) {
-          int64_t i = rem % batch_[d];
-          rem /= batch_[d];
-          oa += i * as_[d];
-          ob += i * bs_[d];
+      // Batches in parallel, each product on one thread (see MatMul).
+      ParallelFor(ctx.thread_pool(), batches, 2.0 * static_cast<double>(m_ * n_ * k_), [&](int64_t b0, int64_t b1) {
+        for (int64_t bi = b0; bi < b1; ++bi) {
+          int64_t oa = 0, ob = 0;
+          BatchOffsets(batch_, as_, bs_, bi, &oa, &ob);
+          Gemm<T>(ta_, tb_, m_, n_, k_, static_cast<T>(alpha_), a.data<T>() + oa * m_ * k_,
+                  b.data<T>() + ob * k_ * n_, T(0), y->data<T>() + bi * m_ * n_, nullptr);
         }
-        Gemm<T>(ta_, tb_, m_, n_, k_, static_cast<T>(alpha_), a.data<T>() + oa * m_ * k_, b.data<T>() + ob * k_ * n_,
-                T(0), y->data<T>() + bi * m_ * n_, ctx.thread_pool());
-      }
+      });
       return Status::OK();
     });
   }

@@ -65,19 +65,15 @@ class MatMulKernel : public OpKernel {
                 ctx.thread_pool());
         return Status::OK();
       }
-      Shape idx(batch_.size());
-      for (int64_t bi = 0; bi < batches; ++bi) {
-        // Batch index -> element offsets of A and B (broadcast dims have stride 0).
-        int64_t rem = bi, oa = 0, ob = 0;
-        for (int64_t d = static_cast<int64_t>(batch_.size()) - 1; d >= 0; --d) {
-          int64_t i = rem % batch_[d];
-          rem /= batch_[d];
-          oa += i * a_strides_[d];
-          ob += i * b_strides_[d];
+      // Batches in parallel, each product on one thread (the same call, so the same bits, whatever the pool).
+      ParallelFor(ctx.thread_pool(), batches, 2.0 * static_cast<double>(m_ * n_ * k_), [&](int64_t b0, int64_t b1) {
+        for (int64_t bi = b0; bi < b1; ++bi) {
+          int64_t oa = 0, ob = 0;
+          BatchOffsets(batch_, a_strides_, b_strides_, bi, &oa, &ob);
+          Gemm<T>(false, false, m_, n_, k_, T(1), a.data<T>() + oa * m_ * k_, b.data<T>() + ob * k_ * n_, T(0),
+                  y->data<T>() + bi * m_ * n_, nullptr);
         }
-        Gemm<T>(false, false, m_, n_, k_, T(1), a.data<T>() + oa * m_ * k_, b.data<T>() + ob * k_ * n_, T(0),
-                y->data<T>() + bi * m_ * n_, ctx.thread_pool());
-      }
+      });
       return Status::OK();
     });
   }
