@@ -229,7 +229,7 @@ void PaddedRows::Pad(const T* x, int64_t channels, T* xp) const {
     for (int64_t i = 0; i < h; ++i) {
       T* row = p + (pt + i) * wp;
       std::fill(row, row + pl, T(0));
-      std::memcpy(row + pl, s + i * w, static_cast<size_t>(w) * sizeof(T));
+      CopyRow(s + i * w, w, row + pl);
       std::fill(row + pl + w, row + wp, T(0));
     }
     std::fill(p + (pt + h) * wp, p + plane(), T(0));
@@ -242,7 +242,7 @@ void PaddedRows::Im2Col(const T* xp, int64_t channels, T* col, int64_t ld) const
     for (int64_t a = 0; a < kh; ++a) {
       for (int64_t b = 0; b < kw; ++b) {
         const T* src = xp + c * plane() + a * dh * wp + b * dw;
-        std::memcpy(col + ((c * kh + a) * kw + b) * ld, src, static_cast<size_t>(n) * sizeof(T));
+        CopyRow(src, n, col + ((c * kh + a) * kw + b) * ld);
       }
     }
   }
@@ -252,7 +252,7 @@ template <typename T>
 void PaddedRows::Crop(const T* xp, int64_t channels, T* x) const {
   for (int64_t c = 0; c < channels; ++c) {
     for (int64_t i = 0; i < h; ++i) {
-      std::memcpy(x + (c * h + i) * w, xp + c * plane() + (pt + i) * wp + pl, static_cast<size_t>(w) * sizeof(T));
+      CopyRow(xp + c * plane() + (pt + i) * wp + pl, w, x + (c * h + i) * w);
     }
   }
 }
@@ -262,7 +262,7 @@ void PaddedRows::Spread(const T* y, int64_t rows, T* yp, int64_t ld) const {
   for (int64_t r = 0; r < rows; ++r) {
     T* d = yp + r * ld;
     for (int64_t i = 0; i < oh; ++i) {
-      std::memcpy(d + i * wp, y + (r * oh + i) * ow, static_cast<size_t>(ow) * sizeof(T));
+      CopyRow(y + (r * oh + i) * ow, ow, d + i * wp);
       if (i + 1 < oh) std::fill(d + i * wp + ow, d + (i + 1) * wp, T(0));
     }
   }
@@ -278,7 +278,7 @@ void PaddedRows::Gather(const T* yp, int64_t rows, int64_t ld, T* y, const T* bi
       if (bias) {
         for (int64_t j = 0; j < ow; ++j) d[j] = s[j] + bv;
       } else {
-        std::memcpy(d, s, static_cast<size_t>(ow) * sizeof(T));
+        CopyRow(s, ow, d);
       }
     }
   }

@@ -2,6 +2,8 @@
 // explicit or automatic padding, and the resulting output size, for any number of spatial dimensions.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,24 @@
 
 namespace ontrain {
 namespace cpu {
+
+// Copies n elements of one image row. Rows of small planes are a few dozen bytes (16 bytes on a 4x4 plane),
+// where a call to memmove costs more than the copy: those are copied inline, 32 and then 4 bytes at a
+// time (fixed-size copies, which the compiler turns into single moves); longer rows by memcpy.
+template <typename T>
+inline void CopyRow(const T* src, int64_t n, T* dst) {
+  const size_t bytes = static_cast<size_t>(n) * sizeof(T);
+  if (bytes > 256) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  char* d = reinterpret_cast<char*>(dst);
+  const char* s = reinterpret_cast<const char*>(src);
+  size_t i = 0;
+  for (; i + 32 <= bytes; i += 32) __builtin_memcpy(d + i, s + i, 32);
+  for (; i + 4 <= bytes; i += 4) __builtin_memcpy(d + i, s + i, 4);
+  for (; i < bytes; ++i) d[i] = s[i];
+}
 
 struct WindowAttrs {
   Shape kernel;     // from kernel_shape, or the weight's spatial dims

@@ -45,7 +45,7 @@ T* ThreadBuffer(int which, size_t n) {
 template <typename T>
 void PadPlane(const T* x, const Geo2D& g, int64_t wp, int64_t hp, T* xpad) {
   std::fill(xpad, xpad + hp * wp, T(0));
-  for (int64_t r = 0; r < g.h; ++r) std::copy_n(x + r * g.w, g.w, xpad + (r + g.ph) * wp + g.pw);
+  for (int64_t r = 0; r < g.h; ++r) CopyRow(x + r * g.w, g.w, xpad + (r + g.ph) * wp + g.pw);
 }
 
 }  // namespace
@@ -76,7 +76,7 @@ void DepthwiseForward(const T* x, const T* w, const T* bias, T* y, int64_t n, in
           }
         }
         T* yp = y + p * g.oh * g.ow;
-        for (int64_t r = 0; r < g.oh; ++r) std::copy_n(ypad + r * wp, g.ow, yp + r * g.ow);
+        for (int64_t r = 0; r < g.oh; ++r) CopyRow(ypad + r * wp, g.ow, yp + r * g.ow);
       }
     });
     return;
@@ -125,7 +125,7 @@ void DepthwiseBackwardData(const T* dy, const T* w, T* dx, int64_t n, int64_t c,
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t ch = p % c;
         std::fill(dypad, dypad + len, T(0));
-        for (int64_t r = 0; r < g.oh; ++r) std::copy_n(dy + p * g.oh * g.ow + r * g.ow, g.ow, dypad + r * wp);
+        for (int64_t r = 0; r < g.oh; ++r) CopyRow(dy + p * g.oh * g.ow + r * g.ow, g.ow, dypad + r * wp);
         std::fill(dxpad, dxpad + hp * wp + (g.kw - 1) * g.dw, T(0));
         for (int64_t a = 0; a < g.kh; ++a) {
           for (int64_t b = 0; b < g.kw; ++b) {
@@ -135,7 +135,7 @@ void DepthwiseBackwardData(const T* dy, const T* w, T* dx, int64_t n, int64_t c,
           }
         }
         T* dxp = dx + p * g.h * g.w;
-        for (int64_t r = 0; r < g.h; ++r) std::copy_n(dxpad + (r + g.ph) * wp + g.pw, g.w, dxp + r * g.w);
+        for (int64_t r = 0; r < g.h; ++r) CopyRow(dxpad + (r + g.ph) * wp + g.pw, g.w, dxp + r * g.w);
       }
     });
     return;
@@ -189,7 +189,7 @@ void DepthwiseBackwardWeights(const T* dy, const T* x, T* dw, int64_t n, int64_t
           PadPlane(x + p * g.h * g.w, g, wp, hp, xpad);
           std::fill(xpad + hp * wp, xpad + hp * wp + (g.kw - 1) * g.dw, T(0));
           std::fill(dypad, dypad + len, T(0));
-          for (int64_t r = 0; r < g.oh; ++r) std::copy_n(dy + p * g.oh * g.ow + r * g.ow, g.ow, dypad + r * wp);
+          for (int64_t r = 0; r < g.oh; ++r) CopyRow(dy + p * g.oh * g.ow + r * g.ow, g.ow, dypad + r * wp);
           for (int64_t a = 0; a < g.kh; ++a) {
             for (int64_t b = 0; b < g.kw; ++b) {
               const T* xs = xpad + a * g.dh * wp + b * g.dw;
