@@ -19,13 +19,15 @@ using namespace recurrent;  // NOLINT: the shared pieces of the recurrent kernel
 // dY_h) -> dX, dW, dR, dB, dH0 (ontrain's: ONNX Runtime has no RNN gradient) recomputes each step's
 // pre-activation from Y, the previous hidden states.
 
+// One row's pre-activation: its row of X W', both biases and its row of H_prev R' (hr, from one GEMM over
+// the step's rows), summed in double and clipped.
 template <typename T>
-void RnnPre(const RecurrentDims& n, int64_t d, const T* b, const T* hprev, const T* rd, const T* xrow, T* out, double clip) {
+void RnnPre(const RecurrentDims& n, int64_t d, const T* b, const T* hr, const T* xrow, T* out, double clip) {
   const int64_t H = n.hidden;
   for (int64_t k = 0; k < H; ++k) {
     double z = double(xrow[k]);
     if (b) z += double(b[d * 2 * H + k]) + b[d * 2 * H + H + k];
-    if (hprev) for (int64_t q = 0; q < H; ++q) z += double(rd[k * H + q]) * hprev[q];
+    z += double(hr[k]);
     out[k] = static_cast<T>(clip > 0 ? std::min(clip, std::max(-clip, z)) : z);
   }
 }
@@ -90,11 +92,14 @@ class RnnKernel : public OpKernel {
         Gemm<T>(false, true, S * B, H, I, T(1), px, w.data<T>() + d * H * I, T(0), xw, nullptr);
         for (int64_t j = 0; j < B * H; ++j) h[j] = ph0 ? ph0[d * B * H + j] : T(0);
         for (int64_t s = 0; s < S; ++s) {
+          // H_prev R' for every row in one GEMM (rows that do not run at s are computed and not used), then
+          // each running row's pre-activation in place.
+          Gemm<T>(false, true, B, H, H, T(1), h, rd, T(0), pre, nullptr);
           for (int64_t bb = 0; bb < B; ++bb) {
             const int64_t len = len_of(bb);
             if (s >= len) continue;
             const int64_t t = reverse ? len - 1 - s : s;
-            RnnPre<T>(n_, d, b ? b->data<T>() : nullptr, h + bb * H, rd, xw + (t * B + bb) * H, pre + bb * H, attrs_.clip);
+            RnnPre<T>(n_, d, b ? b->data<T>() : nullptr, pre + bb * H, xw + (t * B + bb) * H, pre + bb * H, attrs_.clip);
           }
           for (int64_t bb = 0; bb < B; ++bb) {
             const int64_t len = len_of(bb);
@@ -137,8 +142,9 @@ class RnnGradKernel : public OpKernel {
     const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
     ONT_ASSIGN_OR_RETURN(const Tensor* yall, RequireInput(ctx, 6, "Y"));
     if (yall->shape() != Shape{S, D, B, H}) return InvalidArgument("Y has shape ", ShapeToString(yall->shape()));
-    // scratch: xw [S, B, H], dG [S, B, H], dh [B, H], dpre [B, H], back [B, H], previous states [B, H], pre [H]
-    ctx.RequestScratch(static_cast<size_t>(2 * S * B * H + 4 * B * H + H) * DTypeSize(x->dtype()));
+    // scratch: xw [S, B, H], dG [S, B, H], dh [B, H], dpre [B, H], back [B, H], previous states [B, H],
+    // pre [B, H]
+    ctx.RequestScratch(static_cast<size_t>(2 * S * B * H + 5 * B * H) * DTypeSize(x->dtype()));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, x->dtype(), w->shape()));
     if (ctx.output_requested(2)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, x->dtype(), r->shape()));
@@ -177,19 +183,28 @@ class RnnGradKernel : public OpKernel {
         const PrevState<T> hprev{yall, h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse};
         for (int64_t s = S - 1; s >= 0; --s) {
           std::fill(dpre, dpre + B * H, T(0));
+          // The step's previous states gathered (zeros for rows that do not run or start from no state), and
+          // H_prev R' for all rows in one GEMM, as the forward pass computes it.
+          for (int64_t bb = 0; bb < B; ++bb) {
+            const int64_t len = len_of(bb);
+            const T* hp = s < len ? hprev(s, bb, len) : nullptr;
+            if (hp) std::copy_n(hp, H, hps + bb * H);
+            else std::fill(hps + bb * H, hps + (bb + 1) * H, T(0));
+          }
+          Gemm<T>(false, true, B, H, H, T(1), hps, rd, T(0), pre, nullptr);
           for (int64_t bb = 0; bb < B; ++bb) {
             const int64_t len = len_of(bb);
             if (s >= len) continue;
             const int64_t t = reverse ? len - 1 - s : s;
-            const T* hp = hprev(s, bb, len);
-            RnnPre<T>(n_, d, b ? b->data<T>() : nullptr, hp, rd, xw + (t * B + bb) * H, pre, attrs_.clip);
+            RnnPre<T>(n_, d, b ? b->data<T>() : nullptr, pre + bb * H, xw + (t * B + bb) * H, pre + bb * H,
+                      attrs_.clip);
             T* dhr = dh + bb * H;
             if (dyall) {
               const T* gy = dyall->data<T>() + ((t * D + d) * B + bb) * H;
               for (int64_t k = 0; k < H; ++k) dhr[k] += gy[k];
             }
             for (int64_t k = 0; k < H; ++k) {
-              const double z = pre[k];
+              const double z = pre[bb * H + k];
               const bool clipped = attrs_.clip > 0 && (z >= attrs_.clip || z <= -attrs_.clip);
               dpre[bb * H + k] = static_cast<T>(clipped ? 0.0 : double(dhr[k]) * f.Derivative(z));
             }
