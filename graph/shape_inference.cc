@@ -3,8 +3,8 @@
 // ranks where ONNX's rules stop short (computed Slice starts, Reshape to a computed shape).
 #include "graph/shape_inference.h"
 
-#include <exception>
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <set>
 
@@ -28,8 +28,20 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
   if (x == known.end() || x->second->dtype == DType::kUndefined) return false;
   if (need_shape && !x->second->has_shape) return false;
   const ValueInfo& xi = *x->second;
+  // An output already known needs nothing more, unless it is known by type alone and a shape is asked for:
+  // a later round, with more of the inputs shaped, may give it one (a ConcatTraining typed before its
+  // second input had a shape kept no shape, and every layer after it none: DenseNet).
+  auto settled = [&](const std::string& name) {
+    auto k = known.find(name);
+    return k != known.end() && (k->second->has_shape || !need_shape);
+  };
+  auto emit = [&](ValueInfo v) {
+    auto k = known.find(v.name);
+    if (k != known.end() && !(v.has_shape && !k->second->has_shape)) return;
+    out->push_back(std::move(v));
+  };
   auto like = [&](size_t i, bool channels) {
-    if (i >= n.outputs.size() || n.outputs[i].empty() || known.count(n.outputs[i])) return;
+    if (i >= n.outputs.size() || n.outputs[i].empty() || settled(n.outputs[i])) return;
     ValueInfo v;
     v.name = n.outputs[i];
     v.dtype = xi.dtype;
@@ -37,7 +49,7 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
       v.has_shape = true;
       v.dims = channels ? std::vector<Dim>{xi.dims[1]} : xi.dims;
     }
-    out->push_back(std::move(v));
+    emit(std::move(v));
   };
   if (n.op_type == "BatchNormInternal") {
     like(0, false);
@@ -45,15 +57,15 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
     return true;
   }
   if (n.op_type == "ConcatTraining") {  // Concat's shape rule, plus int64 [number of inputs]
-    if (n.outputs.size() > 1 && !n.outputs[1].empty() && !known.count(n.outputs[1])) {
+    if (n.outputs.size() > 1 && !n.outputs[1].empty() && !settled(n.outputs[1])) {
       ValueInfo lengths;
       lengths.name = n.outputs[1];
       lengths.dtype = DType::kInt64;
       lengths.has_shape = true;
       lengths.dims = {Dim{static_cast<int64_t>(n.inputs.size()), ""}};
-      out->push_back(std::move(lengths));
+      emit(std::move(lengths));
     }
-    if (n.outputs.empty() || known.count(n.outputs[0])) return true;
+    if (n.outputs.empty() || settled(n.outputs[0])) return true;
     ValueInfo y;
     y.name = n.outputs[0];
     y.dtype = xi.dtype;
@@ -81,7 +93,7 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
         }
       }
     }
-    out->push_back(std::move(y));
+    emit(std::move(y));
     return true;
   }
   if (n.op_type == "LSTMTraining" || n.op_type == "GRUTraining") {
@@ -95,13 +107,13 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
     const std::vector<std::vector<Dim>> dims =
         lstm ? std::vector<std::vector<Dim>>{all, state, state, all, gates} : std::vector<std::vector<Dim>>{all, state, gates};
     for (size_t i = 0; i < n.outputs.size() && i < dims.size(); ++i) {
-      if (n.outputs[i].empty() || known.count(n.outputs[i])) continue;
+      if (n.outputs[i].empty() || settled(n.outputs[i])) continue;
       ValueInfo v;
       v.name = n.outputs[i];
       v.dtype = xi.dtype;
       v.has_shape = true;
       v.dims = dims[i];
-      out->push_back(std::move(v));
+      emit(std::move(v));
     }
     return true;
   }
@@ -110,7 +122,7 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
     return true;
   }
   if (n.op_type == "FusedMatMul") {  // MatMul's rule with A and B transposed in their last two dims on request
-    if (n.inputs.size() < 2 || n.outputs.empty() || known.count(n.outputs[0])) return false;
+    if (n.inputs.size() < 2 || n.outputs.empty() || settled(n.outputs[0])) return false;
     auto b = known.find(n.inputs[1]);
     if (b == known.end() || (need_shape && !b->second->has_shape)) return false;
     const ValueInfo& bi = *b->second;
@@ -127,7 +139,7 @@ bool InferMicrosoftNode(const Node& n, const std::map<std::string, const ValueIn
       y.dims.push_back(n.GetInt("transA", 0) ? xi.dims[ra - 1] : xi.dims[ra - 2]);
       y.dims.push_back(n.GetInt("transB", 0) ? bi.dims[rb - 2] : bi.dims[rb - 1]);
     }
-    out->push_back(std::move(y));
+    emit(std::move(y));
     return true;
   }
   return false;
@@ -145,7 +157,9 @@ bool IsPadWithAxes(const Node& n, const Model& model) {
 
 bool InferPadWithAxes(const Node& n, const Model& model, const std::map<std::string, const ValueInfo*>& known,
                       std::vector<ValueInfo>* out, bool need_shape) {
-  if (n.outputs.empty() || known.count(n.outputs[0])) return false;
+  if (n.outputs.empty()) return false;
+  auto done = known.find(n.outputs[0]);  // known by type alone: a shape may still be found (InferMicrosoftNode)
+  if (done != known.end() && (done->second->has_shape || !need_shape)) return false;
   auto x = known.find(n.inputs[0]);
   if (x == known.end() || x->second->dtype == DType::kUndefined || (need_shape && !x->second->has_shape)) return false;
   ValueInfo y;
@@ -394,7 +408,11 @@ Status InferShapes(Model* model) {
       }
     }
     if (added.empty()) break;
-    seeds.insert(seeds.end(), added.begin(), added.end());
+    for (ValueInfo& a : added) {  // a shape found for a value seeded by type alone replaces that seed
+      auto same = std::find_if(seeds.begin(), seeds.end(), [&](const ValueInfo& s) { return s.name == a.name; });
+      if (same != seeds.end()) *same = std::move(a);
+      else seeds.push_back(std::move(a));
+    }
   }
   return Status::OK();
 }

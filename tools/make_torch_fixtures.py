@@ -232,6 +232,38 @@ class EinsumAttention(nn.Module):
         return self.fc(torch.einsum("nqhd,hdm->nqm", h, self.out).mean(1))
 
 
+class DenseNetBlock(nn.Module):
+    """DenseNet in small (torchvision's layout): a stem convolution, two dense blocks of two layers each
+    (BatchNorm, ReLU, 1x1 convolution, BatchNorm, ReLU, 3x3 convolution, its output concatenated to the
+    layer's input) with a transition between them (BatchNorm, ReLU, 1x1 convolution, AvgPool2d(2), which the
+    exporter writes as Pad plus AveragePool), a final BatchNorm and ReLU, global average pooling and a
+    classifier. Trained with the batch statistics."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+
+        def layer(c):
+            return nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, 8, 1, bias=False), nn.BatchNorm2d(8),
+                                 nn.ReLU(), nn.Conv2d(8, 4, 3, padding=1, bias=False))
+
+        self.block1 = nn.ModuleList([layer(8), layer(12)])
+        self.transition = nn.Sequential(nn.BatchNorm2d(16), nn.ReLU(), nn.Conv2d(16, 8, 1, bias=False),
+                                        nn.AvgPool2d(2, 2))
+        self.block2 = nn.ModuleList([layer(8), layer(12)])
+        self.norm = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for layer in self.block1:
+            x = torch.cat([x, layer(x)], 1)
+        x = self.transition(x)
+        for layer in self.block2:
+            x = torch.cat([x, layer(x)], 1)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(F.relu(self.norm(x)), 1), 1))
+
+
 # name, model, input shape, export mode, opset
 MODELS = [
     ("mlp", Mlp, (8, 12), torch.onnx.TrainingMode.EVAL, 14),
@@ -247,6 +279,7 @@ MODELS = [
     ("gru", GruSequence, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
     ("rnn", RnnClassifier, (4, 5, 6), torch.onnx.TrainingMode.EVAL, 17),
     ("einsum_attention", EinsumAttention, (4, 6, 8), torch.onnx.TrainingMode.EVAL, 17),
+    ("densenet", DenseNetBlock, (4, 3, 8, 8), torch.onnx.TrainingMode.TRAINING, 17),
 ]
 SPATIAL_AXES = {"unet": {2: "height", 3: "width"}, "unet_interp": {2: "height", 3: "width"}}  # symbolic beyond the batch
 

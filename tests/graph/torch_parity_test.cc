@@ -161,7 +161,9 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
     stats++;
   }
   EXPECT_LE(worst_stat, 1e-4);
-  EXPECT_EQ(stats, GetParam() == "bn_dropout" || GetParam() == "unet" ? 2 : 0);  // the models with BatchNorm
+  // The models with BatchNorm: running mean and variance per layer.
+  const int bn_layers = GetParam() == "bn_dropout" || GetParam() == "unet" ? 1 : GetParam() == "densenet" ? 10 : 0;
+  EXPECT_EQ(stats, 2 * bn_layers);
   ASSERT_TRUE(s.value()->EvalStep(batch, &eval_out).ok());
   const auto& trained_logits = ref.tensors.at("trained_eval_logits").second;
   ASSERT_EQ(static_cast<size_t>(eval_out[1].NumElements()), trained_logits.size());
@@ -181,7 +183,7 @@ TEST_P(TorchParityTest, GradientsAndAdamWLossesMatchPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Models, TorchParityTest, ::testing::Values("mlp", "cnn", "transformer", "transformer:unfused",
                                                                 "bn_dropout", "encoder_layer", "encoder_layer:unfused",
                                                                 "pad_pool", "unet", "unet_interp", "causal_mask", "lstm", "gru", "rnn",
-                                                                "einsum_attention"));
+                                                                "einsum_attention", "densenet"));
 
 }  // namespace
 }  // namespace ontrain
