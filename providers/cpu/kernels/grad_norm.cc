@@ -35,8 +35,10 @@ void BatchNormGradFloat(KernelContext& ctx, int64_t n, int64_t c, int64_t inner)
       for (int64_t b = 0; b < n; ++b) {
         for (int64_t j = 0; j < nb; ++j) {
           const int64_t base = (b * c + cb + j) * inner;
-          db[j] += VRowSum(pdy + base, inner);
-          ds[j] += VRowSumDotDev(pdy + base, px + base, inner, mean[j], inv[j]);
+          double row_db, row_ds;
+          VRowSumAndDotDev(pdy + base, px + base, inner, mean[j], inv[j], &row_db, &row_ds);
+          db[j] += row_db;
+          ds[j] += row_ds;
         }
       }
       for (int64_t j = 0; j < nb; ++j) coef[j] = static_cast<double>(scale[cb + j]) * inv[j] / m;

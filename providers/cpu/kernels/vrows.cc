@@ -33,6 +33,29 @@ ONT_VROWS_CLONES double SumDotDevLoop(const float* g, const float* x, int64_t n,
   return LaneSum(n, [g, x, mean, inv](int64_t i) { return static_cast<double>(g[i]) * (x[i] - mean) * inv; });
 }
 
+// SumLoop(g) and SumDotDevLoop(g, x) in one pass: the same lanes, expressions and final order, so the same
+// two results.
+ONT_VROWS_CLONES void SumAndDotDevLoop(const float* g, const float* x, int64_t n, double mean, double inv, double* sum,
+                                       double* dot) {
+  double ps[8] = {}, pd[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      ps[j] += static_cast<double>(g[i + j]);
+      pd[j] += static_cast<double>(g[i + j]) * (x[i + j] - mean) * inv;
+    }
+  }
+  for (; i < n; ++i) {
+    ps[i & 7] += static_cast<double>(g[i]);
+    pd[i & 7] += static_cast<double>(g[i]) * (x[i] - mean) * inv;
+  }
+  double s = 0, d = 0;
+  for (int j = 0; j < 8; ++j) s += ps[j];
+  for (int j = 0; j < 8; ++j) d += pd[j];
+  *sum = s;
+  *dot = d;
+}
+
 ONT_VROWS_CLONES void AffineLoop(const float* x, float* y, int64_t n, float a, float b) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
 }
@@ -145,6 +168,9 @@ double VRowSum(const float* x, int64_t n) { return SumLoop(x, n); }
 double VRowSumSqDev(const float* x, int64_t n, double mean) { return SumSqDevLoop(x, n, mean); }
 double VRowSumDotDev(const float* g, const float* x, int64_t n, double mean, double inv) {
   return SumDotDevLoop(g, x, n, mean, inv);
+}
+void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, double inv, double* sum, double* dot) {
+  SumAndDotDevLoop(g, x, n, mean, inv, sum, dot);
 }
 void VRowAffine(const float* x, float* y, int64_t n, float a, float b) { AffineLoop(x, y, n, a, b); }
 

@@ -40,6 +40,8 @@ double VRowSum(const float* x, int64_t n);
 double VRowSumSqDev(const float* x, int64_t n, double mean);
 // sum g[i] * (x[i] - mean) * inv
 double VRowSumDotDev(const float* g, const float* x, int64_t n, double mean, double inv);
+// VRowSum(g) and VRowSumDotDev(g, x, mean, inv) in one pass over g (the same two results).
+void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, double inv, double* sum, double* dot);
 // y[i] = x[i] * a + b (float arithmetic)
 void VRowAffine(const float* x, float* y, int64_t n, float a, float b);
 // Batch normalization's input gradient: dx[i] = float(coef * (m * g[i] - db - (x[i] - mean) * inv * ds)).
