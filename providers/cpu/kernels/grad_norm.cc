@@ -10,54 +10,6 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
-// float32: the same sums in the same order per channel (LaneSum per row, rows in image order), but the
-// channels taken in blocks and each block read image by image, so that memory is read in contiguous runs
-// of the block's channels rather than one row per image and channel (a row of a 16x16 plane is 1 KB, the
-// next row of the channel 128 KB further on with 128 channels: the prefetchers did not follow, and the
-// MobileNet's BatchNormalizationGrad ran at ~9 GB/s). A block's dY and X fit in L2 for the second pass.
-void BatchNormGradFloat(KernelContext& ctx, int64_t n, int64_t c, int64_t inner) {
-  const float *pdy = ctx.input(0)->data<float>(), *px = ctx.input(1)->data<float>();
-  const float *scale = ctx.input(2)->data<float>(), *mean_in = ctx.input(3)->data<float>(),
-              *inv_in = ctx.input(4)->data<float>();
-  float* pdx = ctx.output(0) ? ctx.output(0)->data<float>() : nullptr;
-  Tensor *dsc = ctx.output(1), *dbi = ctx.output(2);
-  const double m = static_cast<double>(n * inner);
-  const int64_t blk = NormChannelBlock(n, inner, 2);
-  ParallelFor(ctx.thread_pool(), c, 8.0 * static_cast<double>(n * inner), [&](int64_t c0, int64_t c1) {
-    double db[kNormMaxBlock], ds[kNormMaxBlock], mean[kNormMaxBlock], inv[kNormMaxBlock], coef[kNormMaxBlock];
-    for (int64_t cb = c0; cb < c1; cb += blk) {
-      const int64_t nb = std::min(c1, cb + blk) - cb;
-      for (int64_t j = 0; j < nb; ++j) {
-        db[j] = ds[j] = 0;
-        mean[j] = mean_in[cb + j];
-        inv[j] = inv_in[cb + j];
-      }
-      for (int64_t b = 0; b < n; ++b) {
-        for (int64_t j = 0; j < nb; ++j) {
-          const int64_t base = (b * c + cb + j) * inner;
-          double row_db, row_ds;
-          VRowSumAndDotDev(pdy + base, px + base, inner, mean[j], inv[j], &row_db, &row_ds);
-          db[j] += row_db;
-          ds[j] += row_ds;
-        }
-      }
-      for (int64_t j = 0; j < nb; ++j) coef[j] = static_cast<double>(scale[cb + j]) * inv[j] / m;
-      if (pdx) {
-        for (int64_t b = 0; b < n; ++b) {
-          for (int64_t j = 0; j < nb; ++j) {
-            const int64_t base = (b * c + cb + j) * inner;
-            VRowBatchNormGrad(pdy + base, px + base, pdx + base, inner, mean[j], inv[j], coef[j], m, db[j], ds[j]);
-          }
-        }
-      }
-      for (int64_t j = 0; j < nb; ++j) {
-        if (dsc) dsc->data<float>()[cb + j] = static_cast<float>(ds[j]);
-        if (dbi) dbi->data<float>()[cb + j] = static_cast<float>(db[j]);
-      }
-    }
-  });
-}
-
 // (dY, X [N,C,...], scale [C], saved_mean [C], saved_inv_std [C]) -> (dX, dScale, dBias), with
 // x^ = (x - mean) * inv_std:  dBias = sum dY,  dScale = sum dY x^,
 // dX = scale * inv_std / M * (M dY - dBias - x^ dScale), M = N * spatial.
@@ -86,46 +38,58 @@ class BatchNormGradKernel : public OpKernel {
       const T *pdy = dy.data<T>(), *px = x.data<T>();
       T* pdx = ctx.output(0) ? ctx.output(0)->data<T>() : nullptr;
       Tensor *dsc = ctx.output(1), *dbi = ctx.output(2);
-      if constexpr (std::is_same_v<T, float>) {
-        BatchNormGradFloat(ctx, n, c, inner);
-        return Status::OK();
-      }
-      // Channels in parallel; each channel's sums in a fixed order (LaneSum per row, rows in order).
+      // Channels in parallel, in blocks read image by image (contiguous runs of the block's channels: one
+      // row per image and channel, 128 KB apart, ran at a fifth of the memory's speed; a block's dY and X
+      // stay in L2 for the second pass); each channel's sums in a fixed order (LaneSum per row, rows in
+      // image order) whatever the blocks and threads.
+      const int64_t blk = NormChannelBlock(n, inner, 2);
       ParallelFor(ctx.thread_pool(), c, 8.0 * static_cast<double>(n * inner), [&](int64_t c0, int64_t c1) {
-        for (int64_t ch = c0; ch < c1; ++ch) {
-          double mean = at(3, ch), inv = at(4, ch), db = 0, ds = 0;
+        double db[kNormMaxBlock], ds[kNormMaxBlock], mean[kNormMaxBlock], inv[kNormMaxBlock], coef[kNormMaxBlock];
+        for (int64_t cb = c0; cb < c1; cb += blk) {
+          const int64_t nb = std::min(c1, cb + blk) - cb;
+          for (int64_t j = 0; j < nb; ++j) {
+            db[j] = ds[j] = 0;
+            mean[j] = at(3, cb + j);
+            inv[j] = at(4, cb + j);
+          }
           for (int64_t b = 0; b < n; ++b) {
-            const T *g = pdy + (b * c + ch) * inner, *xv = px + (b * c + ch) * inner;
-            if constexpr (std::is_same_v<T, float>) {  // the same sums through the per-ISA loops
-              db += VRowSum(g, inner);
-              ds += VRowSumDotDev(g, xv, inner, mean, inv);
-              continue;
-            }
-            db += LaneSum(inner, [g](int64_t i) { return static_cast<double>(static_cast<float>(g[i])); });
-            ds += LaneSum(inner, [g, xv, mean, inv](int64_t i) {
-              return static_cast<double>(static_cast<float>(g[i])) * (static_cast<float>(xv[i]) - mean) * inv;
-            });
-          }
-          double coef = at(2, ch) * inv / m;
-          if constexpr (std::is_same_v<T, float>) {
-            if (pdx) {
-              for (int64_t b = 0; b < n; ++b) {
-                const int64_t base = (b * c + ch) * inner;
-                VRowBatchNormGrad(pdy + base, px + base, pdx + base, inner, mean, inv, coef, m, db, ds);
+            for (int64_t j = 0; j < nb; ++j) {
+              const T *g = pdy + (b * c + cb + j) * inner, *xv = px + (b * c + cb + j) * inner;
+              if constexpr (std::is_same_v<T, float>) {  // the same two sums through one per-ISA pass
+                double row_db, row_ds;
+                VRowSumAndDotDev(g, xv, inner, mean[j], inv[j], &row_db, &row_ds);
+                db[j] += row_db;
+                ds[j] += row_ds;
+                continue;
               }
+              const double mj = mean[j], ij = inv[j];
+              db[j] += LaneSum(inner, [g](int64_t i) { return static_cast<double>(static_cast<float>(g[i])); });
+              ds[j] += LaneSum(inner, [g, xv, mj, ij](int64_t i) {
+                return static_cast<double>(static_cast<float>(g[i])) * (static_cast<float>(xv[i]) - mj) * ij;
+              });
             }
-          } else if (pdx) {
+          }
+          for (int64_t j = 0; j < nb; ++j) coef[j] = at(2, cb + j) * inv[j] / m;
+          if (pdx) {
             for (int64_t b = 0; b < n; ++b) {
-              const int64_t base = (b * c + ch) * inner;
-              for (int64_t i = 0; i < inner; ++i) {
-                double xh = (static_cast<float>(px[base + i]) - mean) * inv;
-                double g = static_cast<float>(pdy[base + i]);
-                pdx[base + i] = static_cast<T>(static_cast<float>(coef * (m * g - db - xh * ds)));
+              for (int64_t j = 0; j < nb; ++j) {
+                const int64_t base = (b * c + cb + j) * inner;
+                if constexpr (std::is_same_v<T, float>) {
+                  VRowBatchNormGrad(pdy + base, px + base, pdx + base, inner, mean[j], inv[j], coef[j], m, db[j], ds[j]);
+                } else {
+                  for (int64_t i = 0; i < inner; ++i) {
+                    double xh = (static_cast<float>(px[base + i]) - mean[j]) * inv[j];
+                    double g = static_cast<float>(pdy[base + i]);
+                    pdx[base + i] = static_cast<T>(static_cast<float>(coef[j] * (m * g - db[j] - xh * ds[j])));
+                  }
+                }
               }
             }
           }
-          if (dsc) dsc->data<T>()[ch] = static_cast<T>(static_cast<float>(ds));
-          if (dbi) dbi->data<T>()[ch] = static_cast<T>(static_cast<float>(db));
+          for (int64_t j = 0; j < nb; ++j) {
+            if (dsc) dsc->data<T>()[cb + j] = static_cast<T>(static_cast<float>(ds[j]));
+            if (dbi) dbi->data<T>()[cb + j] = static_cast<T>(static_cast<float>(db[j]));
+          }
         }
       });
       return Status::OK();
