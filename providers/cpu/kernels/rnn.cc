@@ -184,12 +184,14 @@ class RnnGradKernel : public OpKernel {
         for (int64_t s = S - 1; s >= 0; --s) {
           std::fill(dpre, dpre + B * H, T(0));
           // The step's previous states gathered (zeros for rows that do not run or start from no state), and
-          // H_prev R' for all rows in one GEMM, as the forward pass computes it.
+          // H_prev R' for all rows in one GEMM, as the forward pass computes it; dR below reads the same rows.
+          bool any_prev = false;
           for (int64_t bb = 0; bb < B; ++bb) {
             const int64_t len = len_of(bb);
             const T* hp = s < len ? hprev(s, bb, len) : nullptr;
             if (hp) std::copy_n(hp, H, hps + bb * H);
             else std::fill(hps + bb * H, hps + (bb + 1) * H, T(0));
+            any_prev = any_prev || hp != nullptr;
           }
           Gemm<T>(false, true, B, H, H, T(1), hps, rd, T(0), pre, nullptr);
           for (int64_t bb = 0; bb < B; ++bb) {
@@ -210,11 +212,8 @@ class RnnGradKernel : public OpKernel {
             }
             std::copy_n(dpre + bb * H, H, dg + (t * B + bb) * H);
           }
-          if (dr) {  // dR += dpre' H_prev over the rows that ran (the others' dpre rows are 0)
-            recurrent::AccumulateRecurrentWeights<T>(dpre, H, H, B, H, [&](int64_t bb) -> const T* {
-              const int64_t len = len_of(bb);
-              return s < len ? hprev(s, bb, len) : nullptr;
-            }, hps, dr->data<T>() + d * H * H);
+          if (dr && any_prev) {  // dR += dpre' H_prev over the rows that ran (the others' rows are 0 in both)
+            GemmLd<T>(true, false, H, H, B, T(1), dpre, H, hps, H, T(1), dr->data<T>() + d * H * H, H);
           }
           Gemm<T>(false, false, B, H, H, T(1), dpre, rd, T(0), back, nullptr);
           for (int64_t bb = 0; bb < B; ++bb) {
