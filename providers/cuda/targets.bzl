@@ -10,7 +10,7 @@ def cuda_provider_targets():
     cuda_objects(
         name = "device_code",
         srcs = native.glob(["kernels/*.cu"]),
-        hdrs = native.glob(["kernels/*.cuh", "kernels/launch.h"]),
+        hdrs = native.glob(["kernels/*.cuh", "kernels/launch.h", "kernels/device_math.h"]),
     )
     native.cc_library(
         name = "cuda_provider",
@@ -21,7 +21,7 @@ def cuda_provider_targets():
             "cuda_kernel_list.cc",
             "cuda_provider.cc",
             ":device_code",
-        ] + native.glob(["kernels/*.cc"]),
+        ] + native.glob(["kernels/*.cc"], exclude = ["kernels/device_plans.cc"]),
         hdrs = [
             "cuda_allocator.h",
             "cuda_check.h",
@@ -32,6 +32,7 @@ def cuda_provider_targets():
         ],
         copts = COPTS,
         deps = [
+            ":device_plans",
             "//core:random",
             "//core:tensor",
             "//providers:provider",

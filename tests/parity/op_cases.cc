@@ -2,6 +2,7 @@
 // case's inputs never change when others are added elsewhere.
 #include "tests/parity/op_cases.h"
 
+#include <cmath>
 #include <functional>
 
 namespace ontrain {
@@ -472,6 +473,57 @@ void MoreCases(Builder& b) {
   }
 }
 
+// ConstantOfShape, Einsum (the CUDA kernel runs the direct loop; the CPU a GEMM for plain contractions),
+// Resize and ResizeGrad.
+void IndexOpCases(Builder& b) {
+  b.Add("ConstantOfShape_float32", "", "ConstantOfShape", 17, {Ints({2, 0, 3}, {3})}, {D::kFloat32},
+        {AttrTensor("value", Tensor::FromVector<float>({1.5f}, {1}))});
+  b.Add("ConstantOfShape_int64_value", "", "ConstantOfShape", 17, {Ints({3, 4}, {2})}, {D::kInt64},
+        {AttrTensor("value", Tensor::FromVector<int64_t>({-7}, {1}))});
+  struct E {
+    const char* name;
+    const char* eq;
+    std::vector<Shape> shapes;
+  };
+  const E eqs[] = {{"attention", "bhid,bhjd->bhij", {{2, 3, 5, 4}, {2, 3, 6, 4}}},
+                   {"matmul", "ij,jk->ik", {{7, 5}, {5, 3}}},
+                   {"diagonal", "bii->bi", {{3, 4, 4}}},
+                   {"three", "ij,jk,kl->il", {{3, 4}, {4, 5}, {5, 2}}},
+                   {"ellipsis_broadcast", "...ij,...jk->...ik", {{2, 3, 4}, {1, 4, 5}}},
+                   {"empty", "bij->bi", {{0, 3, 4}}}};
+  for (D t : kF32F64) {
+    for (const E& e : eqs) {
+      std::vector<Value> in;
+      for (const Shape& s : e.shapes) in.push_back(Random(t, s, b.seed()));
+      b.Add(StrCat("Einsum_", e.name, "_", DTypeName(t)), "", "Einsum", 12, std::move(in), {t},
+            {AttrString("equation", e.eq)});
+    }
+  }
+  auto floats = [](std::vector<float> v) { return Tensor::FromVector<float>(v, {static_cast<int64_t>(v.size())}); };
+  struct R {
+    const char* name;
+    Shape x;
+    std::vector<float> scales;
+    std::vector<onnx::AttributeProto> attrs;
+  };
+  const R rs[] = {
+      {"nearest", {2, 3, 4, 5}, {1, 1, 2, 2}, {AttrString("mode", "nearest")}},
+      {"linear_half_pixel", {2, 2, 4, 5}, {1, 1, 2, 1.5f}, {AttrString("mode", "linear")}},
+      {"linear_align_corners_down", {1, 2, 8, 6}, {1, 1, 0.5f, 0.75f},
+       {AttrString("mode", "linear"), AttrString("coordinate_transformation_mode", "align_corners")}},
+      {"cubic", {1, 1, 6, 5}, {1, 1, 1.5f, 2}, {AttrString("mode", "cubic")}},
+  };
+  for (const R& r : rs) {
+    b.Add(StrCat("Resize_", r.name), "", "Resize", 13, {Random(D::kFloat32, r.x, b.seed()), Value(), floats(r.scales)},
+          {D::kFloat32}, r.attrs);
+    Shape y = r.x;
+    for (size_t d = 0; d < y.size(); ++d) y[d] = static_cast<int64_t>(std::floor(y[d] * r.scales[d] + 1e-6));
+    b.Add(StrCat("ResizeGrad_", r.name), "com.microsoft", "ResizeGrad", 1,
+          {Random(D::kFloat32, y, b.seed()), Random(D::kFloat32, r.x, b.seed()), Value(), floats(r.scales)}, {D::kFloat32},
+          r.attrs);
+  }
+}
+
 Value Seq(std::vector<Tensor> items) { return Value::Sequence(std::move(items)); }
 
 void OptimizerCases(Builder& b) {
@@ -506,7 +558,7 @@ const std::vector<OpCase>& OpCases() {
     auto* v = new std::vector<OpCase>();
     Builder b(v);
     for (auto family : {UnaryCases, BinaryCases, WhereAndCastCases, MovementCases, GemmCases, ReduceCases, SoftmaxCases,
-                        LossCases, NormCases, ConvPoolCases, BatchNormCases, MoreCases, OptimizerCases}) {
+                        LossCases, NormCases, ConvPoolCases, BatchNormCases, MoreCases, IndexOpCases, OptimizerCases}) {
       family(b);
     }
     return v;

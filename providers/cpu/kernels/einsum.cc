@@ -12,6 +12,7 @@
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/plans.h"
 
 namespace ontrain {
 namespace cpu {
@@ -116,6 +117,7 @@ struct Equation {
 
 class EinsumKernel : public OpKernel {
  public:
+  const EinsumDirectPlan& direct_plan() const { return direct_; }
   explicit EinsumKernel(const NodeInfo& info) : equation_(info.node->GetString("equation", "")) {}
   Status Prepare(KernelContext& ctx) override {
     std::vector<Shape>& shapes = seen_;  // reused: no allocation once the shapes have been seen
@@ -288,20 +290,22 @@ class EinsumKernel : public OpKernel {
   void PlanDirect() {
     std::map<int, int> dense;
     for (const auto& [l, n] : eq_.size) dense.emplace(l, static_cast<int>(dense.size()));
-    out_letters_.clear(), sum_letters_.clear(), sum_sizes_.clear(), out_sizes_.clear();
-    for (int l : eq_.output) out_letters_.push_back(dense.at(l)), out_sizes_.push_back(eq_.size.at(l));
+    EinsumDirectPlan& p = direct_;
+    p.letters = static_cast<int>(dense.size());
+    p.out_letters.clear(), p.sum_letters.clear(), p.sum_sizes.clear(), p.out_sizes.clear();
+    for (int l : eq_.output) p.out_letters.push_back(dense.at(l)), p.out_sizes.push_back(eq_.size.at(l));
     for (const auto& [l, n] : eq_.size) {
       if (std::find(eq_.output.begin(), eq_.output.end(), l) == eq_.output.end()) {
-        sum_letters_.push_back(dense.at(l));
-        sum_sizes_.push_back(n);
+        p.sum_letters.push_back(dense.at(l));
+        p.sum_sizes.push_back(n);
       }
     }
-    operand_strides_.assign(eq_.inputs.size(), {});
+    p.operand_strides.assign(eq_.inputs.size(), {});
     for (size_t k = 0; k < eq_.inputs.size(); ++k) {
       const Shape& s = shapes_[k];
       int64_t st = 1;
       for (int64_t d = static_cast<int64_t>(s.size()) - 1; d >= 0; --d) {
-        if (s[d] != 1) operand_strides_[k].push_back({dense.at(eq_.inputs[k][d]), st});
+        if (s[d] != 1) p.operand_strides[k].push_back({dense.at(eq_.inputs[k][d]), st});
         st *= s[d];
       }
     }
@@ -314,26 +318,27 @@ class EinsumKernel : public OpKernel {
     int64_t at[kMaxLetters] = {};
     T* y = ctx.output(0)->data<T>();
     const int64_t total = ctx.output(0)->NumElements();
+    const EinsumDirectPlan& p = direct_;
     int64_t sums = 1;
-    for (int64_t n : sum_sizes_) sums *= n;
-    const size_t nops = operand_strides_.size();
+    for (int64_t n : p.sum_sizes) sums *= n;
+    const size_t nops = p.operand_strides.size();
     for (int64_t o = 0; o < total; ++o) {
       int64_t rem = o;
-      for (int64_t d = static_cast<int64_t>(out_letters_.size()) - 1; d >= 0; --d) {
-        at[out_letters_[d]] = rem % out_sizes_[d];
-        rem /= out_sizes_[d];
+      for (int64_t d = static_cast<int64_t>(p.out_letters.size()) - 1; d >= 0; --d) {
+        at[p.out_letters[d]] = rem % p.out_sizes[d];
+        rem /= p.out_sizes[d];
       }
       double acc = 0;
       for (int64_t s = 0; s < sums; ++s) {
         int64_t r2 = s;
-        for (int64_t d = static_cast<int64_t>(sum_letters_.size()) - 1; d >= 0; --d) {
-          at[sum_letters_[d]] = r2 % sum_sizes_[d];
-          r2 /= sum_sizes_[d];
+        for (int64_t d = static_cast<int64_t>(p.sum_letters.size()) - 1; d >= 0; --d) {
+          at[p.sum_letters[d]] = r2 % p.sum_sizes[d];
+          r2 /= p.sum_sizes[d];
         }
         double term = 1;
         for (size_t k = 0; k < nops; ++k) {
           int64_t off = 0;
-          for (const auto& [letter, stride] : operand_strides_[k]) off += at[letter] * stride;
+          for (const auto& [letter, stride] : p.operand_strides[k]) off += at[letter] * stride;
           term *= static_cast<double>(static_cast<C>(ctx.input(static_cast<int>(k))->data<T>()[off]));
         }
         acc += term;
@@ -353,14 +358,17 @@ class EinsumKernel : public OpKernel {
   int64_t nb_ = 1, nfa_ = 1, nfb_ = 1, nc_ = 1, scratch_elems_ = 0;
   GatherPlan gather_a_, gather_b_;
   std::vector<int64_t> out_sz_, out_st_;  // output letters: sizes, and strides in the product
-  std::vector<int> out_letters_, sum_letters_;
-  std::vector<int64_t> out_sizes_, sum_sizes_;
-  std::vector<std::vector<std::pair<int, int64_t>>> operand_strides_;
+  EinsumDirectPlan direct_;
 };
 
 }  // namespace
 
 KernelFactory kEinsum = MakeKernel<EinsumKernel>;
+
+const EinsumDirectPlan* EinsumPlanOf(const OpKernel& k) {
+  const auto* e = dynamic_cast<const EinsumKernel*>(&k);
+  return e ? &e->direct_plan() : nullptr;
+}
 
 }  // namespace cpu
 }  // namespace ontrain

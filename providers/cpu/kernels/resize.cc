@@ -14,6 +14,7 @@
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/plans.h"
 
 namespace ontrain {
 namespace cpu {
@@ -64,14 +65,6 @@ struct ResizeAttrs {
     }
     return a;
   }
-};
-
-// The taps of one axis: for output coordinate j, entries [begin[j], begin[j + 1]) of (index, weight); an
-// empty range with outside[j] set means extrapolation_value.
-struct AxisTaps {
-  std::vector<int64_t> begin, index;
-  std::vector<double> weight;
-  std::vector<uint8_t> outside;
 };
 
 void BuildTaps(const ResizeAttrs& a, int64_t in, int64_t out, double scale, double roi_start, double roi_end,
@@ -187,6 +180,7 @@ struct ResizePlan {
   static constexpr size_t kMaxRank = 8;
   Shape in, out;
   std::vector<AxisTaps> taps;
+  int64_t generation = 0;  // counts rebuilds
 
   // x: the input's shape; roi, scales, sizes: the optional inputs (nullptr when absent or empty);
   // out_known: the output shape when the caller knows it (ResizeGrad's dY), else empty.
@@ -261,7 +255,17 @@ struct ResizePlan {
       BuildTaps(a, in[d], out[d], sc[d], start[d], end[d], &taps[d]);
     }
     built_ = true;
+    ++generation;
     return Status::OK();
+  }
+
+  void View(const ResizeAttrs& a, ResizePlanView* v) const {
+    v->in = &in;
+    v->out = &out;
+    v->taps = &taps;
+    v->extrapolation = a.extrapolation;
+    v->nearest = a.mode == ResizeAttrs::Mode::kNearest;
+    v->generation = generation;
   }
 
   // Calls f(output offset, input offset, weight) for every tap of every output element in [o0, o1), and
@@ -315,6 +319,7 @@ struct ResizePlan {
 
 class ResizeKernel : public OpKernel {
  public:
+  void View(ResizePlanView* v) const { plan_.View(attrs_, v); }
   explicit ResizeKernel(const NodeInfo& info) : node_(*info.node), opset_(info.opset) {}
   Status Prepare(KernelContext& ctx) override {
     if (!parsed_) {
@@ -394,6 +399,7 @@ class ResizeKernel : public OpKernel {
 // applied to dY. Without scales, the scales are dY's shape over X's (as for a Resize given sizes).
 class ResizeGradKernel : public OpKernel {
  public:
+  void View(ResizePlanView* v) const { plan_.View(attrs_, v); }
   explicit ResizeGradKernel(const NodeInfo& info) : node_(*info.node) {}
   Status Prepare(KernelContext& ctx) override {
     if (!parsed_) {
@@ -439,6 +445,18 @@ class ResizeGradKernel : public OpKernel {
 
 KernelFactory kResize = MakeKernel<ResizeKernel>;
 KernelFactory kResizeGrad = MakeKernel<ResizeGradKernel>;
+
+bool ResizePlanOf(const OpKernel& k, ResizePlanView* view) {
+  if (const auto* r = dynamic_cast<const ResizeKernel*>(&k)) {
+    r->View(view);
+    return true;
+  }
+  if (const auto* g = dynamic_cast<const ResizeGradKernel*>(&k)) {
+    g->View(view);
+    return true;
+  }
+  return false;
+}
 
 }  // namespace cpu
 }  // namespace ontrain

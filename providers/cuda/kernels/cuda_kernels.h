@@ -19,6 +19,7 @@ class DelegatingKernel : public CudaKernel {
   Status Prepare(KernelContext& ctx) override { return cpu_->Prepare(ctx); }
 
  protected:
+  const OpKernel& cpu_kernel() const { return *cpu_; }
   const Node& node_;
 
  private:
@@ -49,6 +50,10 @@ const char* PoolRejects(const Node& n);
 // shape_kernels.cc
 extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTranspose, kExpand, kTile, kConcat,
     kSplit, kGather, kGatherGrad, kConcatTraining, kSplitTraining, kSlice, kSliceGrad, kPad, kGatherElementsGrad;
+
+// index_kernels.cc
+extern KernelFactory kConstantOfShape, kEinsum, kResize, kResizeGrad;
+const char* EinsumRejects(const Node& n);
 
 // training_kernels.cc
 extern KernelFactory kPow, kSum, kMax, kMin, kDivGrad, kDropout, kDropoutGrad;

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "providers/cuda/kernels/device_math.h"
+
 namespace ontrain {
 namespace cuda {
 
@@ -116,6 +118,18 @@ struct ElementsGradArgs {
 };
 cudaError_t GatherElementsGrad(const float* dy, const void* indices, bool indices64, float* dx,
                                const ElementsGradArgs& a, cudaStream_t stream);
+
+// resize_einsum.cu ----------------------------------------------------------------------------------------
+
+// y[o] = EinsumElement(a, ops, o) for n outputs; ops holds a.operands device pointers.
+cudaError_t Einsum(const EinsumArgs& a, const float* const* ops, float* y, int64_t n, cudaStream_t stream);
+cudaError_t Einsum(const EinsumArgs& a, const double* const* ops, double* y, int64_t n, cudaStream_t stream);
+// y[o] = ResizeElement(a, t, x, o) for n outputs; t points at device tables.
+cudaError_t Resize(const ResizeArgs& a, const ResizeTables& t, const float* x, float* y, int64_t n,
+                   cudaStream_t stream);
+// dx[i] = ResizeGradElement(a, t, dy, i) for the n elements of dX.
+cudaError_t ResizeGrad(const ResizeArgs& a, const ResizeTables& t, const float* dy, float* dx, int64_t n,
+                       cudaStream_t stream);
 
 // reduce.cu -----------------------------------------------------------------------------------------------
 

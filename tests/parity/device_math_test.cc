@@ -1,0 +1,238 @@
+// The CUDA kernels' per-element bodies (providers/cuda/kernels/device_math.h), run on the host over every
+// output with the arguments the CUDA kernels build (device_plans.h), against the CPU kernels: Einsum's
+// direct sum, Resize and ResizeGrad. This checks their index arithmetic, tables and summation order on any
+// machine; the launches themselves are checked by op_parity_test on a GPU. Runs without a CUDA toolkit.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/value.h"
+#include "graph/builder.h"
+#include "graph/graph.h"
+#include "gtest/gtest.h"
+#include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/plans.h"
+#include "providers/cuda/kernels/device_math.h"
+#include "providers/cuda/kernels/device_plans.h"
+#include "tests/parity/parity_util.h"
+
+namespace ontrain {
+namespace {
+
+using cuda::EinsumArgs;
+using cuda::ResizeArgs;
+
+// A CPU kernel run once on `inputs` (an undefined tensor is an omitted input), kept for its plan.
+struct Ran {
+  std::unique_ptr<OpKernel> kernel;
+  std::vector<Tensor> outputs;
+  std::vector<std::vector<uint8_t>> storage;
+};
+
+Ran RunCpu(KernelFactory factory, const Node& node, int64_t opset, const std::vector<Tensor>& inputs) {
+  Ran r;
+  NodeInfo info;
+  info.node = &node;
+  info.opset = opset;
+  info.output_infos.assign(node.outputs.size(), nullptr);
+  auto k = factory(info);
+  EXPECT_TRUE(k.ok()) << k.status().ToString();
+  if (!k.ok()) return r;
+  r.kernel = std::move(k).value();
+  std::vector<Value> values;
+  values.reserve(inputs.size());
+  std::vector<const Value*> ptrs;
+  for (const Tensor& t : inputs) values.push_back(t.defined() ? Value(t) : Value());
+  for (size_t i = 0; i < inputs.size(); ++i) ptrs.push_back(inputs[i].defined() ? &values[i] : nullptr);
+  KernelContext ctx;
+  ctx.Reset(ptrs, std::vector<bool>(node.outputs.size(), true), nullptr);
+  Status s = r.kernel->Prepare(ctx);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return r;
+  r.storage.resize(node.outputs.size() + 1);
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const Shape& shape = ctx.declared_shape(static_cast<int>(i));
+    r.storage[i].assign(static_cast<size_t>(ShapeNumElements(shape)) * DTypeSize(ctx.declared_dtype(static_cast<int>(i))) + 1, 0);
+    ctx.outputs()[i] = Value(Tensor::View(ctx.declared_dtype(static_cast<int>(i)), shape, r.storage[i].data()));
+  }
+  r.storage.back().assign(ctx.scratch_bytes() + 1, 0);
+  ctx.set_scratch(r.storage.back().data());
+  s = r.kernel->Compute(ctx);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  for (size_t i = 0; i < node.outputs.size(); ++i) r.outputs.push_back(ctx.outputs()[i].tensor());
+  return r;
+}
+
+Node MakeNode(const std::string& op, const std::string& domain, int inputs, std::vector<onnx::AttributeProto> attrs) {
+  Node n;
+  n.op_type = op;
+  n.domain = domain;
+  n.name = op;
+  for (int i = 0; i < inputs; ++i) n.inputs.push_back("x" + std::to_string(i));
+  n.outputs = {"y"};
+  for (auto& a : attrs) n.attributes[a.name()] = a;
+  return n;
+}
+
+// Einsum: every equation through the direct loop's plan, against the CPU kernel. Equations the CPU runs by
+// its own direct loop must match bit for bit; the GEMM-path ones (two operands, no diagonal, no
+// broadcast) within float rounding of a different summation.
+struct EinsumCase {
+  std::string equation;
+  std::vector<Shape> shapes;
+  bool cpu_direct;
+};
+
+template <typename T>
+void CheckEinsum(const EinsumCase& c, DType dt) {
+  SCOPED_TRACE(c.equation + " " + DTypeName(dt));
+  std::vector<Tensor> inputs;
+  uint64_t seed = 1;
+  for (const Shape& s : c.shapes) inputs.push_back(parity::Random(dt, s, seed++));
+  Node node = MakeNode("Einsum", "", static_cast<int>(inputs.size()), {AttrString("equation", c.equation)});
+  Ran r = RunCpu(cpu::kEinsum, node, 12, inputs);
+  ASSERT_EQ(r.outputs.size(), 1u);
+  const cpu::EinsumDirectPlan* plan = cpu::EinsumPlanOf(*r.kernel);
+  ASSERT_NE(plan, nullptr);
+  EinsumArgs a;
+  ASSERT_TRUE(cuda::MakeEinsumArgs(*plan, &a).ok());
+  cuda::EinsumOperands<T> ops = {};
+  for (size_t k = 0; k < inputs.size(); ++k) ops.op[k] = inputs[k].data<T>();
+  const Tensor& y = r.outputs[0];
+  int mismatches = 0;
+  for (int64_t o = 0; o < y.NumElements(); ++o) {
+    const T got = cuda::EinsumElement<T>(a, ops, o), want = y.data<T>()[o];
+    if (c.cpu_direct) {
+      if (std::memcmp(&got, &want, sizeof(T)) != 0 && mismatches++ < 5) ADD_FAILURE() << "output " << o << ": " << got << " vs " << want;
+    } else if (std::abs(static_cast<double>(got) - static_cast<double>(want)) > 1e-5 * (1 + std::abs(static_cast<double>(want))) &&
+               mismatches++ < 5) {
+      ADD_FAILURE() << "output " << o << ": " << got << " vs " << want;
+    }
+  }
+}
+
+TEST(DeviceMathTest, EinsumMatchesCpu) {
+  const std::vector<EinsumCase> cases = {
+      {"bhid,bhjd->bhij", {{2, 3, 5, 4}, {2, 3, 6, 4}}, false},  // attention scores
+      {"bhij,bhjd->bhid", {{2, 3, 5, 6}, {2, 3, 6, 4}}, false},
+      {"ij,jk->ik", {{7, 5}, {5, 3}}, false},
+      {"ij->ji", {{4, 6}}, true},
+      {"ii->i", {{5, 5}}, true},                                   // diagonal
+      {"bii->b", {{3, 4, 4}}, true},                               // batched trace
+      {"iij,jk->ik", {{3, 3, 4}, {4, 2}}, true},                   // diagonal in a product
+      {"ij,jk,kl->il", {{3, 4}, {4, 5}, {5, 2}}, true},            // three operands
+      {"...ij,...jk->...ik", {{2, 3, 4}, {1, 4, 5}}, true},        // broadcast under an ellipsis
+      {"i,i->", {{9}, {9}}, false},                                // dot product: a scalar output
+      {"ij", {{3, 4}}, true},                                      // implicit output
+      {"bij->", {{0, 3, 4}}, true},                                // an empty sum
+  };
+  for (const EinsumCase& c : cases) {
+    CheckEinsum<float>(c, DType::kFloat32);
+    CheckEinsum<double>(c, DType::kFloat64);
+  }
+}
+
+// Resize and ResizeGrad over the modes and transformations that matter, against the CPU kernels (the same
+// sums: Resize bit for bit; ResizeGrad's gather adds an input's contributions in a slightly different
+// order where edge clamping gives one output two taps on the same input, so within double rounding).
+struct ResizeCase {
+  std::string name;
+  Shape x;
+  std::vector<float> scales;  // empty: sizes
+  std::vector<int64_t> sizes;
+  std::vector<onnx::AttributeProto> attrs;
+  std::vector<float> roi;
+};
+
+void CheckResize(const ResizeCase& c) {
+  SCOPED_TRACE(c.name);
+  const Tensor x = parity::Random(DType::kFloat32, c.x, 7);
+  const Tensor roi = c.roi.empty() ? Tensor() : Tensor::FromVector<float>(c.roi, {static_cast<int64_t>(c.roi.size())});
+  const Tensor scales =
+      c.scales.empty() ? Tensor() : Tensor::FromVector<float>(c.scales, {static_cast<int64_t>(c.scales.size())});
+  const Tensor sizes =
+      c.sizes.empty() ? Tensor() : Tensor::FromVector<int64_t>(c.sizes, {static_cast<int64_t>(c.sizes.size())});
+  Node fwd = MakeNode("Resize", "", 4, c.attrs);
+  Ran r = RunCpu(cpu::kResize, fwd, 13, {x, roi, scales, sizes});
+  ASSERT_EQ(r.outputs.size(), 1u);
+  const Tensor& y = r.outputs[0];
+  cpu::ResizePlanView view;
+  ASSERT_TRUE(cpu::ResizePlanOf(*r.kernel, &view));
+  ResizeArgs a;
+  cuda::ResizeHostTables tables;
+  ASSERT_TRUE(cuda::MakeResizeArgs(view, &a, &tables).ok());
+  int bad = 0;
+  for (int64_t o = 0; o < y.NumElements(); ++o) {
+    const float got = cuda::ResizeElement<float>(a, tables.View(), x.data<float>(), o), want = y.data<float>()[o];
+    if (std::memcmp(&got, &want, sizeof(float)) != 0 && bad++ < 5) ADD_FAILURE() << "Resize output " << o << ": " << got << " vs " << want;
+  }
+  // The gradient of a random dY, with the scales the forward pass used (dY's shape over X's without them).
+  const Tensor dy = parity::Random(DType::kFloat32, y.shape(), 11);
+  Node grad = MakeNode("ResizeGrad", "com.microsoft", 4, c.attrs);
+  Ran g = RunCpu(cpu::kResizeGrad, grad, 1, {dy, x, roi, scales});
+  ASSERT_EQ(g.outputs.size(), 1u);
+  const Tensor& dx = g.outputs[0];
+  ASSERT_TRUE(cpu::ResizePlanOf(*g.kernel, &view));
+  ASSERT_TRUE(cuda::MakeResizeArgs(view, &a, &tables).ok());
+  bad = 0;
+  for (int64_t i = 0; i < dx.NumElements(); ++i) {
+    const float got = cuda::ResizeGradElement<float>(a, tables.View(), dy.data<float>(), i), want = dx.data<float>()[i];
+    if (std::abs(got - want) > 1e-6f * (1 + std::abs(want)) && bad++ < 5) {
+      ADD_FAILURE() << "ResizeGrad element " << i << ": " << got << " vs " << want;
+    }
+  }
+}
+
+TEST(DeviceMathTest, ResizeAndItsGradientMatchCpu) {
+  auto mode = [](const char* m) { return AttrString("mode", m); };
+  auto ct = [](const char* t) { return AttrString("coordinate_transformation_mode", t); };
+  const std::vector<ResizeCase> cases = {
+      {"nearest_x2", {2, 3, 4, 5}, {1, 1, 2, 2}, {}, {mode("nearest")}, {}},
+      {"nearest_asymmetric_floor", {1, 2, 5, 3}, {1, 1, 2, 3}, {}, {mode("nearest"), ct("asymmetric"), AttrString("nearest_mode", "floor")}, {}},
+      {"bilinear_half_pixel_up", {2, 2, 4, 5}, {1, 1, 2, 2}, {}, {mode("linear")}, {}},
+      {"bilinear_align_corners", {1, 3, 5, 4}, {}, {1, 3, 9, 7}, {mode("linear"), ct("align_corners")}, {}},
+      {"bilinear_pytorch_half_pixel_down", {1, 2, 8, 6}, {}, {1, 2, 3, 4}, {mode("linear"), ct("pytorch_half_pixel")}, {}},
+      {"cubic", {1, 1, 6, 5}, {1, 1, 1.5f, 2}, {}, {mode("cubic")}, {}},
+      {"cubic_exclude_outside", {1, 1, 4, 4}, {1, 1, 2, 2}, {}, {mode("cubic"), AttrInt("exclude_outside", 1)}, {}},
+      {"trilinear", {1, 1, 3, 4, 2}, {1, 1, 2, 1.5f, 2}, {}, {mode("linear")}, {}},
+      {"tf_crop_and_resize", {1, 1, 6, 6}, {}, {1, 1, 5, 4},
+       {mode("linear"), ct("tf_crop_and_resize"), AttrFloat("extrapolation_value", 2.5f)},
+       {0, 0, -0.2f, 0.3f, 1, 1, 0.8f, 1.3f}},
+  };
+  for (const ResizeCase& c : cases) CheckResize(c);
+}
+
+// The tables' transpose is checked on its own: every (input coordinate, output coordinate, weight) of the
+// forward taps appears exactly once in the inverse lists, in output order.
+TEST(DeviceMathTest, ResizeInverseTapsAreTheTranspose) {
+  const Tensor x = parity::Random(DType::kFloat32, {1, 1, 5, 7}, 3);
+  Node fwd = MakeNode("Resize", "", 4, {AttrString("mode", "cubic")});
+  Ran r = RunCpu(cpu::kResize, fwd, 13, {x, Tensor(), Tensor::FromVector<float>({1, 1, 1.7f, 0.6f}, {4}), Tensor()});
+  cpu::ResizePlanView view;
+  ASSERT_TRUE(cpu::ResizePlanOf(*r.kernel, &view));
+  ResizeArgs a;
+  cuda::ResizeHostTables t;
+  ASSERT_TRUE(cuda::MakeResizeArgs(view, &a, &t).ok());
+  for (int d = 0; d < a.rank; ++d) {
+    const cpu::AxisTaps& taps = (*view.taps)[d];
+    std::vector<std::tuple<int64_t, int64_t, double>> fwd_list, inv_list;
+    for (int64_t j = 0; j < a.out[d]; ++j)
+      for (int64_t p = taps.begin[j]; p < taps.begin[j + 1]; ++p) fwd_list.emplace_back(taps.index[p], j, taps.weight[p]);
+    for (int64_t i = 0; i < a.in[d]; ++i) {
+      for (int64_t p = t.ints[a.inv_begin[d] + i]; p < t.ints[a.inv_begin[d] + i + 1]; ++p) {
+        inv_list.emplace_back(i, t.ints[a.inv_out[d] + p], t.weights[a.inv_weight[d] + p]);
+        if (p > t.ints[a.inv_begin[d] + i]) {
+          EXPECT_LE(t.ints[a.inv_out[d] + p - 1], t.ints[a.inv_out[d] + p]);
+        }
+      }
+    }
+    std::stable_sort(fwd_list.begin(), fwd_list.end(),
+                     [](const auto& l, const auto& r) { return std::get<0>(l) < std::get<0>(r); });
+    EXPECT_EQ(fwd_list, inv_list) << "axis " << d;
+  }
+}
+
+}  // namespace
+}  // namespace ontrain
