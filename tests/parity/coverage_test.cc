@@ -22,14 +22,6 @@ namespace {
 // Ops that still run on the CPU with float data, and why.
 const std::map<std::string, std::string>& KnownGaps() {
   static const auto* m = new std::map<std::string, std::string>{
-      {"RNN", "recurrent layers have no CUDA kernels yet (docs/notes.md)"},
-      {"GRU", "recurrent layers have no CUDA kernels yet (docs/notes.md)"},
-      {"LSTM", "recurrent layers have no CUDA kernels yet (docs/notes.md)"},
-      {"com.microsoft::RNNGrad", "recurrent layers have no CUDA kernels yet (docs/notes.md)"},
-      {"com.microsoft::GRUTraining", "recurrent layers have no CUDA kernels yet (docs/notes.md)"},
-      {"com.microsoft::GRUGrad", "recurrent layers have no CUDA kernels yet (docs/notes.md)"},
-      {"com.microsoft::LSTMTraining", "recurrent layers have no CUDA kernels yet (docs/notes.md)"},
-      {"com.microsoft::LSTMGrad", "recurrent layers have no CUDA kernels yet (docs/notes.md)"},
   };
   return *m;
 }

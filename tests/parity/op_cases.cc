@@ -524,6 +524,58 @@ void IndexOpCases(Builder& b) {
   }
 }
 
+// The recurrent layers, forward and gradient, on random states (the gradient ops take the forward pass's
+// outputs as inputs; any values are valid there): bidirectional with sequence_lens and initial states, and
+// a reverse GRU with linear_before_reset and clip.
+void RecurrentCases(Builder& b) {
+  const int64_t S = 4, B = 3, I = 5, H = 6;
+  for (D t : kF32F64) {
+    const std::string ty = DTypeName(t);
+    for (const char* op : {"RNN", "GRU", "LSTM"}) {
+      const int64_t G = std::string(op) == "RNN" ? 1 : std::string(op) == "GRU" ? 3 : 4, Dn = 2;
+      const std::vector<onnx::AttributeProto> attrs = {AttrInt("hidden_size", H), AttrString("direction", "bidirectional")};
+      auto x = [&] { return Random(t, {S, B, I}, b.seed()); };
+      auto wt = [&] { return Random(t, {Dn, G * H, I}, b.seed(), -0.6, 0.6); };
+      auto rt = [&] { return Random(t, {Dn, G * H, H}, b.seed(), -0.6, 0.6); };
+      auto bias = [&] { return Random(t, {Dn, 2 * G * H}, b.seed(), -0.3, 0.3); };
+      auto state = [&] { return Random(t, {Dn, B, H}, b.seed()); };
+      auto all = [&] { return Random(t, {S, Dn, B, H}, b.seed()); };
+      auto lens = [] { return Tensor::FromVector<int32_t>({4, 2, 0}, {3}); };
+      std::vector<Value> fwd = {x(), wt(), rt(), bias(), lens(), state()};
+      if (G == 4) fwd.push_back(state());
+      std::vector<DType> outs(G == 4 ? 3 : 2, t);
+      b.Add(StrCat(op, "_", ty), "", op, 14, fwd, outs, attrs);
+      if (G == 1) {
+        b.Add("RNNGrad_" + ty, "com.microsoft", "RNNGrad", 1,
+              {x(), wt(), rt(), bias(), lens(), state(), all(), all(), state()}, {t, t, t, t, t}, attrs);
+        continue;
+      }
+      const std::string tr = StrCat(op, "Training");
+      std::vector<DType> touts = outs;
+      if (G == 3) touts.push_back(t);
+      else touts.insert(touts.end(), {t, t});
+      b.Add(StrCat(tr, "_", ty), "com.microsoft", tr, 1, fwd, touts, attrs);
+      const Tensor gates = Random(t, {S, Dn, B, G * H}, b.seed(), -2, 2);
+      if (G == 3) {
+        b.Add("GRUGrad_" + ty, "com.microsoft", "GRUGrad", 1,
+              {x(), wt(), rt(), bias(), lens(), state(), all(), gates, all(), state()}, {t, t, t, t, t}, attrs);
+        std::vector<onnx::AttributeProto> lbr = {AttrInt("hidden_size", H), AttrString("direction", "reverse"),
+                                                 AttrInt("linear_before_reset", 1), AttrFloat("clip", 1.5f)};
+        b.Add("GRUGrad_reverse_linear_before_reset_clip_" + ty, "com.microsoft", "GRUGrad", 1,
+              {Random(t, {S, B, I}, b.seed()), Random(t, {1, G * H, I}, b.seed(), -0.6, 0.6),
+               Random(t, {1, G * H, H}, b.seed(), -0.6, 0.6), Random(t, {1, 2 * G * H}, b.seed(), -0.3, 0.3), lens(),
+               Random(t, {1, B, H}, b.seed()), Random(t, {S, 1, B, H}, b.seed()), Random(t, {S, 1, B, G * H}, b.seed(), -2, 2),
+               Random(t, {S, 1, B, H}, b.seed()), Random(t, {1, B, H}, b.seed())},
+              {t, t, t, t, t}, lbr);
+      } else {
+        b.Add("LSTMGrad_" + ty, "com.microsoft", "LSTMGrad", 1,
+              {x(), wt(), rt(), lens(), state(), state(), all(), all(), gates, all(), state(), state()},
+              {t, t, t, t, t, t}, attrs);
+      }
+    }
+  }
+}
+
 Value Seq(std::vector<Tensor> items) { return Value::Sequence(std::move(items)); }
 
 void OptimizerCases(Builder& b) {
@@ -558,7 +610,7 @@ const std::vector<OpCase>& OpCases() {
     auto* v = new std::vector<OpCase>();
     Builder b(v);
     for (auto family : {UnaryCases, BinaryCases, WhereAndCastCases, MovementCases, GemmCases, ReduceCases, SoftmaxCases,
-                        LossCases, NormCases, ConvPoolCases, BatchNormCases, MoreCases, IndexOpCases, OptimizerCases}) {
+                        LossCases, NormCases, ConvPoolCases, BatchNormCases, MoreCases, IndexOpCases, RecurrentCases, OptimizerCases}) {
       family(b);
     }
     return v;

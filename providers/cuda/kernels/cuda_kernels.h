@@ -55,6 +55,10 @@ extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTrans
 extern KernelFactory kConstantOfShape, kEinsum, kResize, kResizeGrad;
 const char* EinsumRejects(const Node& n);
 
+// recurrent_kernels.cc
+extern KernelFactory kRnn, kRnnGrad, kGru, kGruTraining, kGruGrad, kLstm, kLstmTraining, kLstmGrad;
+const char* RecurrentRejects(const Node& n);
+
 // training_kernels.cc
 extern KernelFactory kPow, kSum, kMax, kMin, kDivGrad, kDropout, kDropoutGrad;
 

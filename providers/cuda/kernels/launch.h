@@ -4,11 +4,13 @@
 // queues work on `stream` and returns the launch's error (cudaSuccess when nothing needed launching).
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
 #include "providers/cuda/kernels/device_math.h"
+#include "providers/cuda/kernels/recurrent_math.h"
 
 namespace ontrain {
 namespace cuda {
@@ -130,6 +132,13 @@ cudaError_t Resize(const ResizeArgs& a, const ResizeTables& t, const float* x, f
 // dx[i] = ResizeGradElement(a, t, dy, i) for the n elements of dX.
 cudaError_t ResizeGrad(const ResizeArgs& a, const ResizeTables& t, const float* dy, float* dx, int64_t n,
                        cudaStream_t stream);
+
+// recurrent.cu -------------------------------------------------------------------------------------------
+
+// Queues one recurrent pass (recurrent_math.h) on `stream`, its GEMMs on `cublas` (bound to that stream).
+// Returns null, or the name of the call that failed.
+const char* Recurrent(RecurrentPass p, const RecurrentCall<float>& c, cublasHandle_t cublas, cudaStream_t stream);
+const char* Recurrent(RecurrentPass p, const RecurrentCall<double>& c, cublasHandle_t cublas, cudaStream_t stream);
 
 // reduce.cu -----------------------------------------------------------------------------------------------
 
