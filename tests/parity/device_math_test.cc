@@ -12,6 +12,7 @@
 #include "graph/builder.h"
 #include "graph/graph.h"
 #include "gtest/gtest.h"
+#include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cpu/kernels/plans.h"
 #include "providers/cuda/kernels/device_math.h"
@@ -231,6 +232,149 @@ TEST(DeviceMathTest, ResizeInverseTapsAreTheTranspose) {
     std::stable_sort(fwd_list.begin(), fwd_list.end(),
                      [](const auto& l, const auto& r) { return std::get<0>(l) < std::get<0>(r); });
     EXPECT_EQ(fwd_list, inv_list) << "axis " << d;
+  }
+}
+
+
+// ---- Index ops -------------------------------------------------------------------------------------------
+
+bool SameBits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.raw_data(), b.raw_data(), a.SizeInBytes()) == 0;
+}
+
+Tensor Like(const Tensor& t, float fill) {
+  Tensor out = Tensor::FromVector<float>(std::vector<float>(static_cast<size_t>(t.NumElements()), fill), t.shape());
+  return out;
+}
+
+TEST(DeviceMathTest, TriluAndCumSumMatchCpu) {
+  const Tensor x = parity::Random(DType::kFloat32, {2, 4, 5}, 21);
+  for (int upper : {0, 1}) {
+    for (int64_t k : {-2, 0, 3}) {
+      Node n = MakeNode("Trilu", "", 2, {AttrInt("upper", upper)});
+      Ran r = RunCpu(cpu::kTrilu, n, 14, {x, Tensor::FromVector<int64_t>({k}, {})});
+      cuda::TriluArgs a;
+      a.upper = upper != 0, a.rows = 4, a.cols = 5, a.k = k;
+      Tensor got = Like(x, 9);
+      for (int64_t o = 0; o < x.NumElements(); ++o) got.data<float>()[o] = cuda::TriluKeeps(a, o) ? x.data<float>()[o] : 0.0f;
+      EXPECT_TRUE(SameBits(got, r.outputs[0])) << "upper " << upper << " k " << k;
+    }
+  }
+  for (int64_t axis : {0, 1, 2}) {
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool exclusive = flags & 1, reverse = flags & 2;
+      Node n = MakeNode("CumSum", "", 2, {AttrInt("exclusive", exclusive), AttrInt("reverse", reverse)});
+      Ran r = RunCpu(cpu::kCumSum, n, 14, {x, Tensor::FromVector<int64_t>({axis}, {})});
+      const cpu::AxisSplit sp = cpu::SplitAtAxis(x.shape(), axis);
+      Tensor got = Like(x, 9);
+      for (int64_t line = 0; line < sp.outer * sp.inner; ++line) {
+        cuda::CumSumLine<float>(x.data<float>(), got.data<float>(), line, sp.len, sp.inner, exclusive, reverse);
+      }
+      EXPECT_TRUE(SameBits(got, r.outputs[0])) << "axis " << axis << " flags " << flags;
+    }
+  }
+}
+
+TEST(DeviceMathTest, ElementsOpsMatchCpu) {
+  const Tensor data = parity::Random(DType::kFloat32, {3, 4, 5}, 31);
+  // indices along axis 1 with repeats and negative values
+  std::vector<int64_t> iv;
+  for (int64_t i = 0; i < 3 * 3 * 5; ++i) iv.push_back((i * 7) % 4 - (i % 3 == 0 ? 4 : 0));
+  const Tensor idx = Tensor::FromVector<int64_t>(iv, {3, 3, 5});
+  cuda::ElementsArgs a;
+  ASSERT_TRUE(cuda::MakeElementsArgs(data.shape(), idx.shape(), 1, &a).ok());
+  {
+    Node n = MakeNode("GatherElements", "", 2, {AttrInt("axis", 1)});
+    Ran r = RunCpu(cpu::kGatherElements, n, 13, {data, idx});
+    Tensor got = Like(r.outputs[0], 9);
+    for (int64_t o = 0; o < idx.NumElements(); ++o) {
+      const int64_t off = cuda::ElementsOffset(a, idx.raw_data(), true, o);
+      got.data<float>()[o] = off >= 0 ? data.data<float>()[off] : 0.0f;
+    }
+    EXPECT_TRUE(SameBits(got, r.outputs[0]));
+  }
+  const Tensor updates = parity::Random(DType::kFloat32, idx.shape(), 32);
+  for (const char* red : {"none", "add", "mul", "max", "min"}) {
+    Node n = MakeNode("ScatterElements", "", 3, {AttrInt("axis", 1), AttrString("reduction", red)});
+    Ran r = RunCpu(cpu::kScatterElements, n, 18, {data, idx, updates});
+    Tensor got = data.Clone();
+    const int code = std::string(red) == "none" ? cuda::kScatterNone : std::string(red) == "add" ? cuda::kScatterAdd
+                   : std::string(red) == "mul" ? cuda::kScatterMul : std::string(red) == "max" ? cuda::kScatterMax
+                                                                       : cuda::kScatterMin;
+    // lines in reverse order: the result must not depend on the order lines run in
+    const int64_t lines = idx.NumElements() / idx.dim(1);
+    for (int64_t line = lines - 1; line >= 0; --line) {
+      cuda::ScatterElementsLine<float>(a, idx.raw_data(), true, updates.data<float>(), got.data<float>(), code, line);
+    }
+    EXPECT_TRUE(SameBits(got, r.outputs[0])) << red;
+  }
+}
+
+TEST(DeviceMathTest, NdOpsMatchCpu) {
+  const Tensor data = parity::Random(DType::kFloat32, {2, 3, 4, 5}, 41);
+  // batch_dims 1: indices [2, 4, 2] address [3, 4] and gather slices of 5; repeats and a negative index
+  const Tensor idx = Tensor::FromVector<int32_t>({0, 1, 2, 3, 0, 1, -1, 0, 1, 1, 1, 1, 2, -4, 0, 0}, {2, 4, 2});
+  cuda::NdArgs a;
+  ASSERT_TRUE(cuda::MakeNdArgs(data.shape(), idx.shape(), 1, &a).ok());
+  Node g = MakeNode("GatherND", "", 2, {AttrInt("batch_dims", 1)});
+  Ran r = RunCpu(cpu::kGatherND, g, 13, {data, idx});
+  const Tensor& y = r.outputs[0];
+  Tensor got = Like(y, 9);
+  for (int64_t o = 0; o < y.NumElements(); ++o) {
+    const int64_t e = o % a.slice, tuple = o / a.slice;
+    const int64_t off = cuda::NdOffset(a, idx.raw_data(), false, tuple / a.per_batch, tuple % a.per_batch);
+    got.data<float>()[o] = off >= 0 ? data.data<float>()[off + e] : 0.0f;
+  }
+  EXPECT_TRUE(SameBits(got, y));
+  // GatherNDGrad: the repeated tuple adds twice
+  const Tensor dy = parity::Random(DType::kFloat32, y.shape(), 42);
+  Node gg = MakeNode("GatherNDGrad", "com.microsoft", 3, {AttrInt("batch_dims", 1)});
+  Ran rg = RunCpu(cpu::kGatherNDGrad, gg, 1, {Tensor::FromVector<int64_t>({2, 3, 4, 5}, {4}), idx, dy});
+  Tensor dx = Like(data, 0);
+  for (int64_t col = a.batch * a.slice - 1; col >= 0; --col) {
+    cuda::NdScatterColumn<float>(a, idx.raw_data(), false, dy.data<float>(), dx.data<float>(), cuda::kScatterAdd, col);
+  }
+  EXPECT_TRUE(SameBits(dx, rg.outputs[0]));
+  // ScatterND (batch_dims 0) with a duplicate tuple: the last update wins, or both add
+  const Tensor sidx = Tensor::FromVector<int64_t>({1, 2, 0, 0, 1, 2, -1, -3}, {4, 2});
+  const Tensor up = parity::Random(DType::kFloat32, {4, 4, 5}, 43);
+  cuda::NdArgs s;
+  ASSERT_TRUE(cuda::MakeNdArgs(data.shape(), sidx.shape(), 0, &s).ok());
+  for (const char* red : {"none", "add"}) {
+    Node n = MakeNode("ScatterND", "", 3, {AttrString("reduction", red)});
+    Ran rs = RunCpu(cpu::kScatterND, n, 18, {data, sidx, up});
+    Tensor out = data.Clone();
+    for (int64_t col = 0; col < s.batch * s.slice; ++col) {
+      cuda::NdScatterColumn<float>(s, sidx.raw_data(), true, up.data<float>(), out.data<float>(),
+                                   std::string(red) == "add" ? cuda::kScatterAdd : cuda::kScatterNone, col);
+    }
+    EXPECT_TRUE(SameBits(out, rs.outputs[0])) << red;
+  }
+}
+
+TEST(DeviceMathTest, TopKMatchesCpu) {
+  Tensor x = parity::Random(DType::kFloat32, {3, 7, 4}, 51);
+  float* px = x.data<float>();
+  px[0] = px[4] = px[8];  // ties along axis 1
+  px[12] = std::nanf("");
+  px[30] = std::nanf("");
+  for (int largest : {0, 1}) {
+    for (int sorted : {0, 1}) {
+      for (int64_t k : {0, 1, 3, 7}) {
+        Node n = MakeNode("TopK", "", 2, {AttrInt("axis", 1), AttrInt("largest", largest), AttrInt("sorted", sorted)});
+        n.outputs = {"values", "indices"};
+        Ran r = RunCpu(cpu::kTopK, n, 11, {x, Tensor::FromVector<int64_t>({k}, {1})});
+        ASSERT_EQ(r.outputs.size(), 2u);
+        Tensor values = Like(r.outputs[0], 9);
+        Tensor indices = Tensor::FromVector<int64_t>(std::vector<int64_t>(static_cast<size_t>(r.outputs[1].NumElements()), -5),
+                                                     r.outputs[1].shape());
+        for (int64_t line = 0; line < 3 * 4; ++line) {
+          cuda::TopKLine<float>(x.data<float>(), values.data<float>(), indices.data<int64_t>(), 7, 4, k, largest, sorted, line);
+        }
+        EXPECT_TRUE(SameBits(values, r.outputs[0])) << "largest " << largest << " sorted " << sorted << " k " << k;
+        EXPECT_TRUE(SameBits(indices, r.outputs[1])) << "largest " << largest << " sorted " << sorted << " k " << k;
+      }
+    }
   }
 }
 

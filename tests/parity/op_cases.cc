@@ -389,6 +389,10 @@ void ConvPoolCases(Builder& b) {
         {AttrInts("kernel_shape", {3}), AttrInts("strides", {2})});
   b.Add("AveragePool_ceil", "", "AveragePool", 11, {Random(D::kFloat32, x, b.seed())}, {D::kFloat32},
         {AttrInts("kernel_shape", {3, 3}), AttrInts("strides", {2, 2}), AttrInt("ceil_mode", 1)});
+  // sized by its X input (ontrain's form for run-time pooled dims): X's shape only is read
+  b.Add("AveragePoolGrad_sized_by_x", "", "AveragePoolGrad", 9,
+        {Random(D::kFloat32, {2, 3, 4, 3}, b.seed()), Random(D::kFloat32, x, b.seed())}, {D::kFloat32},
+        {AttrInts("kernel_shape", {3, 2}), AttrInts("strides", {2, 2}), AttrInts("pads", {1, 0, 1, 0})});
   b.Add("GlobalAveragePool", "", "GlobalAveragePool", 1, {Random(D::kFloat32, {2, 3, 5, 4}, b.seed())}, {D::kFloat32});
 }
 
@@ -576,6 +580,53 @@ void RecurrentCases(Builder& b) {
   }
 }
 
+// Trilu, CumSum, the gathers and scatters (repeated and negative indices), TopK with ties, and Pad's
+// opset-18 axes and opset-19 wrap.
+void IndexCases(Builder& b) {
+  auto i64 = [](std::vector<int64_t> v, Shape s) { return Tensor::FromVector<int64_t>(v, s); };
+  for (D t : kAllTypes) {
+    const std::string ty = DTypeName(t);
+    b.Add("Trilu_lower_" + ty, "", "Trilu", 14, {Random(t, {2, 4, 5}, b.seed()), i64({1}, {})}, {t}, {AttrInt("upper", 0)});
+    b.Add("GatherElements_" + ty, "", "GatherElements", 13,
+          {Random(t, {3, 4}, b.seed()), i64({0, -1, 2, 2, 1, 0, 3, -4, 1}, {3, 3})}, {t}, {AttrInt("axis", 1)});
+    b.Add("GatherND_batch1_" + ty, "", "GatherND", 13,
+          {Random(t, {2, 3, 4}, b.seed()), i64({0, 1, 2, -1, 1, 1, 0, 3}, {2, 2, 2})}, {t}, {AttrInt("batch_dims", 1)});
+  }
+  b.Add("Trilu_upper_k_neg_float32", "", "Trilu", 14, {Random(D::kFloat32, {5, 3}, b.seed()), i64({-1}, {})}, {D::kFloat32});
+  for (D t : kF32F64) {
+    b.Add(StrCat("CumSum_", DTypeName(t)), "", "CumSum", 14, {Random(t, {3, 6, 2}, b.seed()), i64({1}, {})}, {t});
+    b.Add(StrCat("CumSum_exclusive_reverse_", DTypeName(t)), "", "CumSum", 14, {Random(t, {4, 5}, b.seed()), i64({-1}, {})}, {t},
+          {AttrInt("exclusive", 1), AttrInt("reverse", 1)});
+  }
+  for (const char* red : {"none", "add", "max"}) {
+    b.Add(StrCat("ScatterElements_", red), "", "ScatterElements", 18,
+          {Random(D::kFloat32, {3, 4}, b.seed()), i64({0, -1, 0, 2, 1, 1}, {3, 2}), Random(D::kFloat32, {3, 2}, b.seed())},
+          {D::kFloat32}, {AttrInt("axis", 1), AttrString("reduction", red)});
+    b.Add(StrCat("ScatterND_", red), "", "ScatterND", 18,
+          {Random(D::kFloat32, {4, 3}, b.seed()), i64({1, 3, 1, -4}, {4, 1}), Random(D::kFloat32, {4, 3}, b.seed())},
+          {D::kFloat32}, {AttrString("reduction", red)});
+  }
+  b.Add("Scatter_opset9", "", "Scatter", 9,
+        {Random(D::kFloat32, {3, 4}, b.seed()), i64({0, 3, 1, 2, 2, 0}, {3, 2}), Random(D::kFloat32, {3, 2}, b.seed())},
+        {D::kFloat32}, {AttrInt("axis", 1)});
+  b.Add("GatherNDGrad_repeats", "com.microsoft", "GatherNDGrad", 1,
+        {i64({2, 3, 4}, {3}), i64({0, 1, 2, -1, 1, 1, 1, 1}, {2, 2, 2}), Random(D::kFloat32, {2, 2}, b.seed())},
+        {D::kFloat32}, {AttrInt("batch_dims", 1)});
+  Tensor ties = Random(D::kFloat32, {3, 7, 2}, b.seed());
+  ties.data<float>()[0] = ties.data<float>()[2] = ties.data<float>()[4];
+  for (int largest : {0, 1}) {
+    for (int sorted : {0, 1}) {
+      b.Add(StrCat("TopK_largest", largest, "_sorted", sorted), "", "TopK", 11, {ties, i64({3}, {1})},
+            {D::kFloat32, D::kInt64}, {AttrInt("axis", 1), AttrInt("largest", largest), AttrInt("sorted", sorted)});
+    }
+  }
+  b.Add("Pad_opset18_axes", "", "Pad", 18,
+        {Random(D::kFloat32, {2, 3, 4}, b.seed()), i64({1, -1, 2, 0}, {4}), Value(), i64({-1, 0}, {2})}, {D::kFloat32},
+        {AttrString("mode", "edge")});
+  b.Add("Pad_opset19_wrap", "", "Pad", 19, {Random(D::kFloat32, {3, 4}, b.seed()), i64({2, 5, 1, 3}, {4})}, {D::kFloat32},
+        {AttrString("mode", "wrap")});
+}
+
 Value Seq(std::vector<Tensor> items) { return Value::Sequence(std::move(items)); }
 
 void OptimizerCases(Builder& b) {
@@ -610,7 +661,7 @@ const std::vector<OpCase>& OpCases() {
     auto* v = new std::vector<OpCase>();
     Builder b(v);
     for (auto family : {UnaryCases, BinaryCases, WhereAndCastCases, MovementCases, GemmCases, ReduceCases, SoftmaxCases,
-                        LossCases, NormCases, ConvPoolCases, BatchNormCases, MoreCases, IndexOpCases, RecurrentCases, OptimizerCases}) {
+                        LossCases, NormCases, ConvPoolCases, BatchNormCases, MoreCases, IndexOpCases, IndexCases, RecurrentCases, OptimizerCases}) {
       family(b);
     }
     return v;

@@ -432,9 +432,6 @@ const char* ConvTransposeRejects(const Node& n) {
 }
 
 const char* PoolRejects(const Node& n) {
-  if (n.op_type == "AveragePoolGrad" && n.inputs.size() > 1 && !n.inputs[1].empty()) {
-    return "AveragePoolGrad sized by its X input (run-time pooled dims) runs on the CPU";
-  }
   return n.GetInts("kernel_shape").size() > 2 ? "pooling over more than 2 spatial dims" : nullptr;
 }
 

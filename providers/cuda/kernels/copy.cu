@@ -28,6 +28,8 @@ __global__ void PadKernel(const E* x, E* y, PadArgs a, int64_t n, E fill) {
         }
         if (a.mode == 1) {
           c = c < 0 ? 0 : dim - 1;
+        } else if (a.mode == 3) {
+          c = ((c % dim) + dim) % dim;
         } else if (dim == 1) {
           c = 0;
         } else {

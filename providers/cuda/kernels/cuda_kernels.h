@@ -52,7 +52,8 @@ extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTrans
     kSplit, kGather, kGatherGrad, kConcatTraining, kSplitTraining, kSlice, kSliceGrad, kPad, kGatherElementsGrad;
 
 // index_kernels.cc
-extern KernelFactory kConstantOfShape, kEinsum, kResize, kResizeGrad;
+extern KernelFactory kConstantOfShape, kEinsum, kResize, kResizeGrad, kTrilu, kCumSum, kGatherElements, kScatterElements,
+    kGatherND, kGatherNDGrad, kScatterND, kTopK;
 const char* EinsumRejects(const Node& n);
 
 // recurrent_kernels.cc

@@ -156,5 +156,158 @@ ONT_HD inline T ResizeGradElement(const ResizeArgs& a, const ResizeTables& t, co
   return static_cast<T>(acc);
 }
 
+
+// ---- Index ops: Trilu, CumSum, GatherElements, ScatterElements, GatherND, ScatterND, TopK -----------------
+
+// An index (int32 or int64) at position i, negative ones counted from the end; -1 when outside [0, dim).
+ONT_HD inline int64_t WrapIndex(const void* idx, bool idx64, int64_t i, int64_t dim) {
+  int64_t v = idx64 ? static_cast<const int64_t*>(idx)[i] : static_cast<const int32_t*>(idx)[i];
+  if (v < 0) v += dim;
+  return v >= 0 && v < dim ? v : -1;
+}
+
+// Trilu over matrices [.., rows, cols]: whether element o is kept (else 0).
+struct TriluArgs {
+  int64_t rows = 1, cols = 1, k = 0;
+  bool upper = true;
+};
+ONT_HD inline bool TriluKeeps(const TriluArgs& a, int64_t o) {
+  const int64_t j = o % a.cols, i = (o / a.cols) % a.rows;
+  return a.upper ? j - i >= a.k : j - i <= a.k;
+}
+
+// CumSum of one line (outer o, inner i) of x viewed as [outer, len, inner], accumulated in T.
+template <typename T>
+ONT_HD inline void CumSumLine(const T* x, T* y, int64_t line, int64_t len, int64_t inner, bool exclusive, bool reverse) {
+  const int64_t o = line / inner, i = line % inner;
+  T acc = T(0);
+  for (int64_t s = 0; s < len; ++s) {
+    const int64_t k = reverse ? len - 1 - s : s;
+    const int64_t at = (o * len + k) * inner + i;
+    const T v = x[at];
+    if (!exclusive) acc += v;
+    y[at] = acc;
+    if (exclusive) acc += v;
+  }
+}
+
+// Reductions of ScatterElements and ScatterND, as the CPU applies them (max and min as std::max / std::min).
+enum ScatterReduction { kScatterNone, kScatterAdd, kScatterMul, kScatterMax, kScatterMin };
+template <typename T>
+ONT_HD inline void ScatterApply(int red, T* dst, T v) {
+  const T a = *dst;
+  switch (red) {
+    case kScatterNone: *dst = v; break;
+    case kScatterAdd: *dst = a + v; break;
+    case kScatterMul: *dst = a * v; break;
+    case kScatterMax: *dst = a < v ? v : a; break;
+    case kScatterMin: *dst = v < a ? v : a; break;
+  }
+}
+
+// GatherElements / ScatterElements geometry: data dims and indices dims (same rank), and the axis.
+struct ElementsArgs {
+  int rank = 0, axis = 0;
+  int64_t data[kResizeMaxRank] = {}, idx[kResizeMaxRank] = {};
+};
+// The data offset that indices element o reads (GatherElements) or writes (ScatterElements); -1 when its
+// index is out of range.
+ONT_HD inline int64_t ElementsOffset(const ElementsArgs& a, const void* idx, bool idx64, int64_t o) {
+  int64_t rem = o, off = 0, stride = 1;
+  for (int d = a.rank - 1; d >= 0; --d) {
+    int64_t c = rem % a.idx[d];
+    rem /= a.idx[d];
+    if (d == a.axis) {
+      c = WrapIndex(idx, idx64, o, a.data[d]);
+      if (c < 0) return -1;
+    }
+    off += c * stride;
+    stride *= a.data[d];
+  }
+  return off;
+}
+// ScatterElements of one line of the indices along the axis (every other coordinate fixed), in order: two
+// updates of one target always share a line, so each line is one thread's and the CPU's order is kept.
+template <typename T>
+ONT_HD inline void ScatterElementsLine(const ElementsArgs& a, const void* idx, bool idx64, const T* updates, T* out,
+                                       int red, int64_t line) {
+  int64_t inner = 1;
+  for (int d = a.axis + 1; d < a.rank; ++d) inner *= a.idx[d];
+  const int64_t len = a.idx[a.axis], o = line / inner, i = line % inner;
+  for (int64_t s = 0; s < len; ++s) {
+    const int64_t e = (o * len + s) * inner + i;
+    const int64_t off = ElementsOffset(a, idx, idx64, e);
+    if (off >= 0) ScatterApply(red, out + off, updates[e]);
+  }
+}
+
+// GatherND / GatherNDGrad / ScatterND geometry (the CPU's NdGeometry): `batch` entries of `per_batch` index
+// tuples of `k` values, each addressing a slice of `slice` elements in a batch entry of `data_batch`.
+struct NdArgs {
+  int64_t batch = 1, per_batch = 1, k = 0, slice = 1, data_batch = 1;
+  int64_t dims[kResizeMaxRank] = {};  // the k indexed data dims
+};
+// Data offset of tuple t of batch entry b; -1 when an index is out of range.
+ONT_HD inline int64_t NdOffset(const NdArgs& a, const void* idx, bool idx64, int64_t b, int64_t t) {
+  int64_t off = 0;
+  const int64_t base = (b * a.per_batch + t) * a.k;
+  for (int64_t j = 0; j < a.k; ++j) {
+    const int64_t i = WrapIndex(idx, idx64, base + j, a.dims[j]);
+    if (i < 0) return -1;
+    off = off * a.dims[j] + i;
+  }
+  return b * a.data_batch + off * a.slice;
+}
+// GatherNDGrad (red add) and ScatterND: element e of every slice of batch entry b, tuples in order.
+template <typename T>
+ONT_HD inline void NdScatterColumn(const NdArgs& a, const void* idx, bool idx64, const T* updates, T* out, int red,
+                                   int64_t column) {
+  const int64_t b = column / a.slice, e = column % a.slice;
+  for (int64_t t = 0; t < a.per_batch; ++t) {
+    const int64_t off = NdOffset(a, idx, idx64, b, t);
+    if (off >= 0) ScatterApply(red, out + off + e, updates[(b * a.per_batch + t) * a.slice + e]);
+  }
+}
+
+// TopK of one line (outer o, inner i) of x [outer, len, inner] into values and indices [outer, k, inner]:
+// larger (or smaller) first, NaN as the largest, ties to the lower index; unsorted output in index order.
+// Selection by repeated minimum over the total order (O(len k) per line: fine for the k of training graphs).
+template <typename T>
+ONT_HD inline bool TopKBefore(const T* row, int64_t inner, bool largest, int64_t a, int64_t b) {
+  const T va = row[a * inner], vb = row[b * inner];
+  const bool na = va != va, nb = vb != vb;
+  if (na || nb) {
+    if (na && nb) return a < b;
+    return largest ? na : nb;
+  }
+  if (va != vb) return largest ? va > vb : va < vb;
+  return a < b;
+}
+template <typename T>
+ONT_HD inline void TopKLine(const T* x, T* values, int64_t* indices, int64_t len, int64_t inner, int64_t k, bool largest,
+                            bool sorted, int64_t line) {
+  const int64_t o = line / inner, i = line % inner;
+  const T* row = x + o * len * inner + i;
+  int64_t prev = -1;
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < len; ++e) {
+      if (prev >= 0 && !TopKBefore(row, inner, largest, prev, e)) continue;  // taken already
+      if (best < 0 || TopKBefore(row, inner, largest, e, best)) best = e;
+    }
+    indices[(o * k + j) * inner + i] = best;
+    prev = best;
+  }
+  if (!sorted) {  // index order: an insertion sort of the k indices
+    for (int64_t j = 1; j < k; ++j) {
+      const int64_t v = indices[(o * k + j) * inner + i];
+      int64_t m = j - 1;
+      for (; m >= 0 && indices[(o * k + m) * inner + i] > v; --m) indices[(o * k + m + 1) * inner + i] = indices[(o * k + m) * inner + i];
+      indices[(o * k + m + 1) * inner + i] = v;
+    }
+  }
+  for (int64_t j = 0; j < k; ++j) values[(o * k + j) * inner + i] = row[indices[(o * k + j) * inner + i] * inner];
+}
+
 }  // namespace cuda
 }  // namespace ontrain

@@ -1,6 +1,8 @@
 // Builds the device_math.h arguments from the CPU kernels' plans (see device_plans.h).
 #include "providers/cuda/kernels/device_plans.h"
 
+#include <algorithm>
+
 namespace ontrain {
 namespace cuda {
 
@@ -97,6 +99,34 @@ Status MakeResizeArgs(const cpu::ResizePlanView& v, ResizeArgs* a, ResizeHostTab
   t->ints.push_back(0);
   t->weights.push_back(0);
   t->flags.push_back(0);
+  return Status::OK();
+}
+
+Status MakeElementsArgs(const Shape& data, const Shape& idx, int64_t axis, ElementsArgs* a) {
+  *a = ElementsArgs();
+  if (data.size() > static_cast<size_t>(kResizeMaxRank) || idx.size() != data.size()) {
+    return Unimplemented("elements op of rank ", data.size(), " with indices of rank ", idx.size(), " on CUDA");
+  }
+  a->rank = static_cast<int>(data.size());
+  a->axis = static_cast<int>(axis);
+  for (int d = 0; d < a->rank; ++d) {
+    a->data[d] = data[d];
+    a->idx[d] = idx[d];
+  }
+  return Status::OK();
+}
+
+Status MakeNdArgs(const Shape& data, const Shape& idx, int64_t batch_dims, NdArgs* a) {
+  *a = NdArgs();
+  const int64_t r = static_cast<int64_t>(data.size()), q = static_cast<int64_t>(idx.size());
+  if (q < 1 || r < 1 || batch_dims < 0 || batch_dims >= std::min(r, q)) return InvalidArgument("GatherND/ScatterND ranks");
+  a->k = idx.back();
+  if (a->k < 1 || a->k > r - batch_dims || a->k > kResizeMaxRank) return InvalidArgument("GatherND/ScatterND index depth ", a->k);
+  for (int64_t d = 0; d < batch_dims; ++d) a->batch *= data[d];
+  for (int64_t d = batch_dims; d < q - 1; ++d) a->per_batch *= idx[d];
+  for (int64_t d = batch_dims + a->k; d < r; ++d) a->slice *= data[d];
+  for (int64_t d = batch_dims; d < r; ++d) a->data_batch *= data[d];
+  for (int64_t j = 0; j < a->k; ++j) a->dims[j] = data[batch_dims + j];
   return Status::OK();
 }
 

@@ -25,5 +25,10 @@ struct ResizeHostTables {
 // Fills `a` and `t` (reusing t's storage) from a plan; fails past kResizeMaxRank dims.
 Status MakeResizeArgs(const cpu::ResizePlanView& v, ResizeArgs* a, ResizeHostTables* t);
 
+// GatherElements / ScatterElements geometry (axis normalized by the caller); fails past kResizeMaxRank dims.
+Status MakeElementsArgs(const Shape& data, const Shape& idx, int64_t axis, ElementsArgs* a);
+// GatherND / GatherNDGrad / ScatterND geometry, as the CPU kernels check it (their Prepare has already).
+Status MakeNdArgs(const Shape& data, const Shape& idx, int64_t batch_dims, NdArgs* a);
+
 }  // namespace cuda
 }  // namespace ontrain

@@ -1,4 +1,5 @@
-// Kernel classes of ConstantOfShape, Einsum, Resize and ResizeGrad on CUDA. Prepare is the CPU kernel's,
+// Kernel classes of ConstantOfShape, Einsum, Resize, ResizeGrad and the index ops (Trilu, CumSum,
+// GatherElements, ScatterElements, GatherND, GatherNDGrad, ScatterND, TopK) on CUDA. Prepare is the CPU kernel's,
 // which also plans the shapes (Einsum's direct loop, Resize's taps, providers/cpu/kernels/plans.h); the
 // device computes the same sums in the same order from that plan (device_math.h), one thread per output:
 // - Einsum runs the direct loop for every equation (the CPU takes a GEMM for two operands without
@@ -10,6 +11,7 @@
 #include <set>
 
 #include "graph/tensor_proto.h"
+#include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cpu/kernels/plans.h"
 #include "providers/cuda/kernels/cuda_kernels.h"
@@ -128,6 +130,161 @@ class ResizeGradKernel : public ResizeBase {
   }
 };
 
+
+Status Launched(cudaError_t e, const char* what) { return CudaStatus(e, what); }
+
+bool Index64(const Tensor& idx) { return idx.dtype() == DType::kInt64; }
+
+Status CopyInto(const Tensor& from, Tensor* to, cudaStream_t stream) {
+  if (from.raw_data() == to->raw_data() || from.SizeInBytes() == 0) return Status::OK();
+  return CudaStatus(cudaMemcpyAsync(to->raw_data(), from.raw_data(), from.SizeInBytes(), cudaMemcpyDeviceToDevice, stream),
+                    "cudaMemcpyAsync");
+}
+
+StatusOr<int> ReductionOf(const Node& n) {
+  const std::string r = n.GetString("reduction", "none");
+  if (r == "none") return static_cast<int>(kScatterNone);
+  if (r == "add") return static_cast<int>(kScatterAdd);
+  if (r == "mul") return static_cast<int>(kScatterMul);
+  if (r == "max") return static_cast<int>(kScatterMax);
+  if (r == "min") return static_cast<int>(kScatterMin);
+  return InvalidArgument("reduction \"", r, "\"");
+}
+
+class TriluKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    TriluArgs a;
+    a.upper = node_.GetInt("upper", 1) != 0;
+    a.rows = x.dim(x.rank() - 2);
+    a.cols = x.dim(x.rank() - 1);
+    if (ctx.input(1) && ctx.input(1)->NumElements() > 0) {
+      ONT_ASSIGN_OR_RETURN(double k, cpu::ReadScalar(*ctx.input(1), "k"));
+      a.k = static_cast<int64_t>(k);
+    }
+    if (a.rows == 0 || a.cols == 0) return Status::OK();
+    return Launched(Trilu(x.raw_data(), ctx.output(0)->raw_data(), a, x.NumElements(), static_cast<int>(DTypeSize(x.dtype())),
+                          r.stream),
+                    "Trilu");
+  }
+};
+
+class CumSumKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    ONT_ASSIGN_OR_RETURN(double ax, cpu::ReadScalar(*ctx.input(1), "axis"));
+    ONT_ASSIGN_OR_RETURN(int64_t axis, cpu::NormalizeAxis(static_cast<int64_t>(ax), x.rank()));
+    const cpu::AxisSplit sp = cpu::SplitAtAxis(x.shape(), axis);
+    const bool exclusive = node_.GetInt("exclusive", 0) != 0, reverse = node_.GetInt("reverse", 0) != 0;
+    Tensor* y = ctx.output(0);
+    if (x.dtype() == DType::kFloat64) {
+      return Launched(CumSum(x.data<double>(), y->data<double>(), sp.outer * sp.inner, sp.len, sp.inner, exclusive, reverse,
+                             r.stream),
+                      "CumSum");
+    }
+    return Launched(
+        CumSum(x.data<float>(), y->data<float>(), sp.outer * sp.inner, sp.len, sp.inner, exclusive, reverse, r.stream),
+        "CumSum");
+  }
+};
+
+class GatherElementsKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &idx = *ctx.input(1);
+    ONT_ASSIGN_OR_RETURN(int64_t axis, cpu::NormalizeAxis(node_.GetInt("axis", 0), x.rank()));
+    ElementsArgs a;
+    ONT_RETURN_IF_ERROR(MakeElementsArgs(x.shape(), idx.shape(), axis, &a));
+    return Launched(GatherElements(x.raw_data(), idx.raw_data(), Index64(idx), ctx.output(0)->raw_data(), a, idx.NumElements(),
+                                   static_cast<int>(DTypeSize(x.dtype())), r.stream),
+                    "GatherElements");
+  }
+};
+
+class ScatterElementsKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &idx = *ctx.input(1), &up = *ctx.input(2);
+    Tensor* y = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(int red, ReductionOf(node_));
+    ONT_ASSIGN_OR_RETURN(int64_t axis, cpu::NormalizeAxis(node_.GetInt("axis", 0), x.rank()));
+    ElementsArgs a;
+    ONT_RETURN_IF_ERROR(MakeElementsArgs(x.shape(), idx.shape(), axis, &a));
+    ONT_RETURN_IF_ERROR(CopyInto(x, y, r.stream));
+    if (idx.NumElements() == 0) return Status::OK();
+    return Launched(ScatterElements(up.data<float>(), idx.raw_data(), Index64(idx), y->data<float>(), a, red,
+                                    idx.NumElements() / idx.dim(axis), r.stream),
+                    "ScatterElements");
+  }
+};
+
+class GatherNDKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &idx = *ctx.input(1);
+    NdArgs a;
+    ONT_RETURN_IF_ERROR(MakeNdArgs(x.shape(), idx.shape(), node_.GetInt("batch_dims", 0), &a));
+    Tensor* y = ctx.output(0);
+    return Launched(GatherND(x.raw_data(), idx.raw_data(), Index64(idx), y->raw_data(), a, y->NumElements(),
+                             static_cast<int>(DTypeSize(x.dtype())), r.stream),
+                    "GatherND");
+  }
+};
+
+// GatherNDGrad(shape, indices, dY): zeros of `shape`, then dY's slices added at their indices.
+class GatherNDGradKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &idx = *ctx.input(1), &dy = *ctx.input(2);
+    Tensor* dx = ctx.output(0);
+    NdArgs a;
+    ONT_RETURN_IF_ERROR(MakeNdArgs(dx->shape(), idx.shape(), node_.GetInt("batch_dims", 0), &a));
+    ONT_RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(dx->raw_data(), 0, dx->SizeInBytes(), r.stream), "cudaMemsetAsync"));
+    return Launched(NdScatter(dy.data<float>(), idx.raw_data(), Index64(idx), dx->data<float>(), a, kScatterAdd, r.stream),
+                    "NdScatter");
+  }
+};
+
+class ScatterNDKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &idx = *ctx.input(1), &up = *ctx.input(2);
+    Tensor* y = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(int red, ReductionOf(node_));
+    NdArgs a;
+    ONT_RETURN_IF_ERROR(MakeNdArgs(x.shape(), idx.shape(), 0, &a));
+    ONT_RETURN_IF_ERROR(CopyInto(x, y, r.stream));
+    return Launched(NdScatter(up.data<float>(), idx.raw_data(), Index64(idx), y->data<float>(), a, red, r.stream), "NdScatter");
+  }
+};
+
+// TopK: K is the output's length along the axis (the CPU kernel's Prepare read it and checked it).
+class TopKKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    ONT_ASSIGN_OR_RETURN(int64_t axis, cpu::NormalizeAxis(node_.GetInt("axis", -1), x.rank()));
+    Tensor* values = ctx.output(0);
+    Tensor* indices = ctx.output(1);
+    if (values == nullptr || indices == nullptr) return Unimplemented("TopK on CUDA needs both outputs");
+    const cpu::AxisSplit sp = cpu::SplitAtAxis(x.shape(), axis);
+    return Launched(TopK(x.data<float>(), values->data<float>(), indices->data<int64_t>(), sp.outer * sp.inner, sp.len,
+                         sp.inner, values->dim(axis), node_.GetInt("largest", 1) != 0, node_.GetInt("sorted", 1) != 0,
+                         r.stream),
+                    "TopK");
+  }
+};
+
 }  // namespace
 
 const char* EinsumRejects(const Node& n) {
@@ -145,6 +302,14 @@ KernelFactory kConstantOfShape = Wrap<ConstantOfShapeKernel, &cpu::kConstantOfSh
 KernelFactory kEinsum = Wrap<EinsumKernel, &cpu::kEinsum>;
 KernelFactory kResize = Wrap<ResizeKernel, &cpu::kResize>;
 KernelFactory kResizeGrad = Wrap<ResizeGradKernel, &cpu::kResizeGrad>;
+KernelFactory kTrilu = Wrap<TriluKernel, &cpu::kTrilu>;
+KernelFactory kCumSum = Wrap<CumSumKernel, &cpu::kCumSum>;
+KernelFactory kGatherElements = Wrap<GatherElementsKernel, &cpu::kGatherElements>;
+KernelFactory kScatterElements = Wrap<ScatterElementsKernel, &cpu::kScatterElements>;
+KernelFactory kGatherND = Wrap<GatherNDKernel, &cpu::kGatherND>;
+KernelFactory kGatherNDGrad = Wrap<GatherNDGradKernel, &cpu::kGatherNDGrad>;
+KernelFactory kScatterND = Wrap<ScatterNDKernel, &cpu::kScatterND>;
+KernelFactory kTopK = Wrap<TopKKernel, &cpu::kTopK>;
 
 }  // namespace cuda
 }  // namespace ontrain

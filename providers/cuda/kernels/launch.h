@@ -89,7 +89,7 @@ cudaError_t ScaleBy(const float* x, float* y, int64_t n, float scale, cudaStream
 cudaError_t StridedCopy(const void* src, void* dst, const StridedSpace& space, int elem_size, cudaStream_t stream);
 
 // Pad: y (dims `out`) from x (dims `in`, contiguous) shifted by pads_begin (negative crops); outside x:
-// mode 0 the `fill` bytes, 1 the edge element, 2 the reflection.
+// mode 0 the `fill` bytes, 1 the edge element, 2 the reflection, 3 the wrapped-around element.
 struct PadArgs {
   int rank;
   int64_t out[kMaxDims], in[kMaxDims], begin[kMaxDims];
@@ -132,6 +132,31 @@ cudaError_t Resize(const ResizeArgs& a, const ResizeTables& t, const float* x, f
 // dx[i] = ResizeGradElement(a, t, dy, i) for the n elements of dX.
 cudaError_t ResizeGrad(const ResizeArgs& a, const ResizeTables& t, const float* dy, float* dx, int64_t n,
                        cudaStream_t stream);
+
+// index_ops.cu -------------------------------------------------------------------------------------------
+// The bodies are device_math.h's; an out-of-range index reads 0 and writes nothing (the device cannot report
+// it without a synchronization). Scatters and TopK: float32; the gathers and Trilu move elem_size bytes.
+
+cudaError_t Trilu(const void* x, void* y, const TriluArgs& a, int64_t n, int elem_size, cudaStream_t stream);
+// CumSum of `lines` = outer * inner lines of length len.
+cudaError_t CumSum(const float* x, float* y, int64_t lines, int64_t len, int64_t inner, bool exclusive, bool reverse,
+                   cudaStream_t stream);
+cudaError_t CumSum(const double* x, double* y, int64_t lines, int64_t len, int64_t inner, bool exclusive, bool reverse,
+                   cudaStream_t stream);
+// n = the indices' element count.
+cudaError_t GatherElements(const void* data, const void* idx, bool idx64, void* out, const ElementsArgs& a, int64_t n,
+                           int elem_size, cudaStream_t stream);
+// `out` holds the data already; `lines` = the indices' elements / their axis length.
+cudaError_t ScatterElements(const float* updates, const void* idx, bool idx64, float* out, const ElementsArgs& a, int red,
+                            int64_t lines, cudaStream_t stream);
+// n = the output's element count.
+cudaError_t GatherND(const void* data, const void* idx, bool idx64, void* out, const NdArgs& a, int64_t n, int elem_size,
+                     cudaStream_t stream);
+// ScatterND (out holds the data) and GatherNDGrad (out zeroed, red add).
+cudaError_t NdScatter(const float* updates, const void* idx, bool idx64, float* out, const NdArgs& a, int red,
+                      cudaStream_t stream);
+cudaError_t TopK(const float* x, float* values, int64_t* indices, int64_t lines, int64_t len, int64_t inner, int64_t k,
+                 bool largest, bool sorted, cudaStream_t stream);
 
 // recurrent.cu -------------------------------------------------------------------------------------------
 

@@ -263,12 +263,24 @@ class PadKernel : public DelegatingKernel {
     std::string mode = node_.GetString("mode", "constant");
     PadArgs a{};
     a.rank = static_cast<int>(x.rank());
-    a.mode = mode == "edge" ? 1 : mode == "reflect" ? 2 : 0;
+    a.mode = mode == "edge" ? 1 : mode == "reflect" ? 2 : mode == "wrap" ? 3 : 0;
+    // pads lists begins then ends, for every dim or (opset 18) for the dims in `axes`
+    std::vector<int64_t> axes;
+    if (ctx.input(3) && ctx.input(3)->NumElements() > 0) {
+      ONT_ASSIGN_OR_RETURN(Shape given, cpu::ReadInts(*ctx.input(3), "axes"));
+      for (int64_t ax : given) {
+        ONT_ASSIGN_OR_RETURN(int64_t n, NormalizeAxis(ax, x.rank()));
+        axes.push_back(n);
+      }
+    } else {
+      for (int d = 0; d < a.rank; ++d) axes.push_back(d);
+    }
     for (int d = 0; d < a.rank; ++d) {
       a.out[d] = y->dim(d);
       a.in[d] = x.dim(d);
-      a.begin[d] = pads[d];
+      a.begin[d] = 0;
     }
+    for (size_t i = 0; i < axes.size(); ++i) a.begin[axes[i]] = pads[i];
     ONT_RETURN_IF_ERROR(cpu::DispatchAll(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       T v = cpu::ConvertValue<T>(value);
