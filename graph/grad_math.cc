@@ -395,9 +395,10 @@ Status PReluGrad(GradContext& c) {  // dX = x < 0 ? slope dY : dY; dSlope = redu
 // output ("out,others->k"); letters only k has (summed away in the forward pass) are restored by Unsqueeze
 // and Expand. Ellipses are spelled out with unused letters (ranks from the graph); an operand whose ellipsis
 // dims may be broadcast (size 1 or unknown) gets its gradient summed back to its shape. An operand with a
-// letter repeated (a diagonal: "ii->i", "bii->b") takes its gradient through DiagonalEinsumGrad.
+// letter repeated (a diagonal: "ii->i", "bii->b", "...ii->...i") takes its gradient through
+// DiagonalEinsumGrad, into `result`.
 Status DiagonalEinsumGrad(GradContext& c, int k, const std::string& mine, const std::string& grad_lhs,
-                          const std::string& fresh, const std::vector<std::string>& grad_ins);
+                          const std::string& fresh, const std::vector<std::string>& grad_ins, const std::string& result);
 
 Status EinsumGrad(GradContext& c) {
   std::string eq;
@@ -471,16 +472,6 @@ Status EinsumGrad(GradContext& c) {
     }
     std::string grad_eq = out;
     for (size_t j = 0; j < terms.size(); ++j) if (j != k) grad_eq += "," + terms[j];
-    const bool diagonal = std::any_of(mine.begin(), mine.end(), [&](char ch) { return std::count(mine.begin(), mine.end(), ch) > 1; });
-    if (diagonal) {
-      if (ell[k] > 0) {
-        return Unimplemented(c.node().Describe(), ": no gradient for an operand with both an ellipsis and a repeated "
-                             "letter (\"", mine, "\")");
-      }
-      ONT_RETURN_IF_ERROR(DiagonalEinsumGrad(c, static_cast<int>(k), mine, grad_eq, spare.substr(static_cast<size_t>(widest)), ins));
-      continue;
-    }
-    grad_eq += "->" + kept;
     // An ellipsis dim of size 1 here may be broadcast against a larger one elsewhere: the einsum then gives
     // the larger size, summed back to 1 by ReduceTo. (Ellipsis dims this operand lacks are summed by the
     // einsum itself.) Unless every such dim is known and not 1.
@@ -493,6 +484,19 @@ Status EinsumGrad(GradContext& c) {
         if (at >= t->dims.size() || !t->dims[at].known() || t->dims[at].value == 1) broadcast = true;
       }
     }
+    const bool diagonal = std::any_of(mine.begin(), mine.end(), [&](char ch) { return std::count(mine.begin(), mine.end(), ch) > 1; });
+    if (diagonal) {  // ellipsis letters are spelled out by now: they are letters like the others there
+      const std::string fresh = spare.substr(static_cast<size_t>(widest));
+      if (!broadcast) {
+        ONT_RETURN_IF_ERROR(DiagonalEinsumGrad(c, static_cast<int>(k), mine, grad_eq, fresh, ins, c.dx[k]));
+      } else {
+        const std::string g = c.Tmp("einsum_grad");
+        ONT_RETURN_IF_ERROR(DiagonalEinsumGrad(c, static_cast<int>(k), mine, grad_eq, fresh, ins, g));
+        ONT_RETURN_IF_ERROR(c.ReduceTo(static_cast<int>(k), g, ""));
+      }
+      continue;
+    }
+    grad_eq += "->" + kept;
     if (lonely.empty()) {
       if (!broadcast) {
         c.Emit("Einsum", ins, {c.dx[k]}, {AttrString("equation", grad_eq)});
@@ -521,7 +525,7 @@ Status EinsumGrad(GradContext& c) {
 //      identity matrix [n_L, n_L] (operand "LF"), and each letter only X has comes from a vector of ones
 //      (operand "L"): "kept,LF...,L...->mine with repeats renamed". Sizes come from X's shape at run time.
 Status DiagonalEinsumGrad(GradContext& c, int k, const std::string& mine, const std::string& grad_lhs,
-                          const std::string& fresh, const std::vector<std::string>& grad_ins) {
+                          const std::string& fresh, const std::vector<std::string>& grad_ins, const std::string& result) {
   const ValueInfo* t = c.Type(c.in(k));
   if (t && t->dtype != DType::kFloat32 && t->dtype != DType::kFloat64) {
     return Unimplemented(c.node().Describe(), ": the gradient of a repeated letter (\"", mine, "\") supports float and "
@@ -567,12 +571,12 @@ Status DiagonalEinsumGrad(GradContext& c, int k, const std::string& mine, const 
   std::string dd = c.Emit("Einsum", grad_ins, {c.Tmp("einsum_grad")}, {AttrString("equation", outside + "->" + kept)});
   if (kept.empty()) {  // dD is a scalar ("ii->", a trace): scale the spread instead of naming an empty term
     std::string spread = c.Emit("Einsum", extra, {c.Tmp("spread")}, {AttrString("equation", extra_terms.substr(1) + "->" + renamed)});
-    c.Emit("Mul", {spread, dd}, {c.dx[k]});
+    c.Emit("Mul", {spread, dd}, {result});
     return Status::OK();
   }
   std::vector<std::string> ins = {dd};
   ins.insert(ins.end(), extra.begin(), extra.end());
-  c.Emit("Einsum", ins, {c.dx[k]}, {AttrString("equation", kept + extra_terms + "->" + renamed)});
+  c.Emit("Einsum", ins, {result}, {AttrString("equation", kept + extra_terms + "->" + renamed)});
   return Status::OK();
 }
 

@@ -107,6 +107,7 @@ std::vector<KernelDef> CudaKernelList() {
       {kOnnx, "Transpose", 1, kLatest, kAll, kTranspose},
       {kOnnx, "Trilu", 14, kLatest, kAll, kTrilu, 0, Host({1})},
       {kOnnx, "Unsqueeze", 1, kLatest, kAll, kUnsqueeze, 0, Host({1})},
+      {kOnnx, "Upsample", 9, 9, kF32, kResize, 0, Host({1})},
       {kOnnx, "Where", 9, kLatest, kAll, kWhere, 1},
       // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them
       {kMs, "AdamWOptimizer", 1, 1, kF32, kAdamWOptimizer, 2, Host({0, 1, 6}) | InPlace({2, 4, 5})},

@@ -340,7 +340,8 @@ TEST(AutodiffTest, RnnEveryOption) {
 // Einsum through its gradient builder: batched matrix product, attention scores, transpose, a full sum and a
 // letter summed away within one operand (restored by Expand), an inner product, an implicit output, an
 // ellipsis (also broadcast through size-1 dims), three operands (the kernel's direct loop), and diagonals
-// (a letter repeated within an operand, with and without letters summed away, three times, twice over).
+// (a letter repeated within an operand, with and without letters summed away, three times, twice over, and
+// under an ellipsis, broadcast or not).
 TEST(AutodiffTest, EinsumEquations) {
   struct C {
     std::string eq;
@@ -368,7 +369,12 @@ TEST(AutodiffTest, EinsumEquations) {
                      {"ijij->", {{2, 3, 2, 3}}, {}},
                      {"iji,k->jk", {{3, 2, 3}, {4}}, {2, 4}},
                      {"iijk,i->k", {{2, 2, 3, 4}, {2}}, {4}},
-                     {"iii->i", {{3, 3, 3}}, {3}}};
+                     {"iii->i", {{3, 3, 3}}, {3}},
+                     // diagonals under an ellipsis, also broadcast through a size-1 dim
+                     {"...ii->...i", {{2, 3, 3}}, {2, 3}},
+                     {"b...ii->b...", {{2, 3, 4, 4}}, {2, 3}},
+                     {"...ii,...j->...ij", {{1, 3, 3}, {2, 4}}, {2, 3, 4}},
+                     {"...ii,...i->...", {{2, 1, 3, 3}, {2, 5, 3}}, {2, 5}}};
   uint32_t seed = 100;
   for (const C& t : cases) {
     SCOPED_TRACE(t.eq);

@@ -517,6 +517,8 @@ void IndexOpCases(Builder& b) {
        {AttrString("mode", "linear"), AttrString("coordinate_transformation_mode", "align_corners")}},
       {"cubic", {1, 1, 6, 5}, {1, 1, 1.5f, 2}, {AttrString("mode", "cubic")}},
   };
+  b.Add("Upsample_nearest", "", "Upsample", 9, {Random(D::kFloat32, {1, 2, 3, 4}, b.seed()), floats({1, 1, 2, 1.5f})},
+        {D::kFloat32}, {AttrString("mode", "nearest")});
   for (const R& r : rs) {
     b.Add(StrCat("Resize_", r.name), "", "Resize", 13, {Random(D::kFloat32, r.x, b.seed()), Value(), floats(r.scales)},
           {D::kFloat32}, r.attrs);
