@@ -88,7 +88,9 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
               T* c, ThreadPool* pool) {
   CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n), ldc = static_cast<int>(n);
-  const bool by_rows = m >= n;
+  // By rows whenever there are rows enough for two chunks: a weight gradient [out, in] is then split by
+  // output rows (as the optimizer splits each parameter, training_optimizers.cc), not by columns.
+  const bool by_rows = m >= n || m > 256;
   const int64_t extent = by_rows ? m : n, chunk = ChunkSize(extent), chunks = (extent + chunk - 1) / chunk;
   const double cost = 2.0 * static_cast<double>(chunk) * static_cast<double>(by_rows ? n : m) * static_cast<double>(k);
   ParallelFor(pool, chunks, cost, [&](int64_t q0, int64_t q1) {
