@@ -1,7 +1,10 @@
-// Gemm: float32 on oneDNN's sgemm, float64 on OpenBLAS (both single-threaded inside; the intra-op pool runs
+// Gemm: float32 on oneDNN's sgemm (products of at most 128 x 128 x 64 on small_gemm.h's AVX-512 kernel),
+// float64 on OpenBLAS (both single-threaded inside; the intra-op pool runs
 // fixed chunks of rows, or of columns when C is wide and short, so one pool serves every kernel and no
 // second set of threads spins beside it); the integer types, and floats without those libraries, on Eigen.
 #include "providers/cpu/kernels/gemm.h"
+
+#include "providers/cpu/kernels/small_gemm.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -146,6 +149,12 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   }
   constexpr bool kBlas = std::is_same_v<T, float> || std::is_same_v<T, double>;
   constexpr int64_t kMaxInt = 0x7fffffff;
+  if constexpr (std::is_same_v<T, float>) {
+    if (SmallGemmFits(trans_b, m, n, k)) {
+      SmallSgemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+      return;
+    }
+  }
   if constexpr (kBlas) {
     if (HaveBlas<T>() && m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && m * k <= kMaxInt * 8) {
       BlasGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool);
@@ -159,6 +168,12 @@ template <typename T>
 void GemmLd(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
             int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (SmallGemmFits(trans_b, m, n, k)) {
+      SmallSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
+  }
   constexpr int64_t kMaxInt = 0x7fffffff;
   if (k > 0 && HaveBlas<T>() && m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && lda <= kMaxInt && ldb <= kMaxInt &&
       ldc <= kMaxInt) {
