@@ -94,6 +94,34 @@ Status TriluGrad(GradContext& c) {
   c.Emit("Trilu", ins, {c.dx[0]}, CopyAttrs(c.node()));
   return Status::OK();
 }
+// DepthToSpace and SpaceToDepth permute elements, so each one's gradient is the inverse permutation:
+// SpaceToDepth undoes DepthToSpace in mode DCR and DepthToSpace (DCR) undoes SpaceToDepth. DepthToSpace in
+// mode CRD reads channel k b^2 + i b + j where DCR reads (i b + j) c + k: its gradient is SpaceToDepth
+// followed by a Gather of the channels back into CRD's order (it needs the channel count from the graph).
+Status BlockShuffleGrad(GradContext& c) {
+  if (!c.wants(0)) return Status::OK();
+  const int64_t b = c.node().GetInt("blocksize", 0);
+  if (c.node().op_type == "SpaceToDepth") {
+    c.Emit("DepthToSpace", {c.dy[0]}, {c.dx[0]}, {AttrInt("blocksize", b), AttrString("mode", "DCR")});
+    return Status::OK();
+  }
+  if (c.node().GetString("mode", "DCR") != "CRD") {
+    c.Emit("SpaceToDepth", {c.dy[0]}, {c.dx[0]}, {AttrInt("blocksize", b)});
+    return Status::OK();
+  }
+  const ValueInfo* t = c.Type(c.in(0));
+  if (!t || !t->has_shape || t->dims.size() != 4 || !t->dims[1].known() || b < 1) {
+    return Unimplemented(c.node().Describe(), ": the gradient of DepthToSpace in mode CRD needs the input's channel count");
+  }
+  const int64_t channels = t->dims[1].value, k_count = channels / (b * b);
+  std::vector<int64_t> order(static_cast<size_t>(channels));
+  for (int64_t k = 0; k < k_count; ++k)
+    for (int64_t q = 0; q < b * b; ++q) order[static_cast<size_t>(k * b * b + q)] = q * k_count + k;
+  std::string g = c.Emit("SpaceToDepth", {c.dy[0]}, {c.Tmp("space_to_depth")}, {AttrInt("blocksize", b)});
+  c.Emit("Gather", {g, c.ConstInts("crd_order", order)}, {c.dx[0]}, {AttrInt("axis", 1)});
+  return Status::OK();
+}
+
 // GatherND: ONNX Runtime's GatherNDGrad(shape, indices, dY) scatters dY back (adding at repeated indices).
 Status GatherNDGrad(GradContext& c) {
   if (!c.wants(0)) return Status::OK();

@@ -37,6 +37,7 @@ Status ConvGrad(GradContext& c);
 Status ConvTransposeGrad(GradContext& c);
 Status CosGrad(GradContext& c);
 Status CumSumGrad(GradContext& c);
+Status BlockShuffleGrad(GradContext& c);
 Status DivGrad(GradContext& c);
 Status DropoutGrad(GradContext& c);
 Status EluGrad(GradContext& c);

@@ -413,5 +413,31 @@ TEST(AutodiffTest, TrigonometricAndHyperbolic) {
   CheckGradients(c, 1e-6);
 }
 
+// DepthToSpace (both modes) and SpaceToDepth: their gradients are the inverse permutations.
+TEST(AutodiffTest, DepthToSpaceAndSpaceToDepth) {
+  struct C {
+    std::string op, mode;
+    Shape in, out;
+  };
+  const C cases[] = {{"DepthToSpace", "DCR", {2, 8, 3, 2}, {2, 2, 6, 4}},
+                     {"DepthToSpace", "CRD", {2, 8, 3, 2}, {2, 2, 6, 4}},
+                     {"DepthToSpace", "CRD", {1, 18, 2, 2}, {1, 2, 6, 6}},
+                     {"SpaceToDepth", "", {2, 3, 4, 6}, {2, 12, 2, 3}}};
+  uint32_t seed = 300;
+  for (const C& t : cases) {
+    SCOPED_TRACE(t.op + " " + t.mode);
+    Case c{Base()};
+    Graph& g = c.model.graph;
+    g.inputs.push_back(TensorInfo("x", DType::kFloat64, t.in));
+    c.feeds.push_back({"x", Random(t.in, seed++)});
+    c.xs.push_back("x");
+    std::vector<onnx::AttributeProto> attrs = {AttrInt("blocksize", t.op == "DepthToSpace" && t.in[1] == 18 ? 3 : 2)};
+    if (!t.mode.empty()) attrs.push_back(AttrString("mode", t.mode));
+    g.nodes = {MakeNode(t.op, {"x"}, {"y"}, attrs, "shuffle")};
+    AddWeightedLoss(&c.model, t.out, seed++);
+    CheckGradients(c, 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace ontrain

@@ -594,6 +594,14 @@ void IndexCases(Builder& b) {
     b.Add("GatherND_batch1_" + ty, "", "GatherND", 13,
           {Random(t, {2, 3, 4}, b.seed()), i64({0, 1, 2, -1, 1, 1, 0, 3}, {2, 2, 2})}, {t}, {AttrInt("batch_dims", 1)});
   }
+  for (D t : kAllTypes) {
+    const std::string ty = DTypeName(t);
+    b.Add("DepthToSpace_CRD_" + ty, "", "DepthToSpace", 13, {Random(t, {2, 8, 3, 2}, b.seed())}, {t},
+          {AttrInt("blocksize", 2), AttrString("mode", "CRD")});
+    b.Add("SpaceToDepth_" + ty, "", "SpaceToDepth", 13, {Random(t, {2, 3, 4, 6}, b.seed())}, {t}, {AttrInt("blocksize", 2)});
+  }
+  b.Add("DepthToSpace_DCR_float32", "", "DepthToSpace", 13, {Random(D::kFloat32, {1, 18, 2, 3}, b.seed())}, {D::kFloat32},
+        {AttrInt("blocksize", 3), AttrString("mode", "DCR")});
   b.Add("Trilu_upper_k_neg_float32", "", "Trilu", 14, {Random(D::kFloat32, {5, 3}, b.seed()), i64({-1}, {})}, {D::kFloat32});
   for (D t : kF32F64) {
     b.Add(StrCat("CumSum_", DTypeName(t)), "", "CumSum", 14, {Random(t, {3, 6, 2}, b.seed()), i64({1}, {})}, {t});

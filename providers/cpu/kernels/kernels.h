@@ -159,6 +159,8 @@ extern KernelFactory kArgMax;
 extern KernelFactory kArgMin;
 
 // shape_ops.cc
+extern KernelFactory kDepthToSpace;
+extern KernelFactory kSpaceToDepth;
 extern KernelFactory kIdentity;
 extern KernelFactory kReshape;
 extern KernelFactory kFlatten;

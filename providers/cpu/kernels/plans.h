@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "graph/graph.h"
 #include "providers/kernel.h"
 
 namespace ontrain {
@@ -49,6 +50,16 @@ struct ResizePlanView {
 };
 // k: made by kResize or kResizeGrad (for ResizeGrad, `in` is X's shape and `out` dY's), after Prepare.
 bool ResizePlanOf(const OpKernel& k, ResizePlanView* view);
+
+// DepthToSpace (mode DCR or CRD) and SpaceToDepth as one strided copy: the output [N, C', H', W'] viewed as
+// the six dims `view` (row-major), each read from the input at `strides` (elements). Fails on a rank other
+// than 4, a blocksize below 1 or dims it does not divide.
+struct BlockShuffle {
+  Shape out;      // the output's shape [N, C', H', W']
+  Shape view;     // the six dims the copy iterates
+  Shape strides;  // the input's element stride for each of them
+};
+StatusOr<BlockShuffle> PlanBlockShuffle(const Node& n, const Shape& x);
 
 }  // namespace cpu
 }  // namespace ontrain

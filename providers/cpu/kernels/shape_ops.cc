@@ -6,6 +6,7 @@
 
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/plans.h"
 
 namespace ontrain {
 namespace cpu {
@@ -397,6 +398,28 @@ class SizeKernel : public OpKernel {
   }
 };
 
+
+// DepthToSpace and SpaceToDepth: a permutation of the elements, planned by PlanBlockShuffle (plans.h).
+class BlockShuffleKernel : public OpKernel {
+ public:
+  explicit BlockShuffleKernel(const NodeInfo& info) : node_(*info.node) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "input"));
+    ONT_ASSIGN_OR_RETURN(plan_, PlanBlockShuffle(node_, x->shape()));
+    return ctx.DeclareOutput(0, x->dtype(), plan_.out);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    StridedCopy(x.raw_data(), plan_.strides, plan_.view, DTypeSize(x.dtype()), ctx.output(0)->raw_data(),
+                ctx.thread_pool());
+    return Status::OK();
+  }
+
+ private:
+  const Node& node_;
+  BlockShuffle plan_;
+};
+
 }  // namespace
 
 KernelFactory kIdentity = MakeKernel<IdentityKernel>;
@@ -424,6 +447,37 @@ KernelFactory kSplitTraining = [](const NodeInfo& info) -> StatusOr<std::unique_
   v13.opset = 13;
   return kSplit(v13);
 };
+
+KernelFactory kDepthToSpace = MakeKernel<BlockShuffleKernel>;
+KernelFactory kSpaceToDepth = MakeKernel<BlockShuffleKernel>;
+
+StatusOr<BlockShuffle> PlanBlockShuffle(const Node& n, const Shape& x) {
+  const int64_t b = n.GetInt("blocksize", 0);
+  if (b < 1) return InvalidArgument("blocksize must be set and positive, got ", b);
+  if (x.size() != 4) return InvalidArgument("input must have rank 4, got ", ShapeToString(x));
+  const int64_t N = x[0], C = x[1], H = x[2], W = x[3];
+  BlockShuffle p;
+  if (n.op_type == "DepthToSpace") {
+    if (C % (b * b) != 0) return InvalidArgument("channels ", C, " are not a multiple of blocksize^2 = ", b * b);
+    const int64_t c = C / (b * b);
+    p.out = {N, c, H * b, W * b};
+    p.view = {N, c, H, b, W, b};  // out[n, k, h * b + i, w * b + j]
+    const std::string mode = n.GetString("mode", "DCR");
+    if (mode == "DCR") {  // from channel (i * b + j) * c + k
+      p.strides = {C * H * W, H * W, W, b * c * H * W, 1, c * H * W};
+    } else if (mode == "CRD") {  // from channel k * b * b + i * b + j
+      p.strides = {C * H * W, b * b * H * W, W, b * H * W, 1, H * W};
+    } else {
+      return InvalidArgument("mode \"", mode, "\" is not DCR or CRD");
+    }
+    return p;
+  }
+  if (H % b != 0 || W % b != 0) return InvalidArgument("height ", H, " and width ", W, " are not multiples of ", b);
+  p.out = {N, C * b * b, H / b, W / b};
+  p.view = {N, b, b, C, H / b, W / b};  // out channel (i * b + j) * C + k from in[n, k, h * b + i, w * b + j]
+  p.strides = {C * H * W, W, 1, H * W, b * W, b};
+  return p;
+}
 
 }  // namespace cpu
 }  // namespace ontrain

@@ -49,7 +49,8 @@ const char* PoolRejects(const Node& n);
 
 // shape_kernels.cc
 extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTranspose, kExpand, kTile, kConcat,
-    kSplit, kGather, kGatherGrad, kConcatTraining, kSplitTraining, kSlice, kSliceGrad, kPad, kGatherElementsGrad;
+    kSplit, kGather, kGatherGrad, kConcatTraining, kSplitTraining, kSlice, kSliceGrad, kPad, kGatherElementsGrad,
+    kDepthToSpace, kSpaceToDepth;
 
 // index_kernels.cc
 extern KernelFactory kConstantOfShape, kEinsum, kResize, kResizeGrad, kTrilu, kCumSum, kGatherElements, kScatterElements,

@@ -10,6 +10,7 @@
 
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/plans.h"
 #include "providers/cuda/kernels/cuda_kernels.h"
 
 namespace ontrain {
@@ -359,6 +360,28 @@ class GatherGradKernel : public DelegatingKernel {
   }
 };
 
+
+// DepthToSpace and SpaceToDepth: one strided copy over the CPU's six-dim plan (providers/cpu/kernels/plans.h).
+class BlockShuffleKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    Tensor* y = ctx.output(0);
+    if (y->NumElements() == 0) return Status::OK();
+    ONT_ASSIGN_OR_RETURN(cpu::BlockShuffle p, cpu::PlanBlockShuffle(node_, x.shape()));
+    StridedSpace s;
+    s.rank = static_cast<int>(p.view.size());
+    ContiguousStrides(p.view, s.strides[0]);
+    for (int d = 0; d < s.rank; ++d) {
+      s.dims[d] = p.view[d];
+      s.strides[1][d] = p.strides[d];
+    }
+    return CudaStatus(StridedCopy(x.raw_data(), y->raw_data(), s, static_cast<int>(DTypeSize(x.dtype())), r.stream),
+                      "StridedCopy");
+  }
+};
+
 }  // namespace
 
 KernelFactory kIdentity = Wrap<CopyKernel, &cpu::kIdentity>;
@@ -379,6 +402,9 @@ KernelFactory kGatherElementsGrad = Wrap<GatherElementsGradKernel, &cpu::kGather
 KernelFactory kSliceGrad = Wrap<SliceGradKernel, &cpu::kSliceGrad>;
 KernelFactory kPad = Wrap<PadKernel, &cpu::kPad>;
 KernelFactory kGatherGrad = Wrap<GatherGradKernel, &cpu::kGatherGrad>;
+
+KernelFactory kDepthToSpace = Wrap<BlockShuffleKernel, &cpu::kDepthToSpace>;
+KernelFactory kSpaceToDepth = Wrap<BlockShuffleKernel, &cpu::kSpaceToDepth>;
 
 }  // namespace cuda
 }  // namespace ontrain
