@@ -10,7 +10,7 @@ def cuda_provider_targets():
     cuda_objects(
         name = "device_code",
         srcs = native.glob(["kernels/*.cu"]),
-        hdrs = native.glob(["kernels/*.cuh", "kernels/launch.h", "kernels/device_math.h", "kernels/recurrent_math.h"]),
+        hdrs = native.glob(["kernels/*.cuh", "kernels/launch.h", "kernels/device_math.h", "kernels/recurrent_*.h"]),
     )
     native.cc_library(
         name = "cuda_provider",

@@ -16,7 +16,7 @@
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cpu/kernels/recurrent.h"
-#include "providers/cuda/kernels/recurrent_math.h"
+#include "providers/cuda/kernels/recurrent_passes.h"
 #include "tests/parity/parity_util.h"
 
 namespace ontrain {

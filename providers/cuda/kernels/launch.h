@@ -160,7 +160,7 @@ cudaError_t TopK(const float* x, float* values, int64_t* indices, int64_t lines,
 
 // recurrent.cu -------------------------------------------------------------------------------------------
 
-// Queues one recurrent pass (recurrent_math.h) on `stream`, its GEMMs on `cublas` (bound to that stream).
+// Queues one recurrent pass (recurrent_passes.h) on `stream`, its GEMMs on `cublas` (bound to that stream).
 // Returns null, or the name of the call that failed.
 const char* Recurrent(RecurrentPass p, const RecurrentCall<float>& c, cublasHandle_t cublas, cudaStream_t stream);
 const char* Recurrent(RecurrentPass p, const RecurrentCall<double>& c, cublasHandle_t cublas, cudaStream_t stream);

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "providers/cuda/kernels/common.cuh"
-#include "providers/cuda/kernels/recurrent_math.h"
+#include "providers/cuda/kernels/recurrent_passes.h"
 
 namespace ontrain {
 namespace cuda {
