@@ -25,44 +25,11 @@ namespace {
 using cuda::EinsumArgs;
 using cuda::ResizeArgs;
 
-// A CPU kernel run once on `inputs` (an undefined tensor is an omitted input), kept for its plan.
-struct Ran {
-  std::unique_ptr<OpKernel> kernel;
-  std::vector<Tensor> outputs;
-  std::vector<std::vector<uint8_t>> storage;
-};
+using Ran = parity::KernelRun;
 
 Ran RunCpu(KernelFactory factory, const Node& node, int64_t opset, const std::vector<Tensor>& inputs) {
-  Ran r;
-  NodeInfo info;
-  info.node = &node;
-  info.opset = opset;
-  info.output_infos.assign(node.outputs.size(), nullptr);
-  auto k = factory(info);
-  EXPECT_TRUE(k.ok()) << k.status().ToString();
-  if (!k.ok()) return r;
-  r.kernel = std::move(k).value();
-  std::vector<Value> values;
-  values.reserve(inputs.size());
-  std::vector<const Value*> ptrs;
-  for (const Tensor& t : inputs) values.push_back(t.defined() ? Value(t) : Value());
-  for (size_t i = 0; i < inputs.size(); ++i) ptrs.push_back(inputs[i].defined() ? &values[i] : nullptr);
-  KernelContext ctx;
-  ctx.Reset(ptrs, std::vector<bool>(node.outputs.size(), true), nullptr);
-  Status s = r.kernel->Prepare(ctx);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (!s.ok()) return r;
-  r.storage.resize(node.outputs.size() + 1);
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    const Shape& shape = ctx.declared_shape(static_cast<int>(i));
-    r.storage[i].assign(static_cast<size_t>(ShapeNumElements(shape)) * DTypeSize(ctx.declared_dtype(static_cast<int>(i))) + 1, 0);
-    ctx.outputs()[i] = Value(Tensor::View(ctx.declared_dtype(static_cast<int>(i)), shape, r.storage[i].data()));
-  }
-  r.storage.back().assign(ctx.scratch_bytes() + 1, 0);
-  ctx.set_scratch(r.storage.back().data());
-  s = r.kernel->Compute(ctx);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  for (size_t i = 0; i < node.outputs.size(); ++i) r.outputs.push_back(ctx.outputs()[i].tensor());
+  Ran r = parity::RunCpuKernel(factory, node, opset, inputs);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
   return r;
 }
 

@@ -108,5 +108,41 @@ std::string Compare(const Tensor& expected, const Tensor& actual, const Toleranc
                 At(expected, worst), ", CUDA ", At(actual, worst), " (atol ", tol.atol, ", rtol ", tol.rtol, ")");
 }
 
+KernelRun RunCpuKernel(KernelFactory factory, const Node& node, int64_t opset, const std::vector<Tensor>& inputs) {
+  KernelRun r;
+  NodeInfo info;
+  info.node = &node;
+  info.opset = opset;
+  info.output_infos.assign(node.outputs.size(), nullptr);
+  auto k = factory(info);
+  if (!k.ok()) {
+    r.status = k.status();
+    return r;
+  }
+  r.kernel = std::move(k).value();
+  std::vector<Value> values;
+  values.reserve(inputs.size());
+  std::vector<const Value*> ptrs;
+  for (const Tensor& t : inputs) values.push_back(t.defined() ? Value(t) : Value());
+  for (size_t i = 0; i < inputs.size(); ++i) ptrs.push_back(inputs[i].defined() ? &values[i] : nullptr);
+  KernelContext ctx;
+  ctx.Reset(ptrs, std::vector<bool>(node.outputs.size(), true), nullptr);
+  r.status = r.kernel->Prepare(ctx);
+  if (!r.status.ok()) return r;
+  r.storage.resize(node.outputs.size() + 1);
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const int o = static_cast<int>(i);
+    const Shape& shape = ctx.declared_shape(o);
+    r.storage[i].assign(static_cast<size_t>(ShapeNumElements(shape)) * DTypeSize(ctx.declared_dtype(o)) + 8, 0);
+    ctx.outputs()[i] = Value(Tensor::View(ctx.declared_dtype(o), shape, r.storage[i].data()));
+  }
+  r.storage.back().assign(ctx.scratch_bytes() + 8, 0);
+  ctx.set_scratch(r.storage.back().data());
+  r.status = r.kernel->Compute(ctx);
+  if (!r.status.ok()) return r;
+  for (size_t i = 0; i < node.outputs.size(); ++i) r.outputs.push_back(ctx.outputs()[i].tensor());
+  return r;
+}
+
 }  // namespace parity
 }  // namespace ontrain

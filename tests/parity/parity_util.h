@@ -9,6 +9,8 @@
 
 #include "core/tensor.h"
 #include "engine/provider_list.h"
+#include "graph/graph.h"
+#include "providers/kernel.h"
 
 namespace ontrain {
 namespace parity {
@@ -40,6 +42,17 @@ std::string Compare(const Tensor& expected, const Tensor& actual, const Toleranc
 
 // Element i as double.
 double At(const Tensor& t, int64_t i);
+
+// One CPU kernel made by `factory` for `node`, run once on `inputs` (an undefined tensor is an omitted
+// input) with every output requested; the outputs live in `storage`, and the kernel is kept for what it
+// planned. `status` is the first failure (creation, Prepare or Compute), outputs empty then.
+struct KernelRun {
+  Status status;
+  std::unique_ptr<OpKernel> kernel;
+  std::vector<Tensor> outputs;
+  std::vector<std::vector<uint8_t>> storage;
+};
+KernelRun RunCpuKernel(KernelFactory factory, const Node& node, int64_t opset, const std::vector<Tensor>& inputs);
 
 }  // namespace parity
 }  // namespace ontrain

@@ -44,38 +44,12 @@ struct HostBackend {
   }
 };
 
-// Runs a CPU kernel once; an undefined tensor is an omitted input.
+// Runs a CPU kernel once (parity::RunCpuKernel), kept alive in *runs while its outputs are read.
 std::vector<Tensor> RunCpu(KernelFactory factory, const Node& node, const std::vector<Tensor>& inputs,
-                           std::vector<std::vector<uint8_t>>* storage) {
-  NodeInfo info;
-  info.node = &node;
-  info.opset = 17;
-  info.output_infos.assign(node.outputs.size(), nullptr);
-  auto k = factory(info);
-  EXPECT_TRUE(k.ok()) << k.status().ToString();
-  if (!k.ok()) return {};
-  std::vector<Value> values;
-  values.reserve(inputs.size());
-  std::vector<const Value*> ptrs;
-  for (const Tensor& t : inputs) values.push_back(t.defined() ? Value(t) : Value());
-  for (size_t i = 0; i < inputs.size(); ++i) ptrs.push_back(inputs[i].defined() ? &values[i] : nullptr);
-  KernelContext ctx;
-  ctx.Reset(ptrs, std::vector<bool>(node.outputs.size(), true), nullptr);
-  Status s = (*k)->Prepare(ctx);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (!s.ok()) return {};
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    const Shape& shape = ctx.declared_shape(static_cast<int>(i));
-    storage->emplace_back(static_cast<size_t>(ShapeNumElements(shape)) * DTypeSize(ctx.declared_dtype(static_cast<int>(i))) + 8, 0);
-    ctx.outputs()[i] = Value(Tensor::View(ctx.declared_dtype(static_cast<int>(i)), shape, storage->back().data()));
-  }
-  storage->emplace_back(ctx.scratch_bytes() + 8, 0);
-  ctx.set_scratch(storage->back().data());
-  s = (*k)->Compute(ctx);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < node.outputs.size(); ++i) out.push_back(ctx.outputs()[i].tensor());
-  return out;
+                           std::vector<parity::KernelRun>* runs) {
+  runs->push_back(parity::RunCpuKernel(factory, node, 17, inputs));
+  EXPECT_TRUE(runs->back().status.ok()) << runs->back().status.ToString();
+  return runs->back().outputs;
 }
 
 struct Config {
@@ -135,7 +109,7 @@ void CheckConfig(const Config& c, DType dt, double tol) {
   const Tensor sl = c.lens ? Tensor::FromVector<int32_t>({static_cast<int32_t>(S), 2, 0}, {B}) : Tensor();
   const Tensor h0 = c.h0 ? parity::Random(dt, {D, B, H}, seed++) : Tensor();
   const Tensor c0 = c.c0 ? parity::Random(dt, {D, B, H}, seed++) : Tensor();
-  std::vector<std::vector<uint8_t>> storage;
+  std::vector<parity::KernelRun> storage;
   std::vector<int64_t> lens;
   if (c.lens) lens = {S, 2, 0};
 

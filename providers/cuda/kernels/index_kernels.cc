@@ -267,20 +267,35 @@ class ScatterNDKernel : public DelegatingKernel {
   }
 };
 
-// TopK: K is the output's length along the axis (the CPU kernel's Prepare read it and checked it).
+// TopK: K is the output's length along the axis (the CPU kernel's Prepare read it and checked it). An output
+// the graph does not read (an eval graph's indices, say) is computed into the scratch: the selection needs
+// both.
 class TopKKernel : public DelegatingKernel {
  public:
   using DelegatingKernel::DelegatingKernel;
+  Status Prepare(KernelContext& ctx) override {
+    ONT_RETURN_IF_ERROR(DelegatingKernel::Prepare(ctx));
+    const int64_t n = ShapeNumElements(ctx.declared_shape(0));
+    size_t bytes = 0;
+    if (!ctx.output_requested(1)) bytes += static_cast<size_t>(n) * sizeof(int64_t);
+    if (!ctx.output_requested(0)) bytes += static_cast<size_t>(n) * sizeof(float);
+    ctx.RequestScratch(bytes);
+    return Status::OK();
+  }
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     ONT_ASSIGN_OR_RETURN(int64_t axis, cpu::NormalizeAxis(node_.GetInt("axis", -1), x.rank()));
     Tensor* values = ctx.output(0);
     Tensor* indices = ctx.output(1);
-    if (values == nullptr || indices == nullptr) return Unimplemented("TopK on CUDA needs both outputs");
+    Shape out = x.shape();
+    out[axis] = values ? values->dim(axis) : indices->dim(axis);
+    const int64_t n = ShapeNumElements(out);
+    uint8_t* scratch = static_cast<uint8_t*>(ctx.scratch());
+    int64_t* pi = indices ? indices->data<int64_t>() : reinterpret_cast<int64_t*>(scratch);
+    float* pv = values ? values->data<float>() : reinterpret_cast<float*>(scratch + (indices ? 0 : n * sizeof(int64_t)));
     const cpu::AxisSplit sp = cpu::SplitAtAxis(x.shape(), axis);
-    return Launched(TopK(x.data<float>(), values->data<float>(), indices->data<int64_t>(), sp.outer * sp.inner, sp.len,
-                         sp.inner, values->dim(axis), node_.GetInt("largest", 1) != 0, node_.GetInt("sorted", 1) != 0,
-                         r.stream),
+    return Launched(TopK(x.data<float>(), pv, pi, sp.outer * sp.inner, sp.len, sp.inner, out[axis],
+                         node_.GetInt("largest", 1) != 0, node_.GetInt("sorted", 1) != 0, r.stream),
                     "TopK");
   }
 };
