@@ -244,7 +244,9 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
 
 // Conv and ConvGrad on float32 (the direct kernel of direct_conv.h on AVX-512 CPUs, GEMMs elsewhere) against
 // the definitions summed in double: channel counts that do not fill a register tile, output sizes that end
-// mid-tile, asymmetric pads, dilations, groups, a one-channel stem, a 5x5 window, and a strided case.
+// mid-tile, asymmetric pads, dilations, groups, a one-channel stem, a 5x5 window, and a strided case. On
+// AVX-512, dX of the 16-channel, 5x5 grouped and dilated asymmetric cases runs on the direct kernel with
+// flipped weights, the others on GEMMs.
 TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
   struct Case {
     int64_t n, c, h, w, m, kh, kw, group, stride, dil;
@@ -255,6 +257,7 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
       {2, 1, 28, 28, 32, 3, 3, 1, 1, 1, {0, 0, 0, 0}},  {1, 3, 10, 7, 9, 3, 2, 1, 1, 2, {2, 0, 1, 1}},
       {2, 8, 8, 8, 12, 5, 5, 2, 1, 1, {2, 2, 2, 2}},    {2, 6, 9, 9, 10, 3, 3, 1, 2, 1, {1, 1, 1, 1}},
       {1, 4, 6, 6, 4, 1, 1, 1, 1, 1, {0, 0, 0, 0}},     {2, 7, 5, 13, 17, 3, 3, 1, 1, 1, {3, 1, 0, 2}},
+      {2, 6, 20, 20, 5, 3, 3, 1, 1, 2, {2, 1, 2, 3}},
   };
   uint32_t seed = 5;
   auto uniform = [&seed] {

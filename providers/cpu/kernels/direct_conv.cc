@@ -54,9 +54,9 @@ void DirectConv2D::Run(const float* x, const float* packed, const float* bias, f
   float* yp = xp + cin_ * rows_.plane() + kSlack;
   rows_.Pad(x, cin_, xp);
   std::fill(xp + cin_ * rows_.plane(), yp, 0.0f);
-  for (int64_t ob = 0; ob < cout_round_; ob += kChannelBlock) {
-    const float* w = packed + ob * cin_ * kk_;
-    for (int64_t p = 0; p < n_round_; p += kPositions) {
+  for (int64_t p = 0; p < n_round_; p += kPositions) {
+    for (int64_t ob = 0; ob < cout_round_; ob += kChannelBlock) {
+      const float* w = packed + ob * cin_ * kk_;
       Tile8x48(xp + p, rows_.plane(), shifts_, kk_, cin_, w, yp + ob * n_round_ + p, n_round_);
     }
   }

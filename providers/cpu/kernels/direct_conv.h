@@ -2,8 +2,9 @@
 // of 8 output channels by 48 positions of the padded-rows layout (conv_geometry.h), summing over input
 // channels and patch positions without a patch matrix or repeated passes over the output. Conv's forward
 // pass runs on it where the CPU has AVX-512F (checked at run time); elsewhere Conv keeps its GEMM paths.
-// (ConvGrad's input and weight gradients stay GEMMs: direct versions of both were measured no faster than
-// oneDNN's GEMMs on the ResNet and slower on the CNN, whose input gradient pads 11x11 planes to 15x15.)
+// ConvGrad's input gradient runs on it too where its planes waste few positions (grad_conv_pool.cc). The
+// weight gradient stays a GEMM over a patch matrix: a direct tile of 3 output channels by the 9 positions of
+// a 3x3 window, vectors over positions, was measured slower on every ResNet layer (8x8: 2.9 -> 4.0 ms).
 #pragma once
 
 #include <cstdint>
