@@ -29,6 +29,7 @@ void* CpuAllocator::Allocate(size_t bytes) {
   if (base == nullptr) return nullptr;
   std::memcpy(base, &bytes, sizeof(bytes));
   stats_.num_allocs++;
+  stats_.backing_allocs++;
   int64_t now = stats_.bytes_in_use += static_cast<int64_t>(bytes);
   int64_t peak = stats_.peak_bytes.load();
   while (now > peak && !stats_.peak_bytes.compare_exchange_weak(peak, now)) {

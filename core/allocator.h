@@ -22,6 +22,17 @@ struct Device {
   std::string ToString() const;
 };
 
+// Counts calls and bytes; the executor's "no allocation after warm-up" guarantee is tested through it.
+struct AllocatorStats {
+  std::atomic<int64_t> num_allocs{0};
+  std::atomic<int64_t> num_frees{0};
+  std::atomic<int64_t> bytes_in_use{0};
+  std::atomic<int64_t> peak_bytes{0};
+  // Allocate calls that reached the memory's own source (aligned_alloc, mmap, cudaMalloc) rather than a
+  // cache: a steady-state step must add none.
+  std::atomic<int64_t> backing_allocs{0};
+};
+
 // Allocators that are owned by a std::shared_ptr (providers' and the host allocator) stay alive while any
 // tensor they allocated lives, so a CheckpointState may outlive the session and provider that allocated
 // its tensors.
@@ -32,14 +43,8 @@ class IAllocator : public std::enable_shared_from_this<IAllocator> {
   virtual void* Allocate(size_t bytes) = 0;
   virtual void Free(void* p) = 0;
   virtual Device device() const = 0;
-};
-
-// Counts calls and bytes; the executor's "no allocation after warm-up" guarantee is tested through it.
-struct AllocatorStats {
-  std::atomic<int64_t> num_allocs{0};
-  std::atomic<int64_t> num_frees{0};
-  std::atomic<int64_t> bytes_in_use{0};
-  std::atomic<int64_t> peak_bytes{0};
+  // The allocator's counters, where it keeps them (the steady-state tests read them through this).
+  virtual const AllocatorStats* counters() const { return nullptr; }
 };
 
 // 64-byte aligned host memory.
@@ -49,6 +54,7 @@ class CpuAllocator : public IAllocator {
   void Free(void* p) override;
   Device device() const override { return Device(); }
   const AllocatorStats& stats() const { return stats_; }
+  const AllocatorStats* counters() const override { return &stats_; }
 
  private:
   AllocatorStats stats_;

@@ -40,7 +40,7 @@ void* CudaAllocator::Allocate(size_t bytes) {
         return nullptr;
       }
     }
-    device_mallocs_++;
+    stats_.backing_allocs++;
     sizes_[p] = size;
   }
   stats_.num_allocs++;

@@ -27,6 +27,7 @@ class SimExecutionProvider::Memory : public IAllocator {
     if (p == MAP_FAILED) return nullptr;
     blocks_[p] = mapped;
     stats_.num_allocs++;
+    stats_.backing_allocs++;
     int64_t now = stats_.bytes_in_use += static_cast<int64_t>(bytes);
     if (now > stats_.peak_bytes) stats_.peak_bytes = now;
     sizes_[p] = bytes;
@@ -52,6 +53,7 @@ class SimExecutionProvider::Memory : public IAllocator {
 
   Device device() const override { return device_; }
   const AllocatorStats& stats() const { return stats_; }
+  const AllocatorStats* counters() const override { return &stats_; }
 
   // Opens (read/write) or closes (no access) every block.
   void SetOpen(bool open) {

@@ -4,7 +4,7 @@
 // parameters, the eval output, and the checkpoints saved while the state lives on each device. A
 // checkpoint saved from CUDA then resumes on the CPU (and the CPU's on CUDA) for 5 more steps, which must
 // match the run that stayed on one provider. Two CUDA runs must give bit-identical losses (deterministic
-// mode).
+// mode). Steady-state steps take no device memory (CheckSteadyState).
 //
 // Tolerances: float32 reductions in another order differ by a few ulps per step; over 50 AdamW steps the
 // losses may drift by ~1e-5 relative. The bounds below (losses 1e-3 relative, parameters 2e-3 absolute
@@ -133,6 +133,52 @@ void CheckSet(const std::string& name, const std::string& device) {
 }
 
 class TrainingParityTest : public ::testing::TestWithParam<std::string> {};
+
+// Steady state: once a session has run its steps at a shape, more training steps (TrainStep, OptimizerStep,
+// LazyResetGrad) and EvalSteps take nothing from the device provider's allocator, and nothing reaches that
+// memory's source (cudaMalloc on CUDA: it synchronizes the device). The warm-up must have allocated, or the
+// counters would prove nothing.
+void CheckSteadyState(const std::string& name, const std::string& device) {
+  const testing::ArtifactSet& set = testing::FindSet(name);
+  std::string why;
+  auto loaded = testing::LoadSet(set, &why);
+  if (!loaded.ok() && !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  auto providers = MakeProviders(device);
+  ASSERT_TRUE(providers.ok()) << providers.status().ToString();
+  const AllocatorStats* counters = providers->ordered[0]->allocator()->counters();
+  ASSERT_NE(counters, nullptr) << device << "'s allocator keeps no counters";
+  auto created = TrainingSession::Create({providers->ordered}, &loaded->state, loaded->train, loaded->eval,
+                                         loaded->optimizer);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  TrainingSession& s = *created.value();
+  auto run = [&](int step) {
+    std::vector<Tensor> out, eval;
+    Status st = s.TrainStep(testing::MakeBatch(set, step), &out);
+    ASSERT_TRUE(st.ok()) << "step " << step << ": " << st.ToString();
+    ASSERT_TRUE(s.OptimizerStep().ok());
+    s.LazyResetGrad();
+    st = s.EvalStep(testing::MakeBatch(set, step), &eval);
+    ASSERT_TRUE(st.ok()) << "eval " << step << ": " << st.ToString();
+  };
+  for (int step = 0; step < 3; ++step) ASSERT_NO_FATAL_FAILURE(run(step));
+  const int64_t allocs = counters->num_allocs, backing = counters->backing_allocs;
+  EXPECT_GT(backing, 0) << "the warm-up allocated nothing on " << device;
+  for (int step = 3; step < 13; ++step) ASSERT_NO_FATAL_FAILURE(run(step));
+  EXPECT_EQ(counters->num_allocs.load(), allocs) << device << " allocations in steady-state steps";
+  EXPECT_EQ(counters->backing_allocs.load(), backing) << device << " memory taken from its source in steady state";
+}
+
+TEST_P(TrainingParityTest, CudaSteadyStateAllocatesNothing) {
+  if (!CudaUnavailableReason().empty()) GTEST_SKIP() << CudaUnavailableReason();
+  CheckSteadyState(GetParam(), "cuda");
+}
+
+// The same check on the simulated device, whose memory is one mmap per allocation: runs everywhere.
+TEST(TrainingParityHarness, SimulatedDeviceSteadyState) {
+  CheckSteadyState("gen-mlp", "sim");
+  CheckSteadyState("gen-cnn", "sim");
+}
 
 TEST_P(TrainingParityTest, CudaTrainsLikeCpu) {
   if (!CudaUnavailableReason().empty()) GTEST_SKIP() << CudaUnavailableReason();
