@@ -8,6 +8,15 @@
 namespace ontrain {
 namespace cpu {
 
+bool CpuHasAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
+                          __builtin_cpu_supports("bmi2");
+  return has;
+}
+
 namespace {
 StatusOr<Shape> BroadcastShapesOf(const Shape* first, const Shape* last) {
   const auto shapes = [&] { return std::vector<Shape>(first, last); };

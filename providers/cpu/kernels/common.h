@@ -15,6 +15,10 @@
 namespace ontrain {
 namespace cpu {
 
+// Whether this CPU has the x86-64-v4 features (AVX-512 F/VL/BW/DQ with AVX2, FMA, F16C, BMI): the
+// elementwise loops of elementwise.h run their AVX-512 copies there. Checked once.
+bool CpuHasAvx512();
+
 template <typename T> struct Tag { using type = T; };
 
 // Calls f(Tag<T>{}) for the C++ type of `t` among floating types (float, double, half, bfloat16).

@@ -44,7 +44,8 @@ class ActivationGradKernel : public OpKernel {
       // One loop per kind (the kind switch outside), so the simple ones vectorize.
       auto run = [&](auto f) {
         ParallelFor(ctx.thread_pool(), dy.NumElements(), 20.0, [&](int64_t s, int64_t e) {
-          for (int64_t i = s; i < e; ++i) out[i] = static_cast<T>(f(static_cast<C>(pd[i]), static_cast<C>(px[i])));
+          BinaryLoop(pd + s, 1, px + s, 1, out + s, e - s,
+                     [&f](T g, T v) { return static_cast<T>(f(static_cast<C>(g), static_cast<C>(v))); });
         });
       };
       switch (kind) {
