@@ -1,6 +1,8 @@
 // The CUDA provider: device selection, stream and library handles, copies, kernel runs.
 #include "providers/cuda/cuda_provider.h"
 
+#include <cstring>
+
 namespace ontrain {
 namespace cuda {
 
@@ -39,6 +41,39 @@ StatusOr<std::unique_ptr<CudaExecutionProvider>> CudaExecutionProvider::Create(c
   return p;
 }
 
+PinnedStaging::~PinnedStaging() {
+  for (cudaEvent_t& e : done_) {
+    if (e != nullptr) {
+      cudaEventSynchronize(e);
+      cudaEventDestroy(e);
+    }
+  }
+  if (base_ != nullptr) cudaFreeHost(base_);
+}
+
+Status PinnedStaging::Init() {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, kSlots * kSlotBytes, cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();  // no page-locked memory to be had: copies go directly
+    return Status::OK();
+  }
+  base_ = static_cast<char*>(p);
+  for (cudaEvent_t& e : done_) ONT_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return Status::OK();
+}
+
+Status PinnedStaging::CopyToDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  const int slot = next_;
+  next_ = (next_ + 1) % kSlots;
+  char* buffer = base_ + static_cast<size_t>(slot) * kSlotBytes;
+  // An event not yet recorded counts as complete, so the first use of a slot does not wait.
+  ONT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_[slot]));
+  std::memcpy(buffer, src, bytes);
+  ONT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, buffer, bytes, cudaMemcpyHostToDevice, stream));
+  ONT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_[slot], stream));
+  return Status::OK();
+}
+
 Status CudaExecutionProvider::Init(const DeviceProviderOptions& options) {
   CudaResources& r = resources_;
   r.device_index = options.device_index;
@@ -52,6 +87,7 @@ Status CudaExecutionProvider::Init(const DeviceProviderOptions& options) {
   ONT_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(r.cublas, r.deterministic ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
   ONT_CUDNN_RETURN_IF_ERROR(cudnnCreate(&r.cudnn));
   ONT_CUDNN_RETURN_IF_ERROR(cudnnSetStream(r.cudnn, r.stream));
+  ONT_RETURN_IF_ERROR(staging_.Init());
   return Status::OK();
 }
 
@@ -79,6 +115,9 @@ Status CudaExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {
   cudaMemcpyKind kind = src_here ? (dst_here ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
                                  : (dst_here ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
   ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
+  if (kind == cudaMemcpyHostToDevice && staging_.enabled() && bytes <= PinnedStaging::kSlotBytes) {
+    return staging_.CopyToDevice(dst->raw_data(), src.raw_data(), bytes, resources_.stream);
+  }
   // From pageable host memory the call returns once the source has been staged, so the caller may reuse
   // it; into pageable host memory it returns when the copy is done.
   ONT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->raw_data(), src.raw_data(), bytes, kind, resources_.stream));

@@ -5,6 +5,10 @@
 //   allocator (cuda_allocator.h).
 // - Order: kernels and copies are queued on the session's stream; Synchronize waits for it. A copy to the
 //   host is complete only after Synchronize, as IDataTransfer says (the planner inserts it).
+// - Copies from the host go through pinned staging (PinnedStaging): the source is copied into one of a few
+//   page-locked slots and the transfer is queued from there, so the host goes on queuing work while the
+//   transfer runs (from pageable memory the driver stages synchronously). Copies larger than a slot, and
+//   every copy where page-locked memory could not be had, go directly.
 // - Errors: a failing CUDA, cuBLAS or cuDNN call becomes a Status naming the call; the executor adds the
 //   node. An asynchronous fault surfaces at the next call that checks, at the latest at Synchronize.
 #pragma once
@@ -27,6 +31,30 @@ std::vector<KernelDef> CudaKernelList();
 // The number of devices, or why there is none: no driver, a driver too old for this build, no device.
 Status CountDevices(int* count);
 
+// A ring of page-locked host buffers for copies to the device. A slot is reused once the transfer queued
+// from it has finished (an event per slot), so the caller's source may change as soon as a copy returns.
+class PinnedStaging {
+ public:
+  static constexpr int kSlots = 4;
+  static constexpr size_t kSlotBytes = size_t{4} << 20;
+
+  PinnedStaging() = default;
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+  ~PinnedStaging();
+
+  // Takes the page-locked memory; where it cannot be had, staging stays off (copies go directly).
+  Status Init();
+  bool enabled() const { return base_ != nullptr; }
+  // Queues a copy of `bytes` (at most kSlotBytes) from host `src` to device `dst` on `stream`.
+  Status CopyToDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+
+ private:
+  char* base_ = nullptr;
+  cudaEvent_t done_[kSlots] = {};
+  int next_ = 0;
+};
+
 class CudaExecutionProvider : public IExecutionProvider {
  public:
   static StatusOr<std::unique_ptr<CudaExecutionProvider>> Create(const DeviceProviderOptions& options);
@@ -48,6 +76,7 @@ class CudaExecutionProvider : public IExecutionProvider {
   KernelRegistry registry_;
   std::shared_ptr<CudaAllocator> allocator_;
   CudaResources resources_;
+  PinnedStaging staging_;  // destroyed after the destructor has synchronized the stream
 };
 
 }  // namespace cuda
