@@ -1,7 +1,8 @@
 // Direct 2-D convolution of float32 images with stride 1, on AVX-512: the output is computed in register tiles
-// of 8 output channels by 48 positions of the padded-rows layout (conv_geometry.h), summing over input
-// channels and patch positions without a patch matrix or repeated passes over the output. Conv's forward
-// pass runs on it where the CPU has AVX-512F (checked at run time); elsewhere Conv keeps its GEMM paths.
+// of 8 output channels by 48 positions (the last tile of a plane 16 or 32) of the padded-rows layout
+// (conv_geometry.h), summing over input channels and patch positions without a patch matrix or repeated
+// passes over the output. Conv's forward pass runs on it where the CPU has AVX-512F (checked at run time);
+// elsewhere Conv keeps its GEMM paths.
 // ConvGrad's input gradient runs on it too where its planes waste few positions (grad_conv_pool.cc). The
 // weight gradient stays a GEMM over a patch matrix: a direct tile of 3 output channels by the 9 positions of
 // a 3x3 window, vectors over positions, was measured slower on every ResNet layer (8x8: 2.9 -> 4.0 ms).
@@ -18,6 +19,7 @@ class DirectConv2D {
  public:
   static constexpr int64_t kChannelBlock = 8;  // output channels per register tile
   static constexpr int64_t kPositions = 48;    // padded-rows positions per register tile (3 vectors)
+  static constexpr int64_t kVector = 16;       // the last tile of a row: whole vectors only
 
   // Whether this CPU runs the kernel (AVX-512F).
   static bool Available();

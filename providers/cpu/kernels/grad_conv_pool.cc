@@ -248,11 +248,11 @@ class ConvGradKernel : public OpKernel {
     if (back != in_) return false;
     PaddedRows rows(out_, in_, t);
     if (!DirectConv2D::Fits(rows)) return false;
-    // Unpadded windows pad dY by k - 1 on each side, and the direct kernel computes whole tiles: the CNN's
-    // 11x11 dY in 15x15 planes made 240 positions per image against the GEMMs' 141, and its ConvGrad went
-    // 5.5 -> 6.5 ms. Where the tiles compute at most a quarter more positions (the ResNet's pads of 1: 96
-    // against 78 at 8x8, 1104 against 1086 at 32x32) the direct kernel was faster.
-    const int64_t tiles = (rows.n + DirectConv2D::kPositions - 1) / DirectConv2D::kPositions * DirectConv2D::kPositions;
+    // Unpadded windows pad dY by k - 1 on each side, and the direct kernel computes whole vectors: the CNN's
+    // 11x11 dY in 15x15 planes made 193 positions per image against the GEMMs' 141 (its ConvGrad went
+    // 5.5 -> 6.5 ms). Where the kernel computes at most a quarter more positions (the ResNet's pads of 1: 80
+    // against 78 at 8x8, 1088 against 1086 at 32x32) it was faster.
+    const int64_t tiles = (rows.n + DirectConv2D::kVector - 1) / DirectConv2D::kVector * DirectConv2D::kVector;
     if (4 * tiles > 5 * rows_.n) return false;
     dxc_ = DirectConv2D(rows, m / group_, c / group_);
     return true;
