@@ -34,26 +34,38 @@ ONT_VROWS_CLONES double SumDotDevLoop(const float* g, const float* x, int64_t n,
 }
 
 // SumLoop(g) and SumDotDevLoop(g, x) in one pass: the same lanes, expressions and final order, so the same
-// two results.
-ONT_VROWS_CLONES void SumAndDotDevLoop(const float* g, const float* x, int64_t n, double mean, double inv, double* sum,
-                                       double* dot) {
-  double ps[8] = {}, pd[8] = {};
+// two results (LaneSum's L lanes for rows of n).
+template <int L>
+__attribute__((always_inline)) inline void SumAndDotDevLanes(const float* g, const float* x, int64_t n, double mean,
+                                                             double inv, double* sum, double* dot) {
+  double ps[L] = {}, pd[L] = {};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) {
+  for (; i + L <= n; i += L) {
+    for (int j = 0; j < L; ++j) {
       ps[j] += static_cast<double>(g[i + j]);
       pd[j] += static_cast<double>(g[i + j]) * (x[i + j] - mean) * inv;
     }
   }
   for (; i < n; ++i) {
-    ps[i & 7] += static_cast<double>(g[i]);
-    pd[i & 7] += static_cast<double>(g[i]) * (x[i] - mean) * inv;
+    ps[i & (L - 1)] += static_cast<double>(g[i]);
+    pd[i & (L - 1)] += static_cast<double>(g[i]) * (x[i] - mean) * inv;
   }
-  double s = 0, d = 0;
-  for (int j = 0; j < 8; ++j) s += ps[j];
-  for (int j = 0; j < 8; ++j) d += pd[j];
-  *sum = s;
-  *dot = d;
+  if constexpr (L == kSumLanes) {
+    *sum = LaneTotal(ps);
+    *dot = LaneTotal(pd);
+  } else {
+    double s = 0, d = 0;
+    for (int j = 0; j < L; ++j) s += ps[j];
+    for (int j = 0; j < L; ++j) d += pd[j];
+    *sum = s;
+    *dot = d;
+  }
+}
+
+ONT_VROWS_CLONES void SumAndDotDevLoop(const float* g, const float* x, int64_t n, double mean, double inv, double* sum,
+                                       double* dot) {
+  if (n >= kLongRow) SumAndDotDevLanes<kSumLanes>(g, x, n, mean, inv, sum, dot);
+  else SumAndDotDevLanes<8>(g, x, n, mean, inv, sum, dot);
 }
 
 ONT_VROWS_CLONES void AffineLoop(const float* x, float* y, int64_t n, float a, float b) {
