@@ -26,7 +26,8 @@ struct ProviderListOptions {
   bool tune_pool = true;
   // Device providers only plan (PlanOnlyProvider): placement reports on machines without the device.
   bool plan_only = false;
-  // Device providers: fixed algorithms, no atomics (bit-identical reruns), and CUDA graph replay.
+  // Device providers: fixed algorithms, no atomics (bit-identical reruns), and CUDA graph replay (not yet
+  // implemented: ignored).
   bool deterministic = true;
   bool graph_capture = true;
 };

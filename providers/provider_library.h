@@ -24,7 +24,8 @@ struct DeviceProviderOptions {
   int device_index = 0;
   // Fixed library algorithms and no atomics in reductions: two runs give bit-identical results.
   bool deterministic = true;
-  // Capture a training step as a device graph once its shapes have been seen, and replay it.
+  // Capture a training step as a device graph once its shapes have been seen, and replay it. Not
+  // implemented yet: the CUDA provider ignores it (docs/notes.md, "CUDA provider").
   bool graph_capture = true;
   // The engine's seed source for random kernels without a seed attribute (core/random.h's
   // NextKernelSeed): the library has its own copy of core/, so the engine's global seed reaches it
@@ -32,7 +33,7 @@ struct DeviceProviderOptions {
   uint64_t (*next_kernel_seed)() = nullptr;
 };
 
-constexpr uint32_t kProviderAbiVersion = 1;
+constexpr uint32_t kProviderAbiVersion = 2;  // 2: IAllocator::counters
 
 // sizeof of the types that cross the boundary, summed: a stale library built against other headers fails
 // the check instead of corrupting memory.

@@ -12,8 +12,7 @@ bool CpuHasAvx512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
                           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
-                          __builtin_cpu_supports("bmi2");
+                          __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
   return has;
 }
 

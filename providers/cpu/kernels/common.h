@@ -15,7 +15,7 @@
 namespace ontrain {
 namespace cpu {
 
-// Whether this CPU has the x86-64-v4 features (AVX-512 F/VL/BW/DQ with AVX2, FMA, F16C, BMI): the
+// Whether this CPU has the x86-64-v4 features (AVX-512 F/VL/BW/DQ with AVX2, FMA, BMI): the
 // elementwise loops of elementwise.h run their AVX-512 copies there. Checked once.
 bool CpuHasAvx512();
 
