@@ -232,7 +232,11 @@ void StridedCopyTyped(const T* src, const Shape& strides, const Shape& out, T* d
     for (int64_t r = r0; r < r1; ++r) {
       T* o = dst + r * len;
       const T* s = src + off;
-      if (inner == 1) {
+      if (inner == 1 && len * static_cast<int64_t>(sizeof(T)) <= 256) {
+        // Short runs (an attention head's 32 floats): a call to memcpy per row cost more than the copy
+        // (Transpose [16,64,4,32] -> [16,4,64,32]: 4096 rows of 128 bytes).
+        for (int64_t i = 0; i < len; ++i) o[i] = s[i];
+      } else if (inner == 1) {
         std::memcpy(o, s, static_cast<size_t>(len) * sizeof(T));
       } else {
         for (int64_t i = 0; i < len; ++i) o[i] = s[i * inner];
