@@ -22,14 +22,31 @@ using ComputeType = std::conditional_t<kIsHalf<T>, float, T>;
 // so which one runs changes no bit.
 #define ONT_LOOP_V4 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,bmi,bmi2")))
 
+// The loop bodies, inlined into both copies below.
 template <typename A, typename O, typename F>
-ONT_LOOP_V4 void UnaryLoopV4(const A* __restrict a, O* __restrict o, int64_t n, const F& f) {
+__attribute__((always_inline)) inline void UnaryBody(const A* __restrict a, O* __restrict o, int64_t n, const F& f) {
   for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
 }
-template <typename A, typename O, typename F>
-void UnaryLoopBase(const A* __restrict a, O* __restrict o, int64_t n, const F& f) {
-  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+template <typename A, typename B, typename O, typename F>
+__attribute__((always_inline)) inline void BinaryBody(const A* __restrict a, int64_t sa, const B* __restrict b,
+                                                      int64_t sb, O* __restrict o, int64_t n, const F& f) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const B v = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], v);
+  } else if (sa == 0 && sb == 1) {
+    const A v = a[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = f(v, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i * sa], b[i * sb]);
+  }
 }
+
+template <typename A, typename O, typename F>
+ONT_LOOP_V4 void UnaryLoopV4(const A* a, O* o, int64_t n, const F& f) { UnaryBody(a, o, n, f); }
+template <typename A, typename O, typename F>
+void UnaryLoopBase(const A* a, O* o, int64_t n, const F& f) { UnaryBody(a, o, n, f); }
 // o[i] = f(a[i]) for i in [0, n).
 template <typename A, typename O, typename F>
 inline void UnaryLoop(const A* a, O* o, int64_t n, const F& f) {
@@ -37,37 +54,15 @@ inline void UnaryLoop(const A* a, O* o, int64_t n, const F& f) {
   else UnaryLoopBase(a, o, n, f);
 }
 
+template <typename A, typename B, typename O, typename F>
+ONT_LOOP_V4 void BinaryLoopV4(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, const F& f) {
+  BinaryBody(a, sa, b, sb, o, n, f);
+}
+template <typename A, typename B, typename O, typename F>
+void BinaryLoopBase(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, const F& f) {
+  BinaryBody(a, sa, b, sb, o, n, f);
+}
 // o[i] = f(a[i * sa], b[i * sb]) for i in [0, n); strides 0 (a broadcast value) or 1.
-template <typename A, typename B, typename O, typename F>
-ONT_LOOP_V4 void BinaryLoopV4(const A* __restrict a, int64_t sa, const B* __restrict b, int64_t sb, O* __restrict o,
-                              int64_t n, const F& f) {
-  if (sa == 1 && sb == 1) {
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
-  } else if (sa == 1 && sb == 0) {
-    const B v = b[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], v);
-  } else if (sa == 0 && sb == 1) {
-    const A v = a[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = f(v, b[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i * sa], b[i * sb]);
-  }
-}
-template <typename A, typename B, typename O, typename F>
-void BinaryLoopBase(const A* __restrict a, int64_t sa, const B* __restrict b, int64_t sb, O* __restrict o, int64_t n,
-                    const F& f) {
-  if (sa == 1 && sb == 1) {
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
-  } else if (sa == 1 && sb == 0) {
-    const B v = b[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], v);
-  } else if (sa == 0 && sb == 1) {
-    const A v = a[0];
-    for (int64_t i = 0; i < n; ++i) o[i] = f(v, b[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i * sa], b[i * sb]);
-  }
-}
 template <typename A, typename B, typename O, typename F>
 inline void BinaryLoop(const A* a, int64_t sa, const B* b, int64_t sb, O* o, int64_t n, const F& f) {
   if (CpuHasAvx512()) BinaryLoopV4(a, sa, b, sb, o, n, f);
