@@ -39,27 +39,12 @@ template <int L>
 __attribute__((always_inline)) inline void SumAndDotDevLanes(const float* g, const float* x, int64_t n, double mean,
                                                              double inv, double* sum, double* dot) {
   double ps[L] = {}, pd[L] = {};
-  int64_t i = 0;
-  for (; i + L <= n; i += L) {
-    for (int j = 0; j < L; ++j) {
-      ps[j] += static_cast<double>(g[i + j]);
-      pd[j] += static_cast<double>(g[i + j]) * (x[i + j] - mean) * inv;
-    }
-  }
-  for (; i < n; ++i) {
-    ps[i & (L - 1)] += static_cast<double>(g[i]);
-    pd[i & (L - 1)] += static_cast<double>(g[i]) * (x[i] - mean) * inv;
-  }
-  if constexpr (L == kSumLanes) {
-    *sum = LaneTotal(ps);
-    *dot = LaneTotal(pd);
-  } else {
-    double s = 0, d = 0;
-    for (int j = 0; j < L; ++j) s += ps[j];
-    for (int j = 0; j < L; ++j) d += pd[j];
-    *sum = s;
-    *dot = d;
-  }
+  ForLanes<L>(n, [&](int64_t i, int j) {
+    ps[j] += static_cast<double>(g[i]);
+    pd[j] += static_cast<double>(g[i]) * (x[i] - mean) * inv;
+  });
+  *sum = LaneTotal<L>(ps);
+  *dot = LaneTotal<L>(pd);
 }
 
 ONT_VROWS_CLONES void SumAndDotDevLoop(const float* g, const float* x, int64_t n, double mean, double inv, double* sum,

@@ -20,34 +20,43 @@ namespace cpu {
 constexpr int kSumLanes = 32;
 constexpr int64_t kLongRow = 256;
 
-// part[0] + ... + part[kSumLanes - 1] as a pairwise tree (lane j + w folded into lane j, w = 16, 8, ..., 1).
+// The total of L lane sums: in lane order for eight lanes, as a pairwise tree for kSumLanes (lane j + w
+// folded into lane j, w = 16, 8, ..., 1).
+template <int L>
 __attribute__((always_inline)) inline double LaneTotal(double* part) {
-  for (int w = kSumLanes / 2; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) part[j] += part[j + w];
+  if constexpr (L == kSumLanes) {
+    for (int w = L / 2; w >= 1; w /= 2) {
+      for (int j = 0; j < w; ++j) part[j] += part[j + w];
+    }
+    return part[0];
+  } else {
+    double s = 0;
+    for (int j = 0; j < L; ++j) s += part[j];
+    return s;
   }
-  return part[0];
+}
+
+// Adds f(i) for i in [0, n) into L interleaved lanes (f returns one value, or adds into several lanes'
+// arrays itself: see SumAndDotDevLoop).
+template <int L, typename F>
+__attribute__((always_inline)) inline void ForLanes(int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    for (int j = 0; j < L; ++j) f(i + j, j);
+  }
+  for (; i < n; ++i) f(i, static_cast<int>(i & (L - 1)));
+}
+
+template <int L, typename F>
+__attribute__((always_inline)) inline double LaneSumOf(int64_t n, F f) {
+  double part[L] = {};
+  ForLanes<L>(n, [&](int64_t i, int j) { part[j] += f(i); });
+  return LaneTotal<L>(part);
 }
 
 template <typename F>
 __attribute__((always_inline)) inline double LaneSum(int64_t n, F f) {
-  if (n >= kLongRow) {
-    double part[kSumLanes] = {};
-    int64_t i = 0;
-    for (; i + kSumLanes <= n; i += kSumLanes) {
-      for (int j = 0; j < kSumLanes; ++j) part[j] += f(i + j);
-    }
-    for (; i < n; ++i) part[i & (kSumLanes - 1)] += f(i);
-    return LaneTotal(part);
-  }
-  double part[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) part[j] += f(i + j);
-  }
-  for (; i < n; ++i) part[i & 7] += f(i);
-  double s = 0;
-  for (int j = 0; j < 8; ++j) s += part[j];
-  return s;
+  return n >= kLongRow ? LaneSumOf<kSumLanes>(n, f) : LaneSumOf<8>(n, f);
 }
 
 // Batch normalization's kernels take channels in blocks and read a block image by image (contiguous runs of
