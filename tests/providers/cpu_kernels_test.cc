@@ -92,7 +92,8 @@ TEST(CpuKernelsTest, TransposeEveryPermutation) {
   check({3, 40, 5, 33}, {2, 3, 0, 1});
 }
 
-// MaxPool's float path (vectorized interior rows, scalar borders) against a naive loop over each window:
+// MaxPool's float paths (vectorized interior rows, scalar borders; narrow planes by gathers) against a naive
+// loop over each window:
 // the first maximum in visiting order, NaNs passed over, ties common (values are small integers).
 TEST(CpuKernelsTest, MaxPoolMatchesNaiveWindows) {
   struct Case {
@@ -100,7 +101,11 @@ TEST(CpuKernelsTest, MaxPoolMatchesNaiveWindows) {
   };
   const Case cases[] = {{26, 26, 2, 2, 0, 1, 0}, {11, 11, 2, 2, 0, 1, 0}, {32, 35, 3, 2, 1, 1, 0},
                         {9, 70, 3, 1, 1, 1, 0},  {7, 300, 2, 1, 0, 1, 1}, {12, 13, 3, 3, 2, 1, 0},
-                        {10, 10, 3, 2, 1, 2, 0}, {5, 4, 5, 1, 2, 1, 0}};
+                        {10, 10, 3, 2, 1, 2, 0}, {5, 4, 5, 1, 2, 1, 0},
+                        // no padding and outputs narrower than 8: whole planes by gathers, 16 outputs
+                        // across row ends, the last vector of a plane partial
+                        {9, 9, 3, 1, 0, 1, 0},   {14, 6, 3, 3, 0, 1, 0}, {20, 7, 2, 1, 0, 1, 0},
+                        {13, 13, 3, 2, 0, 1, 0}};
   uint32_t seed = 7;
   auto next = [&seed] {
     seed = seed * 1664525u + 1013904223u;

@@ -232,6 +232,60 @@ TEST(GradKernelsTest, PoolGrads) {
   }
 }
 
+// MaxPoolGrad scatters dY to dX at the indices, adding where an index repeats. MaxPool's indices stay in
+// their own [N, C] plane and are scattered plane by plane (in parallel at 2 threads); indices that point
+// into another plane take the serial loop; an index outside dX is an error naming it. Against a naive
+// scatter, exactly.
+TEST(GradKernelsTest, MaxPoolGradScattersAtIndices) {
+  // Planes large enough for the pool to split them at 2 threads.
+  const Shape xs = {2, 3, 320, 320}, ys = {2, 3, 4, 4};
+  const int64_t isize = 320 * 320, osize = 16, n = 6 * isize;
+  ValueInfo dx_info;
+  dx_info.name = "o0";
+  dx_info.dtype = DType::kFloat32;
+  dx_info.has_shape = true;
+  for (int64_t d : xs) dx_info.dims.push_back(Dim{d, ""});
+  const std::vector<onnx::AttributeProto> attrs = {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})};
+  std::vector<float> g(6 * osize);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = 0.25f * static_cast<float>(i) - 2.0f;
+  auto check = [&](const std::vector<int64_t>& idx, int threads) {
+    std::vector<float> want(n, 0.0f);
+    for (size_t i = 0; i < idx.size(); ++i) want[idx[i]] += g[i];
+    Tensor dx = RunNode("MaxPoolGrad", "", {{"dy", Tensor::FromVector(g, ys)}, {"idx", Tensor::FromVector(idx, ys)}}, 1,
+                        attrs, 17, {dx_info}, threads)[0];
+    ASSERT_EQ(dx.NumElements(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(dx.data<float>()[i], want[i]) << "threads " << threads << " at " << i;
+  };
+  std::vector<int64_t> own(6 * osize), crossing(6 * osize);
+  for (int64_t q = 0; q < 6; ++q) {
+    for (int64_t o = 0; o < osize; ++o) {
+      own[q * osize + o] = q * isize + (o * 7 + q) % 9 * 1000;  // repeats within the plane
+      crossing[q * osize + o] = ((q + 1) % 6) * isize + o * 3;   // the next plane's elements
+    }
+  }
+  own[5] = own[4];
+  for (int threads : {1, 2}) {
+    check(own, threads);
+    check(crossing, threads);
+  }
+  std::vector<int64_t> bad = own;
+  bad[9] = n;
+  Model m;
+  m.opset_imports[""] = 17;
+  m.graph.inputs.push_back(TensorInfo("dy", DType::kFloat32, ys));
+  m.graph.inputs.push_back(TensorInfo("idx", DType::kInt64, ys));
+  m.graph.outputs.push_back(dx_info);
+  m.graph.nodes.push_back(MakeNode("MaxPoolGrad", {"dy", "idx"}, {"o0"}, attrs, "grad"));
+  auto cpu = CpuExecutionProvider::Create({1}).value();
+  auto ex = Executor::Create(m, cpu.get());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  std::vector<Tensor> out;
+  Status st = ex.value()->Run(ToNamedValues({{"dy", Tensor::FromVector(g, ys)}, {"idx", Tensor::FromVector(bad, ys)}}),
+                              {"o0"}, &out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("index 614400 at position 9"), std::string::npos) << st.ToString();
+}
+
 TEST(GradKernelsTest, BatchNormInternalAndGrad) {
   Tensor x = Random({3, 2, 4}, 60), scale = Random({2}, 61, 0.5, 1.5), bias = Random({2}, 62);
   Tensor mean = Tensor::FromVector<double>({0, 0}, {2}), var = Tensor::FromVector<double>({1, 1}, {2});

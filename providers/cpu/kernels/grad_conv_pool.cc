@@ -333,7 +333,33 @@ class MaxPoolGradKernel : public OpKernel {
     return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       T* p = dx->data<T>();
-      int64_t n = dx->NumElements();
+      const int64_t n = dx->NumElements();
+      const int64_t* ix = idx.data<int64_t>();
+      // By planes, in parallel: each [N, C] plane of dX zeroed and then scattered into while it is in cache.
+      // That is the serial scatter's result whenever every index of a dY plane points into the same dX
+      // plane (as MaxPool's do); an index elsewhere sends the whole op to the serial loop below.
+      const int64_t planes = dy.rank() >= 3 && dx->rank() >= 3 ? dy.dim(0) * dy.dim(1) : 0;
+      if (planes > 0 && dx->dim(0) * dx->dim(1) == planes) {
+        const int64_t isize = n / planes, osize = dy.NumElements() / planes;
+        std::atomic<bool> elsewhere{false};
+        ParallelFor(ctx.thread_pool(), planes, 4.0 * static_cast<double>(isize + 2 * osize), [&](int64_t p0, int64_t p1) {
+          for (int64_t q = p0; q < p1 && !elsewhere.load(std::memory_order_relaxed); ++q) {
+            T* plane = p + q * isize;
+            std::fill(plane, plane + isize, static_cast<T>(0.0f));
+            const T* g = dy.data<T>() + q * osize;
+            const int64_t* k = ix + q * osize;
+            for (int64_t i = 0; i < osize; ++i) {
+              const int64_t at = k[i] - q * isize;
+              if (at < 0 || at >= isize) {
+                elsewhere.store(true, std::memory_order_relaxed);
+                break;
+              }
+              plane[at] = static_cast<T>(static_cast<float>(plane[at]) + static_cast<float>(g[i]));
+            }
+          }
+        });
+        if (!elsewhere.load()) return Status::OK();
+      }
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(0.0f);
       for (int64_t i = 0; i < dy.NumElements(); ++i) {
         int64_t k = idx.data<int64_t>()[i];

@@ -88,7 +88,7 @@ ONT_VROWS_CLONES void Select32Loop(const uint8_t* c, const uint32_t* x, bool x_w
 
 // Max pooling of one output row, scalar: the visiting order and first-maximum rule of VRowMaxPool.
 void MaxPoolRowScalar(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, float* y,
-                      int32_t* arg) {
+                      int64_t* ind, int64_t ind_base) {
   for (int64_t j = 0; j < n; ++j) {
     float best = std::numeric_limits<float>::lowest();
     int32_t at = static_cast<int32_t>(j * sw);
@@ -102,7 +102,7 @@ void MaxPoolRowScalar(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_
       }
     }
     y[j] = best;
-    arg[j] = at;
+    if (ind) ind[j] = ind_base + at;
   }
 }
 
@@ -113,11 +113,12 @@ void MaxPoolRowScalar(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_
 // scalar branches, which dominate on short rows; gathers were measured slower than the permute.
 __attribute__((target("avx512f"))) void MaxPoolRowAvx512(const float* x, int64_t wd, int64_t kh, int64_t kw,
                                                          int64_t sw, int64_t n, int64_t readable, float* y,
-                                                         int32_t* arg) {
+                                                         int64_t* ind, int64_t ind_base) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i lane_off = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int32_t>(sw)));
   const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
   const __m512i even = _mm512_add_epi32(lane, lane);
+  const __m512i base64 = _mm512_set1_epi64(ind_base);
   for (int64_t j0 = 0; j0 < n; j0 += 16) {
     const int64_t m = std::min<int64_t>(16, n - j0);
     const __mmask16 valid = static_cast<__mmask16>((1u << m) - 1);
@@ -149,17 +150,66 @@ __attribute__((target("avx512f"))) void MaxPoolRowAvx512(const float* x, int64_t
       }
     }
     _mm512_mask_storeu_ps(y + j0, valid, best);
-    _mm512_mask_storeu_epi32(arg + j0, valid, at);
+    if (ind) {  // the int32 offsets widened and based in registers, 8 per store
+      const __m512i lo = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)), base64);
+      const __m512i hi = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)), base64);
+      _mm512_mask_storeu_epi64(ind + j0, static_cast<__mmask8>(valid & 0xff), lo);
+      if (m > 8) _mm512_mask_storeu_epi64(ind + j0 + 8, static_cast<__mmask8>(valid >> 8), hi);
+    }
+  }
+}
+
+// VPlaneMaxPool on AVX-512: per plane, 16 outputs at a time, each window element a masked gather (lanes
+// past the plane's end read nothing).
+__attribute__((target("avx512f"))) void PlaneMaxPoolAvx512(const float* x, int64_t isize, const int32_t* corner,
+                                                           int64_t osize, int64_t kh, int64_t kw, int64_t wd,
+                                                           int64_t p0, int64_t p1, float* y, int64_t* ind) {
+  const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* px = x + p * isize;
+    const __m512i base64 = _mm512_set1_epi64(p * isize);
+    for (int64_t o = 0; o < osize; o += 16) {
+      const int64_t m = std::min<int64_t>(16, osize - o);
+      const __mmask16 valid = static_cast<__mmask16>((1u << m) - 1);
+      const __m512i c = _mm512_maskz_loadu_epi32(valid, corner + o);
+      __m512 best = lowest;
+      __m512i at = c;
+      for (int64_t a = 0; a < kh; ++a) {
+        for (int64_t b = 0; b < kw; ++b) {
+          const __m512i off = _mm512_add_epi32(c, _mm512_set1_epi32(static_cast<int32_t>(a * wd + b)));
+          const __m512 v = _mm512_mask_i32gather_ps(lowest, valid, off, px, 4);
+          const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v, best, _CMP_GT_OQ);
+          best = _mm512_mask_mov_ps(best, gt, v);
+          at = _mm512_mask_mov_epi32(at, gt, off);
+        }
+      }
+      const int64_t q = p * osize + o;
+      _mm512_mask_storeu_ps(y + q, valid, best);
+      if (ind) {
+        const __m512i lo = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)), base64);
+        const __m512i hi = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)), base64);
+        _mm512_mask_storeu_epi64(ind + q, static_cast<__mmask8>(valid & 0xff), lo);
+        if (m > 8) _mm512_mask_storeu_epi64(ind + q + 8, static_cast<__mmask8>(valid >> 8), hi);
+      }
+    }
   }
 }
 
 }  // namespace
 
-void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, int64_t readable,
-                 float* y, int32_t* arg) {
+bool VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t osize, int64_t kh, int64_t kw,
+                   int64_t wd, int64_t p0, int64_t p1, float* y, int64_t* ind) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) MaxPoolRowAvx512(x, wd, kh, kw, sw, n, readable, y, arg);
-  else MaxPoolRowScalar(x, wd, kh, kw, sw, n, y, arg);
+  if (!avx512) return false;
+  PlaneMaxPoolAvx512(x, isize, corner, osize, kh, kw, wd, p0, p1, y, ind);
+  return true;
+}
+
+void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, int64_t readable,
+                 float* y, int64_t* ind, int64_t ind_base) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) MaxPoolRowAvx512(x, wd, kh, kw, sw, n, readable, y, ind, ind_base);
+  else MaxPoolRowScalar(x, wd, kh, kw, sw, n, y, ind, ind_base);
 }
 double VRowSum(const float* x, int64_t n) { return SumLoop(x, n); }
 double VRowSumSqDev(const float* x, int64_t n, double mean) { return SumSqDevLoop(x, n, mean); }

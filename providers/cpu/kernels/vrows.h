@@ -87,13 +87,22 @@ void VRowSelect32(const uint8_t* c, const uint32_t* x, bool x_whole, const uint3
                   int64_t n);
 
 // Max pooling of n windows along one output row, all inside the input (dilation 1): window j covers rows
-// 0 .. kh-1 (row pitch wd) and columns j*sw .. j*sw+kw-1 from x. y[j] is its maximum and arg[j] the offset
-// from x of its first maximum in visiting order (rows, then columns), starting from the lowest float, so
-// NaNs are passed over exactly as the generic pooling loop passes over them. Offsets must fit int32.
-// `readable`: how many floats from x may be read (the rest of the tensor), so that whole vectors can be
-// loaded where they stay inside it.
+// 0 .. kh-1 (row pitch wd) and columns j*sw .. j*sw+kw-1 from x. y[j] is its maximum and, when ind is not
+// null, ind[j] = ind_base + the offset from x of its first maximum in visiting order (rows, then columns),
+// starting from the lowest float, so NaNs are passed over exactly as the generic pooling loop passes over
+// them. Offsets from x must fit int32. `readable`: how many floats from x may be read (the rest of the
+// tensor), so that whole vectors can be loaded where they stay inside it.
 void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, int64_t readable,
-                 float* y, int32_t* arg);
+                 float* y, int64_t* ind, int64_t ind_base);
+
+// Max pooling of whole planes p0 .. p1 whose windows all lie inside the input (no padding reached,
+// dilation 1), for planes too narrow for VRowMaxPool's rows to fill a vector: output o of plane p is the
+// window whose top-left is x[p * isize + corner[o]], kh rows (pitch wd) of kw columns; y[p * osize + o] is
+// its maximum and ind[p * osize + o] (when ind is not null) p * isize + the offset of its first maximum,
+// by VRowMaxPool's rule. 16 outputs per AVX-512 vector through masked gathers, across row ends. Returns
+// false, computing nothing, on a CPU without AVX-512F.
+bool VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t osize, int64_t kh, int64_t kw,
+                   int64_t wd, int64_t p0, int64_t p1, float* y, int64_t* ind);
 
 }  // namespace cpu
 }  // namespace ontrain
