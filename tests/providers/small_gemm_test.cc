@@ -19,7 +19,8 @@ TEST(SmallGemmTest, MatchesTheSameSumInOrder) {
   struct S {
     int64_t m, n, k;
   };
-  const S shapes[] = {{64, 64, 32}, {64, 32, 64}, {1, 1, 1}, {7, 33, 5}, {9, 17, 64}, {128, 128, 64}, {13, 100, 3}, {64, 64, 64}};
+  const S shapes[] = {{64, 64, 32}, {64, 32, 64}, {1, 1, 1}, {7, 33, 5}, {9, 17, 64}, {128, 128, 64}, {13, 100, 3}, {64, 64, 64},
+                     {20, 50, 40}, {33, 16, 48}};
   int checked = 0;
   for (const S& sh : shapes) {
     for (int t = 0; t < 4; ++t) {

@@ -69,19 +69,72 @@ __attribute__((target("avx512f"))) void Tiles(int64_t m, int64_t n, int64_t k, f
   }
 }
 
+// out[c * ldo + r] = in[r * ldi + c] for a 16 x 16 block: unpacks of row pairs, then of pairs of pairs,
+// then 128-bit lanes gathered across the four groups of four rows.
+__attribute__((target("avx512f"))) void Transpose16(const float* in, int64_t ldi, float* out, int64_t ldo) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + i * ldi);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // r[4i + j], 128-bit lane l: column 4l + j of rows 4i .. 4i + 3.
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d t0 = _mm512_castps_pd(t[4 * i]), t1 = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[4 * i + 2]), t3 = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), w0 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd), w1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    _mm512_storeu_ps(out + j * ldo, _mm512_shuffle_f32x4(v0, w0, 0x88));
+    _mm512_storeu_ps(out + (8 + j) * ldo, _mm512_shuffle_f32x4(v0, w0, 0xdd));
+    _mm512_storeu_ps(out + (4 + j) * ldo, _mm512_shuffle_f32x4(v1, w1, 0x88));
+    _mm512_storeu_ps(out + (12 + j) * ldo, _mm512_shuffle_f32x4(v1, w1, 0xdd));
+  }
+}
+
+// Touches every line of a rows x cols block (row stride ld) ahead of use: the operands of attention's
+// products are often a megabyte away in memory (a softmax output read again by the backward pass), and
+// the tiles' loads, one line per k step when A is transposed, would otherwise wait on each miss in turn.
+inline void PrefetchBlock(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t f = 0; f < cols; f += 16) __builtin_prefetch(p + r * ld + f);
+    __builtin_prefetch(p + r * ld + cols - 1);
+  }
+}
+
 void Run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
          int64_t ldb, float beta, float* c, int64_t ldc) {
-  // B as k rows of np (n rounded up to 32) floats, zeros past n, 64-byte aligned.
+  if (ta) PrefetchBlock(a, k, m, lda);
+  else PrefetchBlock(a, m, k, lda);
+  // B as k rows of np (n rounded up to 32) floats, zeros past n, 64-byte aligned; a transposed B by 16 x 16
+  // blocks in registers, its edges element by element.
   alignas(64) float bp[kPanel];
   const int64_t np = (n + 31) / 32 * 32;
-  for (int64_t kk = 0; kk < k; ++kk) {
-    float* row = bp + kk * np;
-    if (tb) {
-      for (int64_t j = 0; j < n; ++j) row[j] = b[j * ldb + kk];
-    } else {
-      std::copy_n(b + kk * ldb, n, row);
+  if (tb) {
+    const int64_t n16 = n / 16 * 16, k16 = k / 16 * 16;
+    for (int64_t j = 0; j < n16; j += 16) {
+      for (int64_t kk = 0; kk < k16; kk += 16) Transpose16(b + j * ldb + kk, ldb, bp + kk * np + j, np);
     }
-    std::fill(row + n, row + np, 0.0f);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      float* row = bp + kk * np;
+      for (int64_t j = kk < k16 ? n16 : 0; j < n; ++j) row[j] = b[j * ldb + kk];
+      std::fill(row + n, row + np, 0.0f);
+    }
+  } else {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      float* row = bp + kk * np;
+      std::copy_n(b + kk * ldb, n, row);
+      std::fill(row + n, row + np, 0.0f);
+    }
   }
   if (ta) Tiles<true>(m, n, k, alpha, a, lda, bp, np, beta, c, ldc);
   else Tiles<false>(m, n, k, alpha, a, lda, bp, np, beta, c, ldc);
