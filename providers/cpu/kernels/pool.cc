@@ -184,7 +184,7 @@ class MaxPoolKernel : public PoolBase {
                         geo_.pads[1] == 0 && (out_[0] - 1) * geo_.strides[0] + geo_.kernel[0] <= in_[0] &&
                         (out_[1] - 1) * geo_.strides[1] + geo_.kernel[1] <= in_[1];
     plane_path_ = inside && storage_order_ == 0 && ctx.input(0)->dtype() == DType::kFloat32 && out_[1] < kPlaneWidth &&
-                  ShapeNumElements(in_) < (int64_t{1} << 31);
+                  ShapeNumElements(in_) < (int64_t{1} << 31) && VPlaneMaxPoolAvailable();
     if (plane_path_ && (corner_in_ != in_ || corner_out_ != out_)) {
       corner_.resize(ShapeNumElements(out_));
       for (int64_t i = 0; i < out_[0]; ++i) {
@@ -205,13 +205,12 @@ class MaxPoolKernel : public PoolBase {
       int64_t planes = x.dim(0) * x.dim(1);
       if (plane_path_) {
         const int64_t isize = in_[0] * in_[1], osize = ShapeNumElements(out_);
-        bool done = true;
         ParallelFor(ctx.thread_pool(), planes, 4.0 * static_cast<double>(osize * (3 * ShapeNumElements(geo_.kernel) + 3)),
                     [&](int64_t p0, int64_t p1) {
-          done = VPlaneMaxPool(x.data<float>(), isize, corner_.data(), osize, geo_.kernel[0], geo_.kernel[1], in_[1], p0,
-                               p1, y->data<float>(), ind ? ind->data<int64_t>() : nullptr) && done;
+          VPlaneMaxPool(x.data<float>(), isize, corner_.data(), osize, geo_.kernel[0], geo_.kernel[1], in_[1], p0, p1,
+                        y->data<float>(), ind ? ind->data<int64_t>() : nullptr);
         });
-        if (done) return Status::OK();
+        return Status::OK();
       }
       // Per plane: each output's window loads, compares and selects and its value and index stores, the
       // memory accesses counted four times (the input comes from memory, not cache). Counting compares

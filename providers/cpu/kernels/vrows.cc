@@ -106,6 +106,16 @@ void MaxPoolRowScalar(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_
   }
 }
 
+// ind[0 .. 16) = base + the int32 offsets in `at`, widened in registers, 8 per store; lanes outside `valid`
+// are not written.
+__attribute__((target("avx512f"), always_inline)) inline void StoreIndices(__m512i at, __m512i base, __mmask16 valid,
+                                                                         int64_t* ind) {
+  const __m512i lo = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)), base);
+  const __m512i hi = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)), base);
+  _mm512_mask_storeu_epi64(ind, static_cast<__mmask8>(valid & 0xff), lo);
+  if (valid >> 8) _mm512_mask_storeu_epi64(ind + 8, static_cast<__mmask8>(valid >> 8), hi);
+}
+
 // The same, 16 windows per AVX-512 vector: loads for stride 1, two loads and a permute for stride 2,
 // masked gathers otherwise. Loads are masked (masked-off lanes touch no memory) only where a full vector
 // would read past the `readable` floats from x; unmasked loads were measured 2x faster on Zen 5, and most
@@ -150,12 +160,7 @@ __attribute__((target("avx512f"))) void MaxPoolRowAvx512(const float* x, int64_t
       }
     }
     _mm512_mask_storeu_ps(y + j0, valid, best);
-    if (ind) {  // the int32 offsets widened and based in registers, 8 per store
-      const __m512i lo = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)), base64);
-      const __m512i hi = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)), base64);
-      _mm512_mask_storeu_epi64(ind + j0, static_cast<__mmask8>(valid & 0xff), lo);
-      if (m > 8) _mm512_mask_storeu_epi64(ind + j0 + 8, static_cast<__mmask8>(valid >> 8), hi);
-    }
+    if (ind) StoreIndices(at, base64, valid, ind + j0);
   }
 }
 
@@ -185,24 +190,21 @@ __attribute__((target("avx512f"))) void PlaneMaxPoolAvx512(const float* x, int64
       }
       const int64_t q = p * osize + o;
       _mm512_mask_storeu_ps(y + q, valid, best);
-      if (ind) {
-        const __m512i lo = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)), base64);
-        const __m512i hi = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)), base64);
-        _mm512_mask_storeu_epi64(ind + q, static_cast<__mmask8>(valid & 0xff), lo);
-        if (m > 8) _mm512_mask_storeu_epi64(ind + q + 8, static_cast<__mmask8>(valid >> 8), hi);
-      }
+      if (ind) StoreIndices(at, base64, valid, ind + q);
     }
   }
 }
 
 }  // namespace
 
-bool VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t osize, int64_t kh, int64_t kw,
-                   int64_t wd, int64_t p0, int64_t p1, float* y, int64_t* ind) {
+bool VPlaneMaxPoolAvailable() {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (!avx512) return false;
+  return avx512;
+}
+
+void VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t osize, int64_t kh, int64_t kw,
+                   int64_t wd, int64_t p0, int64_t p1, float* y, int64_t* ind) {
   PlaneMaxPoolAvx512(x, isize, corner, osize, kh, kw, wd, p0, p1, y, ind);
-  return true;
 }
 
 void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, int64_t readable,

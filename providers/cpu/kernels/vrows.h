@@ -99,9 +99,10 @@ void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw,
 // dilation 1), for planes too narrow for VRowMaxPool's rows to fill a vector: output o of plane p is the
 // window whose top-left is x[p * isize + corner[o]], kh rows (pitch wd) of kw columns; y[p * osize + o] is
 // its maximum and ind[p * osize + o] (when ind is not null) p * isize + the offset of its first maximum,
-// by VRowMaxPool's rule. 16 outputs per AVX-512 vector through masked gathers, across row ends. Returns
-// false, computing nothing, on a CPU without AVX-512F.
-bool VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t osize, int64_t kh, int64_t kw,
+// by VRowMaxPool's rule. 16 outputs per AVX-512 vector through masked gathers, across row ends. Only where
+// VPlaneMaxPoolAvailable() (the CPU has AVX-512F).
+bool VPlaneMaxPoolAvailable();
+void VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t osize, int64_t kh, int64_t kw,
                    int64_t wd, int64_t p0, int64_t p1, float* y, int64_t* ind);
 
 }  // namespace cpu
