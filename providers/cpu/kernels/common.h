@@ -15,6 +15,16 @@
 namespace ontrain {
 namespace cpu {
 
+// Asks for every cache line of a rows x cols block of floats (row stride ld) ahead of its use, for kernels
+// whose operands come from memory in a pattern the hardware prefetcher follows late: a max pool's next
+// input rows, the operands of attention's small products (a softmax output re-read by the backward pass).
+inline void PrefetchRows(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t f = 0; f < cols; f += 16) __builtin_prefetch(p + r * ld + f);
+    __builtin_prefetch(p + r * ld + cols - 1);
+  }
+}
+
 // Whether this CPU has the x86-64-v4 features (AVX-512 F/VL/BW/DQ with AVX2, FMA, BMI): the
 // elementwise loops of elementwise.h run their AVX-512 copies there. Checked once.
 bool CpuHasAvx512();

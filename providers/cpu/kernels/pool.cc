@@ -117,12 +117,7 @@ void MaxPool2D(const T* x, T* y, int64_t* ind, int64_t p0, int64_t p1, int64_t p
             // before wrote more than the caches hold) and this loop's loads otherwise wait on each line.
             constexpr int64_t kAhead = 4;
             const int64_t ahead = start + kAhead * sh * wd, span = (m - 1) * sw + kw;
-            if (ahead + (kh - 1) * wd + span <= planes * isize) {
-              for (int64_t a = 0; a < kh; ++a) {
-                for (int64_t f = 0; f < span; f += 16) __builtin_prefetch(x + ahead + a * wd + f);
-                __builtin_prefetch(x + ahead + a * wd + span - 1);
-              }
-            }
+            if (ahead + (kh - 1) * wd + span <= planes * isize) PrefetchRows(x + ahead, kh, span, wd);
             // Row-major indices come out based on the tensor; others plane-relative, then reordered.
             VRowMaxPool(x + start, wd, kh, kw, sw, m, planes * isize - start, y + o, ind ? ind + o : nullptr,
                         storage_order == 0 ? start : r0 * wd + c0);

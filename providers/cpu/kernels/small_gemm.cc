@@ -1,6 +1,8 @@
 // Small float32 GEMMs on AVX-512 (see small_gemm.h).
 #include "providers/cpu/kernels/small_gemm.h"
 
+#include "providers/cpu/kernels/common.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -101,20 +103,11 @@ __attribute__((target("avx512f"))) void Transpose16(const float* in, int64_t ldi
   }
 }
 
-// Touches every line of a rows x cols block (row stride ld) ahead of use: the operands of attention's
-// products are often a megabyte away in memory (a softmax output read again by the backward pass), and
-// the tiles' loads, one line per k step when A is transposed, would otherwise wait on each miss in turn.
-inline void PrefetchBlock(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t f = 0; f < cols; f += 16) __builtin_prefetch(p + r * ld + f);
-    __builtin_prefetch(p + r * ld + cols - 1);
-  }
-}
-
 void Run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
          int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (ta) PrefetchBlock(a, k, m, lda);
-  else PrefetchBlock(a, m, k, lda);
+  // A whole, before the tiles: transposed, their loads would take one line per k step, each a miss.
+  if (ta) PrefetchRows(a, k, m, lda);
+  else PrefetchRows(a, m, k, lda);
   // B as k rows of np (n rounded up to 32) floats, zeros past n, 64-byte aligned; a transposed B by 16 x 16
   // blocks in registers, its edges element by element.
   alignas(64) float bp[kPanel];
