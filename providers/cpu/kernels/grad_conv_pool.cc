@@ -75,7 +75,15 @@ class ConvGradKernel : public OpKernel {
       dx_direct_ = TransposedRows(c, m);
       if (dx_direct_) dxwork_ = dxc_.work_size();
     }
-    int64_t dw_elems = ctx.output_requested(1) ? (pad_ + (ck + mg) * chunk_ * o) * slots_ + chunks_ * mg * ck : 0;
+    // dW of 3x3 windows (float32, AVX-512): the direct kernel over a chunk's padded images and transposed dY.
+    dw_direct_ = padded_ && ctx.output_requested(1) && x->dtype() == DType::kFloat32 &&
+                 !IsDepthwise2D(c, m, group_, in_.size()) && DirectWeightGrad3x3::Applies(rows_);
+    if (dw_direct_) dwk_ = DirectWeightGrad3x3(rows_, c / group_, mg);
+    int64_t dw_elems = 0;
+    if (ctx.output_requested(1)) {
+      dw_elems = dw_direct_ ? chunk_ * (pad_ + dwk_.transposed_size()) * slots_ + chunks_ * dwk_.cout_padded() * ck
+                            : (pad_ + (ck + mg) * chunk_ * o) * slots_ + chunks_ * mg * ck;
+    }
     int64_t elems = std::max(padded_ ? dxwork_ * slots_ : col_ * slots_, dw_elems);
     wr_offset_ = elems;
     if (padded_ && ctx.output_requested(0)) elems += dx_direct_ ? group_ * dxc_.packed_size() : w->NumElements();
@@ -154,11 +162,33 @@ class ConvGradKernel : public OpKernel {
       // 2. dW_g = sum over chunks of dY_g [mg, images*O] * col(X_g)^T [images*O, cg*K]: chunks in parallel,
       // each one GEMM into its (transposed) partial, then the partials added in chunk order.
       if (dw && !depthwise && chunks_ > 0) {
-        const int64_t ck = cg * ksize, cols = padded_ ? rows_.n : osize, per_slot = pad_ + (ck + mg) * chunk_ * cols;
+        const int64_t ck = cg * ksize, cols = padded_ ? rows_.n : osize;
+        // Partial rows: pld apart (dW_direct_: the output channels padded to a multiple of 16).
+        const int64_t per_slot = dw_direct_ ? chunk_ * (pad_ + dwk_.transposed_size()) : pad_ + (ck + mg) * chunk_ * cols;
+        const int64_t pld = dw_direct_ ? dwk_.cout_padded() : mg;
         T* partials = scratch + per_slot * slots_;
         for (int64_t g = 0; g < group_; ++g) {
           std::atomic<int> next_slot{0};
-          ParallelFor(ctx.thread_pool(), chunks_, 2.0 * static_cast<double>(mg * ck * chunk_ * osize), [&](int64_t k0, int64_t k1) {
+          const double cost = 2.0 * static_cast<double>(mg * ck * chunk_ * osize);
+          if constexpr (std::is_same_v<T, float>) {
+            if (dw_direct_) {
+              // Per chunk: its images padded and their dY transposed, then the direct kernel into the partial.
+              ParallelFor(ctx.thread_pool(), chunks_, cost, [&](int64_t k0, int64_t k1) {
+                float* xp = scratch + (next_slot++ % slots_) * per_slot;
+                float* dyt = xp + chunk_ * pad_;
+                for (int64_t k = k0; k < k1; ++k) {
+                  const int64_t i0 = k * chunk_, i1 = std::min(n, i0 + chunk_);
+                  for (int64_t i = i0; i < i1; ++i) {
+                    rows_.Pad(x.data<float>() + (i * c + g * cg) * isize, cg, xp + (i - i0) * pad_);
+                    dwk_.TransposeOutputGrad(dy.data<float>() + (i * m + g * mg) * osize,
+                                             dyt + (i - i0) * dwk_.transposed_size());
+                  }
+                  dwk_.Run(xp, dyt, i1 - i0, partials + k * pld * ck);
+                }
+              });
+            }
+          }
+          if (!dw_direct_) ParallelFor(ctx.thread_pool(), chunks_, cost, [&](int64_t k0, int64_t k1) {
             T* xp = scratch + (next_slot++ % slots_) * per_slot;
             T* col = xp + pad_;
             T* dy_t = col + ck * chunk_ * cols;
@@ -184,11 +214,11 @@ class ConvGradKernel : public OpKernel {
           // The partials added in chunk order into the first (contiguous runs, vectorized), then dW^T [ck, mg]
           // transposed into dW [mg, ck] by tiles (reading the partials down their columns missed the cache).
           T* out = dw->data<T>() + g * mg * ck;
-          ParallelFor(ctx.thread_pool(), ck, static_cast<double>(mg * chunks_), [&](int64_t q0, int64_t q1) {
-            T* acc = partials + q0 * mg;
-            const int64_t len = (q1 - q0) * mg;
+          ParallelFor(ctx.thread_pool(), ck, static_cast<double>(pld * chunks_), [&](int64_t q0, int64_t q1) {
+            T* acc = partials + q0 * pld;
+            const int64_t len = (q1 - q0) * pld;
             for (int64_t k = 1; k < chunks_; ++k) {
-              const T* p = partials + k * mg * ck + q0 * mg;
+              const T* p = partials + k * pld * ck + q0 * pld;
               for (int64_t e = 0; e < len; ++e) acc[e] += p[e];
             }
           });
@@ -199,7 +229,7 @@ class ConvGradKernel : public OpKernel {
               for (int64_t q0 = 0; q0 < ck; q0 += kTile) {
                 const int64_t q1 = std::min(ck, q0 + kTile);
                 for (int64_t r = r0; r < r1; ++r) {
-                  for (int64_t q = q0; q < q1; ++q) out[r * ck + q] = partials[q * mg + r];  // dW[r, q] is dW^T[q, r]
+                  for (int64_t q = q0; q < q1; ++q) out[r * ck + q] = partials[q * pld + r];  // dW[r, q] is dW^T[q, r]
                 }
               }
             }
@@ -293,6 +323,8 @@ class ConvGradKernel : public OpKernel {
   int64_t pad_ = 0;  // elements of one padded image (padded rows only)
   bool dx_direct_ = false;  // dX by DirectConv2D (dxc_) over dY
   DirectConv2D dxc_;
+  bool dw_direct_ = false;  // dW by DirectWeightGrad3x3 (dwk_)
+  DirectWeightGrad3x3 dwk_;
   int64_t dxwork_ = 0, wr_offset_ = 0;  // padded rows, dX: work elements per thread; where the split weights are
   int64_t col_ = 0;
   int slots_ = 1;

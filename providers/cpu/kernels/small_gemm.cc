@@ -71,38 +71,6 @@ __attribute__((target("avx512f"))) void Tiles(int64_t m, int64_t n, int64_t k, f
   }
 }
 
-// out[c * ldo + r] = in[r * ldi + c] for a 16 x 16 block: unpacks of row pairs, then of pairs of pairs,
-// then 128-bit lanes gathered across the four groups of four rows.
-__attribute__((target("avx512f"))) void Transpose16(const float* in, int64_t ldi, float* out, int64_t ldo) {
-  __m512 r[16], t[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(in + i * ldi);
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // r[4i + j], 128-bit lane l: column 4l + j of rows 4i .. 4i + 3.
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    const __m512d t0 = _mm512_castps_pd(t[4 * i]), t1 = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[4 * i + 2]), t3 = _mm512_castps_pd(t[4 * i + 3]);
-    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    const __m512 v0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), w0 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-    const __m512 v1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd), w1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-    _mm512_storeu_ps(out + j * ldo, _mm512_shuffle_f32x4(v0, w0, 0x88));
-    _mm512_storeu_ps(out + (8 + j) * ldo, _mm512_shuffle_f32x4(v0, w0, 0xdd));
-    _mm512_storeu_ps(out + (4 + j) * ldo, _mm512_shuffle_f32x4(v1, w1, 0x88));
-    _mm512_storeu_ps(out + (12 + j) * ldo, _mm512_shuffle_f32x4(v1, w1, 0xdd));
-  }
-}
-
 void Run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
          int64_t ldb, float beta, float* c, int64_t ldc) {
   // A whole, before the tiles: transposed, their loads would take one line per k step, each a miss.
@@ -115,7 +83,7 @@ void Run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const f
   if (tb) {
     const int64_t n16 = n / 16 * 16, k16 = k / 16 * 16;
     for (int64_t j = 0; j < n16; j += 16) {
-      for (int64_t kk = 0; kk < k16; kk += 16) Transpose16(b + j * ldb + kk, ldb, bp + kk * np + j, np);
+      for (int64_t kk = 0; kk < k16; kk += 16) Transpose16x16(b + j * ldb + kk, ldb, bp + kk * np + j, np);
     }
     for (int64_t kk = 0; kk < k; ++kk) {
       float* row = bp + kk * np;
