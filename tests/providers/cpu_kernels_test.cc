@@ -251,7 +251,7 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
 // the definitions summed in double: channel counts that do not fill a register tile, output sizes that end
 // mid-tile, asymmetric pads, dilations, groups, a one-channel stem, a 5x5 window, and a strided case. On
 // AVX-512, dX of the 16-channel, 5x5 grouped and dilated asymmetric cases runs on the direct kernel with
-// flipped weights, the others on GEMMs; dW of the stride-1, dilation-1 3x3 cases on DirectWeightGrad3x3:
+// flipped weights, the others on GEMMs; dW of the dilation-1 3x3 cases (strides 1 and 2) on DirectWeightGrad3x3:
 // output channel counts of 16 (its 3-channel tiles), 13 and 17 (padded to 16 and 32), 32 and 48 (tiles of
 // 32, then one of 16), input channel counts that leave 1 or 2 channels after the 3-channel tiles, groups.
 // Everything else on patch matrices and GEMMs.
@@ -266,7 +266,8 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
       {2, 8, 8, 8, 12, 5, 5, 2, 1, 1, {2, 2, 2, 2}},    {2, 6, 9, 9, 10, 3, 3, 1, 2, 1, {1, 1, 1, 1}},
       {1, 4, 6, 6, 4, 1, 1, 1, 1, 1, {0, 0, 0, 0}},     {2, 7, 5, 13, 17, 3, 3, 1, 1, 1, {3, 1, 0, 2}},
       {2, 6, 20, 20, 5, 3, 3, 1, 1, 2, {2, 1, 2, 3}},   {1, 4, 6, 5, 48, 3, 3, 1, 1, 1, {1, 0, 1, 2}},
-      {2, 6, 8, 7, 20, 3, 3, 2, 1, 1, {1, 1, 1, 1}},
+      {2, 6, 8, 7, 20, 3, 3, 2, 1, 1, {1, 1, 1, 1}},    {2, 5, 11, 10, 40, 3, 3, 1, 2, 1, {1, 0, 2, 1}},
+      {3, 16, 8, 8, 32, 3, 3, 1, 2, 1, {1, 1, 1, 1}},
   };
   uint32_t seed = 5;
   auto uniform = [&seed] {

@@ -39,12 +39,12 @@ __attribute__((target("avx512f"))) void Tile8(const float* xp, int64_t plane, co
   }
 }
 
-// out rows r = cb * 9 + a * 3 + b (CB input channels, the 9 taps), OV vectors of 16 output channels, ld_out
+// out rows r = cb * 9 + a * 3 + b (CB input channels, the 9 taps; stride S), OV vectors of 16 output channels, ld_out
 // apart: += (or = when `first`) the products of one image's padded planes xq (CB planes, `plane` apart)
 // and its transposed dY (rows of ldt floats, output channels from column 0), over rows, then columns. GCC's
 // predictive commoning would carry x[j + 1] and x[j + 2] into the next column's iteration through the
 // stack (the accumulators leave it no registers): measured 115 against 173 GFLOP/s, hence its option off.
-template <int CB, int OV>
+template <int S, int CB, int OV>
 __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void WeightGradTile(
     const float* xq, int64_t plane, int64_t wp, int64_t oh, int64_t ow, const float* dyt, int64_t ldt, float* out,
     int64_t ld_out, bool first) {
@@ -53,14 +53,14 @@ __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void Wei
     for (int v = 0; v < OV; ++v) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + r * ld_out + 16 * v);
   }
   for (int64_t i = 0; i < oh; ++i) {
-    const float* xr = xq + i * wp;
+    const float* xr = xq + S * i * wp;
     const float* gr = dyt + i * ow * ldt;
     for (int64_t j = 0; j < ow; ++j) {
       __m512 g[OV];
       for (int v = 0; v < OV; ++v) g[v] = _mm512_loadu_ps(gr + j * ldt + 16 * v);
       for (int cb = 0; cb < CB; ++cb) {
         for (int a = 0; a < 3; ++a) {
-          const float* x = xr + cb * plane + a * wp + j;
+          const float* x = xr + cb * plane + a * wp + S * j;
           for (int b = 0; b < 3; ++b) {
             const __m512 xb = _mm512_set1_ps(x[b]);
             for (int v = 0; v < OV; ++v) acc[cb * 9 + a * 3 + b][v] = _mm512_fmadd_ps(xb, g[v], acc[cb * 9 + a * 3 + b][v]);
@@ -107,12 +107,19 @@ void DirectConv2D::Run(const float* x, const float* packed, const float* bias, f
   rows_.Gather(yp, cout_, n_round_, y, bias);
 }
 
-bool DirectWeightGrad3x3::Applies(const PaddedRows& rows) {
-  return DirectConv2D::Available() && rows.kh == 3 && rows.kw == 3 && rows.dh == 1 && rows.dw == 1;
+bool DirectWeightGrad3x3::Applies(const Shape& in, const WindowAttrs& a) {
+  if (!DirectConv2D::Available() || in.size() != 2 || a.kernel.size() != 2 || a.strides.size() != 2 ||
+      a.dilations.size() != 2 || a.pads.size() != 4) {
+    return false;
+  }
+  for (int64_t p : a.pads) if (p < 0) return false;
+  return a.kernel[0] == 3 && a.kernel[1] == 3 && a.dilations[0] == 1 && a.dilations[1] == 1 &&
+         a.strides[0] == a.strides[1] && (a.strides[0] == 1 || a.strides[0] == 2);
 }
 
-DirectWeightGrad3x3::DirectWeightGrad3x3(const PaddedRows& rows, int64_t cin, int64_t cout)
-    : rows_(rows), cin_(cin), cout_(cout), cout_pad_((cout + 15) / 16 * 16) {}
+DirectWeightGrad3x3::DirectWeightGrad3x3(const Shape& in, const Shape& out, const WindowAttrs& a, int64_t cin,
+                                         int64_t cout)
+    : rows_(in, out, a), stride_(a.strides[0]), cin_(cin), cout_(cout), cout_pad_((cout + 15) / 16 * 16) {}
 
 void DirectWeightGrad3x3::TransposeOutputGrad(const float* dy, float* dyt) const {
   // 16 x 16 blocks in registers where they are whole, the edges (and the zero columns) element by element.
@@ -130,14 +137,20 @@ void DirectWeightGrad3x3::TransposeOutputGrad(const float* dy, float* dyt) const
 }
 
 void DirectWeightGrad3x3::Run(const float* xp, const float* dyt, int64_t images, float* out) const {
+  if (stride_ == 2) RunStride<2>(xp, dyt, images, out);
+  else RunStride<1>(xp, dyt, images, out);
+}
+
+template <int S>
+void DirectWeightGrad3x3::RunStride(const float* xp, const float* dyt, int64_t images, float* out) const {
   const int64_t plane = rows_.plane(), wp = rows_.wp, oh = rows_.oh, ow = rows_.ow, ld = cout_pad_;
-  const int64_t image_x = cin_ * plane, image_dy = transposed_size();
+  const int64_t image_x = image_size(), image_dy = transposed_size();
   const int64_t pairs = cout_pad_ / 32 * 32;  // output channels in tiles of 32; an odd 16 after them
   for (int64_t c = 0; c < cin_; ++c) {
     for (int64_t o = 0; o < pairs; o += 32) {
       for (int64_t i = 0; i < images; ++i) {
-        WeightGradTile<1, 2>(xp + i * image_x + c * plane, plane, wp, oh, ow, dyt + i * image_dy + o, ld,
-                             out + c * 9 * ld + o, ld, i == 0);
+        WeightGradTile<S, 1, 2>(xp + i * image_x + c * plane, plane, wp, oh, ow, dyt + i * image_dy + o, ld,
+                                out + c * 9 * ld + o, ld, i == 0);
       }
     }
   }
@@ -148,9 +161,9 @@ void DirectWeightGrad3x3::Run(const float* xp, const float* dyt, int64_t images,
       const float* xq = xp + i * image_x + c * plane;
       const float* g = dyt + i * image_dy + pairs;
       float* o = out + c * 9 * ld + pairs;
-      if (cb == 3) WeightGradTile<3, 1>(xq, plane, wp, oh, ow, g, ld, o, ld, i == 0);
-      else if (cb == 2) WeightGradTile<2, 1>(xq, plane, wp, oh, ow, g, ld, o, ld, i == 0);
-      else WeightGradTile<1, 1>(xq, plane, wp, oh, ow, g, ld, o, ld, i == 0);
+      if (cb == 3) WeightGradTile<S, 3, 1>(xq, plane, wp, oh, ow, g, ld, o, ld, i == 0);
+      else if (cb == 2) WeightGradTile<S, 2, 1>(xq, plane, wp, oh, ow, g, ld, o, ld, i == 0);
+      else WeightGradTile<S, 1, 1>(xq, plane, wp, oh, ow, g, ld, o, ld, i == 0);
     }
   }
 }

@@ -62,35 +62,43 @@ class DirectConv2D {
   static bool Fits(const PaddedRows& rows) { return rows.kh * rows.kw <= 64; }
 };
 
-// The weight gradient of a stride-1 3x3 convolution with dilation 1, float32 on AVX-512, without a patch
-// matrix: dW[o, c, a, b] = sum over images and output positions (i, j) of dY[o, i, j] * xp[c, i + a, j + b]
-// (xp: the image in the padded-rows layout). dY is first transposed per image to [oh * ow, cout_padded()]
-// (output channels last, zero columns up to a multiple of 16), so that a register tile holds 9 taps of one
-// input channel by 32 output channels (18 accumulators; the last 16 channels of an odd count: 3 input
-// channels by 16), each step one or two vector loads of dY, 9 broadcasts of x and 18 or 27 FMAs, with no
-// lane sums at the end. Every sum runs over images, rows and columns in that order from zero, whatever the
-// tiles. Measured on Zen 5, one core, 32 images: 16 channels at 32x32 200, 32 at 16x16 220, 64 at 8x8 200
-// GFLOP/s, against 110-130 for the patch-matrix GEMM path with its copies.
+// The weight gradient of a 3x3 convolution with strides 1 or 2 and dilation 1, float32 on AVX-512, without
+// a patch matrix: dW[o, c, a, b] = sum over images and output positions (i, j) of dY[o, i, j] *
+// xp[c, s i + a, s j + b] (xp: the image copied into zero-bordered planes, as PaddedRows::Pad). dY is first
+// transposed per image to [oh * ow, cout_padded()] (output channels last, zero columns up to a multiple of
+// 16), so that a register tile holds 9 taps of one input channel by 32 output channels (18 accumulators;
+// the last 16 channels of an odd count: 3 input channels by 16), each step one or two vector loads of dY,
+// 9 broadcasts of x and 18 or 27 FMAs, with no lane sums at the end. Every sum runs over images, rows and
+// columns in that order from zero, whatever the tiles. Measured on Zen 5, one core, 32 images, stride 1:
+// 16 channels at 32x32 200, 32 at 16x16 220, 64 at 8x8 200 GFLOP/s, against 110-130 for the patch-matrix
+// GEMM path with its copies.
 class DirectWeightGrad3x3 {
  public:
-  // Whether this CPU and window take it: AVX-512F, a 3x3 window, dilation 1 (strides 1: padded rows).
-  static bool Applies(const PaddedRows& rows);
+  // Whether this CPU and window take it: AVX-512F, two spatial dims, a 3x3 window, dilation 1, strides both
+  // 1 or both 2, pads >= 0.
+  static bool Applies(const Shape& in, const WindowAttrs& a);
 
   DirectWeightGrad3x3() = default;
-  DirectWeightGrad3x3(const PaddedRows& rows, int64_t cin, int64_t cout);
+  // Images [cin, in...] -> outputs [cout, out...] under the attributes `a` (pads resolved).
+  DirectWeightGrad3x3(const Shape& in, const Shape& out, const WindowAttrs& a, int64_t cin, int64_t cout);
 
   int64_t cout_padded() const { return cout_pad_; }
-  // Floats of one image's transposed dY.
+  // Floats of one padded image, and of one image's transposed dY.
+  int64_t image_size() const { return cin_ * rows_.plane(); }
   int64_t transposed_size() const { return rows_.oh * rows_.ow * cout_pad_; }
+  // x [cin, h, w] -> xp [cin, hp, wp] with zero borders.
+  void PadImage(const float* x, float* xp) const { rows_.Pad(x, cin_, xp); }
   // dy [cout, oh * ow] -> dyt [oh * ow, cout_padded()], zeros after cout.
   void TransposeOutputGrad(const float* dy, float* dyt) const;
   // out [cin * 9, cout_padded()] (row c * 9 + a * 3 + b) = the sum over `images` images of the products of
-  // xp (each image cin padded planes, images rows_.plane() * cin apart) and dyt (transposed_size() apart).
+  // xp (padded images, image_size() apart) and dyt (transposed_size() apart).
   void Run(const float* xp, const float* dyt, int64_t images, float* out) const;
 
  private:
-  PaddedRows rows_;
-  int64_t cin_ = 0, cout_ = 0, cout_pad_ = 0;
+  template <int S> void RunStride(const float* xp, const float* dyt, int64_t images, float* out) const;
+
+  PaddedRows rows_;  // the padded planes' geometry (hp, wp, oh, ow); its n assumes stride 1 and is unused
+  int64_t stride_ = 1, cin_ = 0, cout_ = 0, cout_pad_ = 0;
 };
 
 }  // namespace cpu

@@ -24,7 +24,8 @@ namespace {
 // into shifted views of a padded dX, dW from patch matrices of one copy per patch row (dY gets zero gaps;
 // the per-image column count is rows_.n). Where the CPU has AVX-512 and the data is float32, such a dX is
 // instead the stride-1 convolution of dY with the weights transposed and flipped (pads d * (k - 1) - p),
-// run by the forward pass's direct kernel (direct_conv.h).
+// run by the forward pass's direct kernel (direct_conv.h), and the dW of 3x3 windows with strides 1 or 2
+// (dilation 1) by DirectWeightGrad3x3 over padded images and dY transposed, chunk by chunk as the GEMMs.
 class ConvGradKernel : public OpKernel {
  public:
   explicit ConvGradKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
@@ -76,12 +77,14 @@ class ConvGradKernel : public OpKernel {
       if (dx_direct_) dxwork_ = dxc_.work_size();
     }
     // dW of 3x3 windows (float32, AVX-512): the direct kernel over a chunk's padded images and transposed dY.
-    dw_direct_ = padded_ && ctx.output_requested(1) && x->dtype() == DType::kFloat32 &&
-                 !IsDepthwise2D(c, m, group_, in_.size()) && DirectWeightGrad3x3::Applies(rows_);
-    if (dw_direct_) dwk_ = DirectWeightGrad3x3(rows_, c / group_, mg);
+    // Strides 1 or 2.
+    dw_direct_ = ctx.output_requested(1) && x->dtype() == DType::kFloat32 && !IsDepthwise2D(c, m, group_, in_.size()) &&
+                 DirectWeightGrad3x3::Applies(in_, geo_);
+    if (dw_direct_) dwk_ = DirectWeightGrad3x3(in_, out_, geo_, c / group_, mg);
     int64_t dw_elems = 0;
     if (ctx.output_requested(1)) {
-      dw_elems = dw_direct_ ? chunk_ * (pad_ + dwk_.transposed_size()) * slots_ + chunks_ * dwk_.cout_padded() * ck
+      dw_elems = dw_direct_ ? chunk_ * (dwk_.image_size() + dwk_.transposed_size()) * slots_ +
+                                  chunks_ * dwk_.cout_padded() * ck
                             : (pad_ + (ck + mg) * chunk_ * o) * slots_ + chunks_ * mg * ck;
     }
     int64_t elems = std::max(padded_ ? dxwork_ * slots_ : col_ * slots_, dw_elems);
@@ -164,7 +167,8 @@ class ConvGradKernel : public OpKernel {
       if (dw && !depthwise && chunks_ > 0) {
         const int64_t ck = cg * ksize, cols = padded_ ? rows_.n : osize;
         // Partial rows: pld apart (dW_direct_: the output channels padded to a multiple of 16).
-        const int64_t per_slot = dw_direct_ ? chunk_ * (pad_ + dwk_.transposed_size()) : pad_ + (ck + mg) * chunk_ * cols;
+        const int64_t per_slot =
+            dw_direct_ ? chunk_ * (dwk_.image_size() + dwk_.transposed_size()) : pad_ + (ck + mg) * chunk_ * cols;
         const int64_t pld = dw_direct_ ? dwk_.cout_padded() : mg;
         T* partials = scratch + per_slot * slots_;
         for (int64_t g = 0; g < group_; ++g) {
@@ -175,11 +179,11 @@ class ConvGradKernel : public OpKernel {
               // Per chunk: its images padded and their dY transposed, then the direct kernel into the partial.
               ParallelFor(ctx.thread_pool(), chunks_, cost, [&](int64_t k0, int64_t k1) {
                 float* xp = scratch + (next_slot++ % slots_) * per_slot;
-                float* dyt = xp + chunk_ * pad_;
+                float* dyt = xp + chunk_ * dwk_.image_size();
                 for (int64_t k = k0; k < k1; ++k) {
                   const int64_t i0 = k * chunk_, i1 = std::min(n, i0 + chunk_);
                   for (int64_t i = i0; i < i1; ++i) {
-                    rows_.Pad(x.data<float>() + (i * c + g * cg) * isize, cg, xp + (i - i0) * pad_);
+                    dwk_.PadImage(x.data<float>() + (i * c + g * cg) * isize, xp + (i - i0) * dwk_.image_size());
                     dwk_.TransposeOutputGrad(dy.data<float>() + (i * m + g * mg) * osize,
                                              dyt + (i - i0) * dwk_.transposed_size());
                   }
