@@ -254,6 +254,8 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
 // flipped weights, the others on GEMMs; dW of the dilation-1 3x3 cases (strides 1 and 2) on DirectWeightGrad3x3:
 // output channel counts of 16 (its 3-channel tiles), 13 and 17 (padded to 16 and 32), 32 and 48 (tiles of
 // 32, then one of 16), input channel counts that leave 1 or 2 channels after the 3-channel tiles, groups.
+// The forward passes with 32 and 80 output channels on rows of 10 and 16 take the row tiles (one tile per
+// row; tiles of 8), as does dX of the 32-channel input with rows of 15 (8, then 7).
 // Everything else on patch matrices and GEMMs.
 TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
   struct Case {
@@ -267,7 +269,8 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
       {1, 4, 6, 6, 4, 1, 1, 1, 1, 1, {0, 0, 0, 0}},     {2, 7, 5, 13, 17, 3, 3, 1, 1, 1, {3, 1, 0, 2}},
       {2, 6, 20, 20, 5, 3, 3, 1, 1, 2, {2, 1, 2, 3}},   {1, 4, 6, 5, 48, 3, 3, 1, 1, 1, {1, 0, 1, 2}},
       {2, 6, 8, 7, 20, 3, 3, 2, 1, 1, {1, 1, 1, 1}},    {2, 5, 11, 10, 40, 3, 3, 1, 2, 1, {1, 0, 2, 1}},
-      {3, 16, 8, 8, 32, 3, 3, 1, 2, 1, {1, 1, 1, 1}},
+      {3, 16, 8, 8, 32, 3, 3, 1, 2, 1, {1, 1, 1, 1}},    {2, 5, 9, 10, 32, 3, 3, 1, 1, 1, {1, 1, 1, 1}},
+      {1, 3, 6, 16, 80, 3, 3, 1, 1, 1, {1, 1, 1, 1}},   {2, 32, 7, 15, 8, 3, 3, 1, 1, 1, {0, 0, 0, 0}},
   };
   uint32_t seed = 5;
   auto uniform = [&seed] {
