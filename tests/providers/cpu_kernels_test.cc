@@ -255,7 +255,8 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
 // output channel counts of 16 (its 3-channel tiles), 13 and 17 (padded to 16 and 32), 32 and 48 (tiles of
 // 32, then one of 16), input channel counts that leave 1 or 2 channels after the 3-channel tiles, groups.
 // The forward passes with 32 and 80 output channels on rows of 10 and 16 take the row tiles (one tile per
-// row; tiles of 8), as does dX of the 32-channel input with rows of 15 (8, then 7).
+// row; tiles of 8), as does dX of the 32-channel input with rows of 15 (8, then 7), and the forward passes
+// of the stride-2 cases with 32 and 64 output channels.
 // Everything else on patch matrices and GEMMs.
 TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
   struct Case {
@@ -271,6 +272,7 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
       {2, 6, 8, 7, 20, 3, 3, 2, 1, 1, {1, 1, 1, 1}},    {2, 5, 11, 10, 40, 3, 3, 1, 2, 1, {1, 0, 2, 1}},
       {3, 16, 8, 8, 32, 3, 3, 1, 2, 1, {1, 1, 1, 1}},    {2, 5, 9, 10, 32, 3, 3, 1, 1, 1, {1, 1, 1, 1}},
       {1, 3, 6, 16, 80, 3, 3, 1, 1, 1, {1, 1, 1, 1}},   {2, 32, 7, 15, 8, 3, 3, 1, 1, 1, {0, 0, 0, 0}},
+      {2, 3, 17, 20, 64, 3, 3, 1, 2, 1, {1, 0, 0, 1}},
   };
   uint32_t seed = 5;
   auto uniform = [&seed] {

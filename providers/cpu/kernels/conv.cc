@@ -1,5 +1,6 @@
 // Conv and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for 1-D, 2-D and 3-D inputs;
-// stride-1 2-D convolutions of float32 on AVX-512 CPUs by the direct kernel of direct_conv.h, elsewhere as
+// stride-1 2-D convolutions of float32 on AVX-512 CPUs (and stride-2 3x3 ones where its row tiles take them)
+// by the direct kernel of direct_conv.h, elsewhere as
 // kh * kw GEMMs over the padded-rows layout of conv_geometry.h (or one GEMM over that layout's patch matrix
 // when there are few input channels).
 #include <algorithm>
@@ -45,6 +46,19 @@ class ConvKernel : public OpKernel {
     col_ = (c / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(out_);
     padded_ = PaddedRows::Applies(in_, geo_);
     wr_ = 0;
+    direct_ = false;
+    if (!padded_ && x->dtype() == DType::kFloat32 && DirectConv2D::Available() && in_.size() == 2 &&
+        geo_.strides == Shape{2, 2} && std::all_of(geo_.pads.begin(), geo_.pads.end(), [](int64_t p) { return p >= 0; })) {
+      // Stride 2 (downsampling): the direct kernel's row tiles where they take the window and channels.
+      rows_ = PaddedRows(in_, out_, geo_);
+      DirectConv2D dc(rows_, c / group_, m / group_, 2);
+      if (dc.row_tiles()) {
+        direct_ = true;
+        dc_ = dc;
+        col_ = dc_.work_size();
+        wr_ = group_ * dc_.packed_size();
+      }
+    }
     if (padded_) {
       // Per thread: the padded image and the product before the gaps are dropped; shared: the weights split
       // by patch position (kh * kw GEMMs over shifted views of the padded image, no patch matrix).

@@ -42,10 +42,10 @@ __attribute__((target("avx512f"))) void Tile8(const float* xp, int64_t plane, co
 }
 
 // y[o, j] (o < nvo, rows osize apart; j < P) = the sum over input channels c and window positions (a, b)
-// of w[c, a, b, o] * xr[c * plane + a * wp + j + b], for 32 output channels and P positions of one output
+// of w[c, a, b, o] * xr[c * plane + a * wp + S * j + b] (stride S), for 32 output channels and P positions of one output
 // row: 2P accumulators, per (c, a, b) two weight vectors and P broadcasts; then bias[o] when given. The
 // accumulators go through a stack block, transposed into the output rows.
-template <int P>
+template <int S, int P>
 __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void RowTile(
     const float* xr, int64_t plane, int64_t wp, int64_t cin, const float* w, const float* bias, float* y,
     int64_t osize, int64_t nvo) {
@@ -57,7 +57,7 @@ __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void Row
       for (int b = 0; b < 3; ++b, w += 32) {
         const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16);
         for (int p = 0; p < P; ++p) {
-          const __m512 xb = _mm512_set1_ps(r[p + b]);
+          const __m512 xb = _mm512_set1_ps(r[S * p + b]);
           acc[p][0] = _mm512_fmadd_ps(xb, w0, acc[p][0]);
           acc[p][1] = _mm512_fmadd_ps(xb, w1, acc[p][1]);
         }
@@ -81,11 +81,13 @@ __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void Row
 }
 
 using RowTileFn = void (*)(const float*, int64_t, int64_t, int64_t, const float*, const float*, float*, int64_t, int64_t);
-template <size_t... P>
+template <int S, size_t... P>
 constexpr std::array<RowTileFn, sizeof...(P) + 1> RowTiles(std::index_sequence<P...>) {
-  return {nullptr, &RowTile<static_cast<int>(P) + 1>...};
+  return {nullptr, &RowTile<S, static_cast<int>(P) + 1>...};
 }
-constexpr auto kRowTiles = RowTiles(std::make_index_sequence<DirectConv2D::kRowPositions>());
+constexpr std::array<RowTileFn, DirectConv2D::kRowPositions + 1> kRowTiles[2] = {
+    RowTiles<1>(std::make_index_sequence<DirectConv2D::kRowPositions>()),
+    RowTiles<2>(std::make_index_sequence<DirectConv2D::kRowPositions>())};
 
 // out rows r = cb * 9 + a * 3 + b (CB input channels, the 9 taps; stride S), OV vectors of 16 output channels, ld_out
 // apart: += (or = when `first`) the products of one image's padded planes xq (CB planes, `plane` apart)
@@ -129,15 +131,15 @@ bool DirectConv2D::Available() {
   return has;
 }
 
-DirectConv2D::DirectConv2D(const PaddedRows& rows, int64_t cin, int64_t cout)
-    : rows_(rows), cin_(cin), cout_(cout), cout_round_((cout + kChannelBlock - 1) / kChannelBlock * kChannelBlock),
+DirectConv2D::DirectConv2D(const PaddedRows& rows, int64_t cin, int64_t cout, int64_t stride)
+    : rows_(rows), stride_(stride), cin_(cin), cout_(cout), cout_round_((cout + kChannelBlock - 1) / kChannelBlock * kChannelBlock),
       kk_(rows.kh * rows.kw), n_round_((rows.n + kVector - 1) / kVector * kVector) {
   for (int64_t k = 0; k < kk_ && k < 64; ++k) shifts_[k] = rows_.shift(k);
   // Row tiles where they were measured faster: 3x3, dilation 1, rows of at most 16, at least 32 output
   // channels of which at most a quarter are padding in the last block.
   row_cout_ = (cout + kRowBlock - 1) / kRowBlock * kRowBlock;
   row_tiles_ = rows.kh == 3 && rows.kw == 3 && rows.dh == 1 && rows.dw == 1 && rows.ow >= 1 && rows.ow <= 16 &&
-               cout >= kRowBlock && 4 * row_cout_ <= 5 * cout;
+               cout >= kRowBlock && 4 * row_cout_ <= 5 * cout && (stride == 1 || stride == 2);
 }
 
 void DirectConv2D::RunRows(const float* xp, const float* packed, const float* bias, float* y) const {
@@ -151,7 +153,8 @@ void DirectConv2D::RunRows(const float* xp, const float* packed, const float* bi
     for (int64_t i = 0; i < rows_.oh; ++i) {
       for (int64_t j = 0; j < ow; j += seg) {
         const int64_t p = std::min(seg, ow - j);
-        kRowTiles[p](xp + i * rows_.wp + j, plane, rows_.wp, cin_, w, b, y + ob * osize + i * ow + j, osize, nvo);
+        kRowTiles[stride_ - 1][p](xp + stride_ * (i * rows_.wp + j), plane, rows_.wp, cin_, w, b,
+                                  y + ob * osize + i * ow + j, osize, nvo);
       }
     }
   }

@@ -7,7 +7,8 @@
 //   over 32 output channels by the positions of one output row (up to 14, or 8 at a time on wider rows),
 //   broadcast inputs, so no gap is computed and the tile is transposed straight into the output (no
 //   gather pass). Each output is the same sum in the same order (input channels, then window positions,
-//   from zero; the bias after), so both tilings give the same bits. Measured on Zen 5, one core, against
+//   from zero; the bias after), so both tilings give the same bits. Row tiles also take stride 2 (the
+//   downsampling layers), which the padded-rows tiles cannot. Measured on Zen 5, one core, against
 //   the first: 64 channels at 8x8 155 -> 199 GFLOP/s, 32 at 16x16 171 -> 188, the benchmark CNN's 32 -> 64
 //   at 13x13 153 -> 175; 16 channels at 32x32 168 -> 163 (hence the bounds).
 // Conv's forward pass runs on it where the CPU has AVX-512F (checked at run time); elsewhere Conv keeps its
@@ -35,8 +36,9 @@ class DirectConv2D {
   static bool Available();
 
   DirectConv2D() = default;
-  // One image [cin, rows.h, rows.w] -> [cout, rows.oh, rows.ow] with the window of `rows`.
-  DirectConv2D(const PaddedRows& rows, int64_t cin, int64_t cout);
+  // One image [cin, rows.h, rows.w] -> [cout, rows.oh, rows.ow] with the window of `rows`. Stride 2 (both
+  // dims; `rows` then built from the strided output, its n unused) only where row_tiles().
+  DirectConv2D(const PaddedRows& rows, int64_t cin, int64_t cout, int64_t stride = 1);
 
   static constexpr int64_t kRowBlock = 32;      // row tiles: output channels per tile
   static constexpr int64_t kRowPositions = 14;  // row tiles: most positions of one tile (28 accumulators)
@@ -81,7 +83,7 @@ class DirectConv2D {
   void RunRows(const float* xp, const float* packed, const float* bias, float* y) const;
 
   PaddedRows rows_;
-  int64_t cin_ = 0, cout_ = 0, cout_round_ = 0, kk_ = 0, n_round_ = 0;
+  int64_t stride_ = 1, cin_ = 0, cout_ = 0, cout_round_ = 0, kk_ = 0, n_round_ = 0;
   bool row_tiles_ = false;
   int64_t row_cout_ = 0;  // row tiles: cout rounded up to kRowBlock
   int64_t shifts_[64] = {};  // patch position offsets in a padded plane (windows of at most 64 positions)
