@@ -163,10 +163,11 @@ class ConvGradKernel : public OpKernel {
         });
       }
       // 2. dW_g = sum over chunks of dY_g [mg, images*O] * col(X_g)^T [images*O, cg*K]: chunks in parallel,
-      // each one GEMM into its (transposed) partial, then the partials added in chunk order.
+      // each one GEMM (or DirectWeightGrad3x3) into its (transposed) partial, then the partials added in
+      // chunk order.
       if (dw && !depthwise && chunks_ > 0) {
         const int64_t ck = cg * ksize, cols = padded_ ? rows_.n : osize;
-        // Partial rows: pld apart (dW_direct_: the output channels padded to a multiple of 16).
+        // Partial rows: pld apart (dw_direct_: the output channels padded to a multiple of 16).
         const int64_t per_slot =
             dw_direct_ ? chunk_ * (dwk_.image_size() + dwk_.transposed_size()) : pad_ + (ck + mg) * chunk_ * cols;
         const int64_t pld = dw_direct_ ? dwk_.cout_padded() : mg;
