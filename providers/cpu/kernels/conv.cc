@@ -50,9 +50,10 @@ class ConvKernel : public OpKernel {
     if (!padded_ && x->dtype() == DType::kFloat32 && DirectConv2D::Available() && in_.size() == 2 &&
         geo_.strides == Shape{2, 2} && std::all_of(geo_.pads.begin(), geo_.pads.end(), [](int64_t p) { return p >= 0; })) {
       // Stride 2 (downsampling): the direct kernel's row tiles where they take the window and channels.
-      rows_ = PaddedRows(in_, out_, geo_);
-      DirectConv2D dc(rows_, c / group_, m / group_, 2);
+      const PaddedRows rows(in_, out_, geo_);
+      DirectConv2D dc(rows, c / group_, m / group_, 2);
       if (dc.row_tiles()) {
+        rows_ = rows;
         direct_ = true;
         dc_ = dc;
         col_ = dc_.work_size();

@@ -42,9 +42,9 @@ __attribute__((target("avx512f"))) void Tile8(const float* xp, int64_t plane, co
 }
 
 // y[o, j] (o < nvo, rows osize apart; j < P) = the sum over input channels c and window positions (a, b)
-// of w[c, a, b, o] * xr[c * plane + a * wp + S * j + b] (stride S), for 32 output channels and P positions of one output
-// row: 2P accumulators, per (c, a, b) two weight vectors and P broadcasts; then bias[o] when given. The
-// accumulators go through a stack block, transposed into the output rows.
+// of w[c, a, b, o] * xr[c * plane + a * wp + S * j + b] (stride S), for 32 output channels and P positions
+// of one output row: 2P accumulators, per (c, a, b) two weight vectors and P broadcasts; then bias[o] when
+// given. The accumulators go through a stack block, transposed into the output rows.
 template <int S, int P>
 __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void RowTile(
     const float* xr, int64_t plane, int64_t wp, int64_t cin, const float* w, const float* bias, float* y,
@@ -89,11 +89,12 @@ constexpr std::array<RowTileFn, DirectConv2D::kRowPositions + 1> kRowTiles[2] = 
     RowTiles<1>(std::make_index_sequence<DirectConv2D::kRowPositions>()),
     RowTiles<2>(std::make_index_sequence<DirectConv2D::kRowPositions>())};
 
-// out rows r = cb * 9 + a * 3 + b (CB input channels, the 9 taps; stride S), OV vectors of 16 output channels, ld_out
-// apart: += (or = when `first`) the products of one image's padded planes xq (CB planes, `plane` apart)
-// and its transposed dY (rows of ldt floats, output channels from column 0), over rows, then columns. GCC's
-// predictive commoning would carry x[j + 1] and x[j + 2] into the next column's iteration through the
-// stack (the accumulators leave it no registers): measured 115 against 173 GFLOP/s, hence its option off.
+// out rows r = cb * 9 + a * 3 + b (CB input channels, the 9 taps; stride S), OV vectors of 16 output
+// channels, ld_out apart: += (or = when `first`) the products of one image's padded planes xq (CB planes,
+// `plane` apart) and its transposed dY (rows of ldt floats, output channels from column 0), over rows, then
+// columns. GCC's predictive commoning would carry x[j + 1] and x[j + 2] into the next column's iteration
+// through the stack (the accumulators leave it no registers): measured 115 against 173 GFLOP/s, hence its
+// option off.
 template <int S, int CB, int OV>
 __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void WeightGradTile(
     const float* xq, int64_t plane, int64_t wp, int64_t oh, int64_t ow, const float* dyt, int64_t ldt, float* out,

@@ -1,5 +1,6 @@
-// Direct 2-D convolution of float32 images with stride 1, on AVX-512, summing over input channels and patch
-// positions without a patch matrix or repeated passes over the output, in one of two register tilings:
+// Direct 2-D convolution of float32 images (stride 1; stride 2 on the row tiles), on AVX-512, summing over
+// input channels and patch positions without a patch matrix or repeated passes over the output, in one of
+// two register tilings:
 // - 8 output channels by 48 positions (the last tile of a plane 16 or 32) of the padded-rows layout
 //   (conv_geometry.h): vectors over positions, broadcast weights. Any window; the padded rows' gaps (kw - 1
 //   columns per row) are computed and dropped, a quarter of the work on 8x8 planes.
