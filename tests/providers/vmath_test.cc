@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <vector>
@@ -145,6 +146,36 @@ TEST(VMathTest, GeluBlocksAgreeWithSingleElements) {
   VGeluGrad(grad_in_place.data(), xs.data(), grad_in_place.data(), grad_in_place.size());
   EXPECT_EQ(std::memcmp(in_place.data(), y.data(), y.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(grad_in_place.data(), dx.data(), dx.size() * sizeof(float)), 0);
+}
+
+// The exp of a long row (AVX-512 blocks where the CPU has them) against single elements (the compiled
+// loop), and the sum in the documented order: 16 float lanes block by block, the lanes in order, the tail.
+TEST(VMathTest, ExpShiftSumBlocksAgreeWithSingleElements) {
+  for (int64_t n : {5, 16, 63, 64, 100, 1000, 4099}) {
+    std::vector<float> x(n), y(n), one(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(std::sin(0.7 * i) * 40 + (i % 7 == 0 ? -70 : 0));
+    float sum = VExpShiftSum(x.data(), 1.25f, y.data(), n);
+    for (int64_t i = 0; i < n; ++i) VExpShiftSum(&x[i], 1.25f, &one[i], 1);
+    EXPECT_EQ(std::memcmp(one.data(), y.data(), n * sizeof(float)), 0) << "n = " << n;
+    float lane[16] = {}, want = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) for (int j = 0; j < 16; ++j) lane[j] += one[i + j];
+    for (float l : lane) want += l;
+    for (; i < n; ++i) want += one[i];
+    EXPECT_EQ(sum, want) << "n = " << n;
+    std::vector<float> soft(n);
+    VSoftmaxRow(x.data(), soft.data(), n);
+    float mx = x[0];
+    for (float v : x) mx = std::max(mx, v);
+    std::vector<float> e(n);
+    float total = 0;
+    for (int64_t k = 0; k < n; ++k) VExpShiftSum(&x[k], mx, &e[k], 1);
+    std::fill(lane, lane + 16, 0.0f);
+    for (i = 0; i + 16 <= n; i += 16) for (int j = 0; j < 16; ++j) lane[j] += e[i + j];
+    for (float l : lane) total += l;
+    for (; i < n; ++i) total += e[i];
+    for (int64_t k = 0; k < n; ++k) ASSERT_EQ(soft[k], e[k] / total) << "softmax element " << k << " of " << n;
+  }
 }
 
 TEST(VMathTest, ExpShiftSumAddsTheResultsInPlace) {
