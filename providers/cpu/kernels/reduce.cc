@@ -54,7 +54,14 @@ class ReduceKernel : public OpKernel {
       return InvalidArgument("cannot take the max or min over an empty set");
     }
     ctx.RequestScratch(static_cast<size_t>(std::max<int64_t>(red_count_, 1)) * sizeof(int64_t));
-    return ctx.DeclareOutput(0, x->dtype(), out);
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), out));
+    // A sum or mean over nothing (the gradient of an Add without broadcasting: noop_with_empty_axes) is a
+    // copy, which SumRows makes; where the executor lets the output be a view of the input it copies nothing.
+    if (red_count_ == 1 && (kind_ == Reduce::kSum || kind_ == Reduce::kMean) &&
+        (x->dtype() == DType::kFloat32 || x->dtype() == DType::kFloat64)) {
+      ctx.AllowViewOfInput(0, 0);
+    }
+    return Status::OK();
   }
 
   Status Compute(KernelContext& ctx) override {
@@ -135,6 +142,7 @@ class ReduceKernel : public OpKernel {
     const bool mean = kind_ == Reduce::kMean;
     const T count = static_cast<T>(len);
     if (len == 1) {  // nothing reduced (noop_with_empty_axes, or size-1 axes): a copy, -0 kept
+      if (x == y) return;  // a view (Prepare allowed it)
       ParallelFor(pool, outer * inner, 0.5, [&](int64_t b, int64_t e) { std::copy(x + b, x + e, y + b); });
       return;
     }
