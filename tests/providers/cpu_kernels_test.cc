@@ -256,7 +256,11 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
 // 32, then one of 16), input channel counts that leave 1 or 2 channels after the 3-channel tiles, groups.
 // The forward passes with 32 and 80 output channels on rows of 10 and 16 take the row tiles (one tile per
 // row; tiles of 8), as does dX of the 32-channel input with rows of 15 (8, then 7), and the forward passes
-// of the stride-2 cases with 32 and 64 output channels.
+// of the stride-2 cases with 32 and 64 output channels. The depthwise cases (group = channels) take the
+// vector kernels of depthwise.cc on AVX-512: the flat kernel for "same" windows at stride 1 and, through
+// a dense or spread plane, at stride 2 (rows of 4 to 40, a dilated 3x2 window, uneven pads); the row kernel
+// for the others (no pads, a dilated 5x5, pads wider than the stride-2 grid, a 36x36 plane); the plane
+// loops elsewhere.
 // Everything else on patch matrices and GEMMs.
 TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
   struct Case {
@@ -273,6 +277,13 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
       {3, 16, 8, 8, 32, 3, 3, 1, 2, 1, {1, 1, 1, 1}},    {2, 5, 9, 10, 32, 3, 3, 1, 1, 1, {1, 1, 1, 1}},
       {1, 3, 6, 16, 80, 3, 3, 1, 1, 1, {1, 1, 1, 1}},   {2, 32, 7, 15, 8, 3, 3, 1, 1, 1, {0, 0, 0, 0}},
       {2, 3, 17, 20, 64, 3, 3, 1, 2, 1, {1, 0, 0, 1}},
+      // depthwise (group = channels): the vector kernels of depthwise.cc on AVX-512
+      {2, 8, 16, 16, 8, 3, 3, 8, 1, 1, {1, 1, 1, 1}},   {2, 5, 4, 4, 5, 3, 3, 5, 1, 1, {1, 1, 1, 1}},
+      {1, 3, 9, 37, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}},    {2, 6, 16, 16, 6, 3, 3, 6, 2, 1, {1, 1, 1, 1}},
+      {1, 4, 11, 40, 4, 3, 3, 4, 2, 1, {1, 0, 1, 2}},   {2, 3, 9, 10, 3, 5, 5, 3, 1, 2, {2, 3, 1, 2}},
+      {1, 2, 7, 9, 2, 3, 2, 2, 2, 2, {1, 0, 0, 1}},     {1, 4, 8, 8, 4, 3, 3, 4, 1, 1, {0, 0, 0, 0}},
+      {2, 4, 9, 33, 4, 3, 3, 4, 2, 1, {1, 1, 1, 1}},    {1, 3, 5, 6, 3, 3, 3, 3, 2, 1, {2, 2, 2, 2}},
+      {1, 2, 36, 36, 2, 3, 3, 2, 2, 1, {1, 1, 1, 1}},
   };
   uint32_t seed = 5;
   auto uniform = [&seed] {
