@@ -7,9 +7,17 @@
 // ow whose input column ow * sw - pw + b * dw is inside the image form one range, so the inner loop has no
 // bounds checks.
 //
-// Float32 on AVX-512 (strides 1 and 2, windows of up to 25 taps) takes the vector kernels below instead:
-// 16 output columns of one row per vector, one masked load per window tap (lanes outside the image read as
-// zero, so there is no padded copy), stride 2 by taking the even lanes of 32 loaded columns.
+// Float32 on AVX-512 (strides 1 and 2, windows of up to 25 taps) takes the vector kernels below instead,
+// with FMAs and masked loads (lanes outside the image read as zero, so there is no padded copy):
+// - the flat kernel, for a window whose output is the input's size at stride 1 and planes of up to 1024
+//   elements: the plane as one flat array, a fixed flat offset and a precomputed lane mask per tap;
+// - strided cases through it: the forward pass computes the stride-1 output and keeps every sh-th row and
+//   sw-th column; dX and dW spread dY into a zero plane of x's size (Z[r sh, o sw] = dY[r, o]);
+// - the row kernel for the rest: 16 output columns of one row per vector, stride 2 by taking the even
+//   lanes of 32 loaded columns.
+// Against the loops above (one Zen 5 core, batch 32): 128 channels 16x16 forward 1.38 -> 0.48 ms, dX 1.37 ->
+// 0.48, dW 1.52 -> 0.61; 64 channels 16x16 at stride 2 0.74 / 0.73 / 0.63 -> 0.27 / 0.23 / 0.33; 256
+// channels 4x4 0.44 / 0.56 / 0.44 -> 0.10 / 0.09 / 0.18.
 #include "providers/cpu/kernels/depthwise.h"
 
 #include <immintrin.h>
