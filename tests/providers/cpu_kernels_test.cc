@@ -257,10 +257,10 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
 // The forward passes with 32 and 80 output channels on rows of 10 and 16 take the row tiles (one tile per
 // row; tiles of 8), as does dX of the 32-channel input with rows of 15 (8, then 7), and the forward passes
 // of the stride-2 cases with 32 and 64 output channels. The depthwise cases (group = channels) take the
-// vector kernels of depthwise.cc on AVX-512: the flat kernel for "same" windows at stride 1 and, through
-// a dense or spread plane, at stride 2 (rows of 4 to 40, a dilated 3x2 window, uneven pads); the row kernel
-// for the others (no pads, a dilated 5x5, pads wider than the stride-2 grid, a 36x36 plane); the plane
-// loops elsewhere.
+// vector kernels of depthwise.cc on AVX-512: directly for "same" windows at stride 1, through a dense or
+// spread plane for the others (stride 2, no pads, a dilated 5x5 and a dilated 3x2 window, uneven pads; rows
+// of 4 to 40, so one to three vectors per row, and a 36x36 plane); pads wider than the stride-2 grid keep
+// the plane loops, as does every case elsewhere.
 // Everything else on patch matrices and GEMMs.
 TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
   struct Case {
@@ -283,7 +283,7 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
       {1, 4, 11, 40, 4, 3, 3, 4, 2, 1, {1, 0, 1, 2}},   {2, 3, 9, 10, 3, 5, 5, 3, 1, 2, {2, 3, 1, 2}},
       {1, 2, 7, 9, 2, 3, 2, 2, 2, 2, {1, 0, 0, 1}},     {1, 4, 8, 8, 4, 3, 3, 4, 1, 1, {0, 0, 0, 0}},
       {2, 4, 9, 33, 4, 3, 3, 4, 2, 1, {1, 1, 1, 1}},    {1, 3, 5, 6, 3, 3, 3, 3, 2, 1, {2, 2, 2, 2}},
-      {1, 2, 36, 36, 2, 3, 3, 2, 2, 1, {1, 1, 1, 1}},
+      {1, 2, 36, 36, 2, 3, 3, 2, 2, 1, {1, 1, 1, 1}},    {1, 2, 4, 4, 2, 3, 3, 2, 2, 1, {2, 2, 2, 2}},
   };
   uint32_t seed = 5;
   auto uniform = [&seed] {

@@ -7,17 +7,12 @@
 // ow whose input column ow * sw - pw + b * dw is inside the image form one range, so the inner loop has no
 // bounds checks.
 //
-// Float32 on AVX-512 (strides 1 and 2, windows of up to 25 taps) takes the vector kernels below instead,
-// with FMAs and masked loads (lanes outside the image read as zero, so there is no padded copy):
-// - the flat kernel, for a window whose output is the input's size at stride 1 and planes of up to 1024
-//   elements: the plane as one flat array, a fixed flat offset and a precomputed lane mask per tap;
-// - strided cases through it: the forward pass computes the stride-1 output and keeps every sh-th row and
-//   sw-th column; dX and dW spread dY into a zero plane of x's size (Z[r sh, o sw] = dY[r, o]);
-// - the row kernel for the rest: 16 output columns of one row per vector, stride 2 by taking the even
-//   lanes of 32 loaded columns.
-// Against the loops above (one Zen 5 core, batch 32): 128 channels 16x16 forward 1.38 -> 0.48 ms, dX 1.37 ->
-// 0.48, dW 1.52 -> 0.61; 64 channels 16x16 at stride 2 0.74 / 0.73 / 0.63 -> 0.27 / 0.23 / 0.33; 256
-// channels 4x4 0.44 / 0.56 / 0.44 -> 0.10 / 0.09 / 0.18.
+// Float32 on AVX-512 (strides 1 and 2, windows of up to 25 taps, planes of up to 512 x 512 with the
+// strided grid inside them) takes the vector kernels below instead: FMAs and masked loads over the plane as
+// one flat array (lanes outside the image read as zero, so there is no padded copy). Against the loops
+// (one Zen 5 core, hot, forward / dX / dW ms): 32 images of 128 channels 16x16 1.38 / 1.37 / 1.52 -> 0.48 /
+// 0.48 / 0.61; 64 channels 16x16 at stride 2 0.74 / 0.73 / 0.63 -> 0.27 / 0.23 / 0.33; 256 channels 4x4
+// 0.44 / 0.56 / 0.44 -> 0.10 / 0.09 / 0.18.
 #include "providers/cpu/kernels/depthwise.h"
 
 #include <immintrin.h>
@@ -65,100 +60,64 @@ void PadPlane(const T* x, const Geo2D& g, int64_t wp, int64_t hp, T* xpad) {
   for (int64_t r = 0; r < g.h; ++r) CopyRow(x + r * g.w, g.w, xpad + (r + g.ph) * wp + g.pw);
 }
 
-// One plane's geometry for the vector kernels: input ih x iw, output oh x ow, window kh x kw at stride
-// (sh, sw) in {1, 2}, pads (ph, pw) before, dilations (dh, dw).
-struct DwPlane {
-  int64_t ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
-};
-
+// The vector kernels (float32, AVX-512). Every case is reduced to one "same" window at stride 1 over a
+// plane of x's size, h x w, computed by the flat kernel:
+//   Y1[r, o] = bias + sum over taps (a, b) in order of w[a, b] x[r - ph + a dh, o - pw + b dw]
+// (zero outside x). The forward pass takes Y[r, o] = Y1[r sh, o sw] (directly when sh = sw = 1 and the
+// output is x's size, else through a buffer). dX is the same form over dY spread into a zero plane of x's
+// size, Z[r sh, o sw] = dY[r, o], with the window flipped and pads (k - 1) d - p; dW[a, b] = sum of
+// Z[u, v] x[u - ph + a dh, v - pw + b dw]. That needs (oh - 1) sh < h and (ow - 1) sw < w (the strided
+// grid inside x's plane), which other geometries (pads wider than the grid) do not meet: they keep the
+// loops above.
+//
+// The flat kernel: the plane as one flat array; tap t reads at the fixed flat offset
+// shift[t] = (a dh - ph) w + b dw - pw from the output, with a precomputed mask per 16-element output
+// vector and tap for the lanes whose input lies outside the plane or wraps around a row end. A 4x4 plane is
+// one vector: nine masked loads and nine FMAs.
 constexpr int64_t kDwMaxTaps = 25;
+constexpr int64_t kDwFlatMaxElements = int64_t{1} << 18;  // planes of up to 512 x 512
 
 bool DwVectorApplies(const Geo2D& g) {
-  return CpuHasAvx512() && (g.sh == 1 || g.sh == 2) && (g.sw == 1 || g.sw == 2) && g.kh * g.kw <= kDwMaxTaps;
+  return CpuHasAvx512() && (g.sh == 1 || g.sh == 2) && (g.sw == 1 || g.sw == 2) && g.kh * g.kw <= kDwMaxTaps &&
+         g.oh > 0 && g.ow > 0 && (g.oh - 1) * g.sh < g.h && (g.ow - 1) * g.sw < g.w &&
+         g.h * g.w <= kDwFlatMaxElements;
 }
 
-// Lanes i < 16 with 0 <= start + i < width, and i < limit.
-inline __mmask16 RangeMask(int64_t start, int64_t width, int64_t limit) {
-  int64_t lo = std::max<int64_t>(0, -start), hi = std::min<int64_t>({16, width - start, limit});
-  if (hi <= lo) return 0;
-  return static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
-
-// Columns start + s j, j < 16, of row `row` (width `width`), zero outside it; `limit` lanes wanted.
-__attribute__((target("avx512f"), always_inline)) inline __m512 LoadColumns(const float* row, int64_t start,
-                                                                            int64_t s, int64_t width,
-                                                                            int64_t limit) {
-  if (s == 1) return _mm512_maskz_loadu_ps(RangeMask(start, width, limit), row + start);
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  __m512 lo = _mm512_maskz_loadu_ps(RangeMask(start, width, 2 * limit), row + start);
-  __m512 hi = _mm512_maskz_loadu_ps(RangeMask(start + 16, width, 2 * limit - 16), row + start + 16);
-  return _mm512_permutex2var_ps(lo, even, hi);
-}
-
-// y[r, o] = bias + sum over taps (a, b) in order of w[a, b] x[r sh - ph + a dh, o sw - pw + b dw] (rows
-// outside the image skipped, columns outside it read as zero), one FMA per tap.
-__attribute__((target("avx512f"))) void DwForwardPlane(const float* x, const float* w, float bias, float* y,
-                                                       const DwPlane& p) {
-  __m512 wv[kDwMaxTaps];
-  for (int64_t t = 0; t < p.kh * p.kw; ++t) wv[t] = _mm512_set1_ps(w[t]);
-  for (int64_t r = 0; r < p.oh; ++r) {
-    float* yr = y + r * p.ow;
-    for (int64_t o0 = 0; o0 < p.ow; o0 += 16) {
-      const int64_t lanes = std::min<int64_t>(16, p.ow - o0);
-      __m512 acc = _mm512_set1_ps(bias);
-      for (int64_t a = 0; a < p.kh; ++a) {
-        const int64_t row = r * p.sh - p.ph + a * p.dh;
-        if (row < 0 || row >= p.ih) continue;
-        const float* xr = x + row * p.iw;
-        for (int64_t b = 0; b < p.kw; ++b) {
-          __m512 xv = LoadColumns(xr, o0 * p.sw - p.pw + b * p.dw, p.sw, p.iw, lanes);
-          acc = _mm512_fmadd_ps(wv[a * p.kw + b], xv, acc);
-        }
-      }
-      _mm512_mask_storeu_ps(yr + o0, RangeMask(0, lanes, 16), acc);
-    }
-  }
-}
-
-// Stride 1 with the output the input's size (a "same" window): the plane is one flat array, and window
-// tap t reads the input at a fixed flat offset from the output, shift[t] = (a dh - ph) iw + b dw - pw, with
-// a mask per 16-element output vector and tap for the lanes whose input lies outside the plane or wraps
-// around a row end. No per-row or per-tap arithmetic is left in the loops: a small plane (4x4) is one
-// vector, nine masked loads and nine FMAs.
-constexpr int64_t kDwFlatMaxVectors = 64;  // planes of up to 1024 elements
+// Whether the forward pass's output is Y1 itself (stride 1, output the size of x).
+bool DwSameSize(const Geo2D& g) { return g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w; }
 
 struct DwFlat {
-  int64_t vectors = 0, taps = 0, len = 0;
+  int64_t vectors = 0, taps = 0;
   int64_t shift[kDwMaxTaps];
-  __mmask16 mask[kDwFlatMaxVectors * kDwMaxTaps];
-  __mmask16 tail = 0;  // the last vector's output lanes
+  const __mmask16* mask = nullptr;  // [vectors, taps], in the building thread's buffer
+  __mmask16 tail = 0;               // the last vector's output lanes
 };
 
-bool DwFlatApplies(const DwPlane& p) {
-  return p.sh == 1 && p.sw == 1 && p.oh == p.ih && p.ow == p.iw && p.oh * p.ow <= 16 * kDwFlatMaxVectors;
-}
-
-void BuildFlat(const DwPlane& p, DwFlat* f) {
-  f->len = p.oh * p.ow;
-  f->vectors = (f->len + 15) / 16;
-  f->taps = p.kh * p.kw;
-  f->tail = static_cast<__mmask16>(f->len % 16 == 0 ? 0xffff : (1u << (f->len % 16)) - 1);
-  for (int64_t a = 0; a < p.kh; ++a) {
-    for (int64_t b = 0; b < p.kw; ++b) {
-      const int64_t t = a * p.kw + b;
-      f->shift[t] = (a * p.dh - p.ph) * p.iw + b * p.dw - p.pw;
-      for (int64_t k = 0; k < f->vectors; ++k) {
+// The flat geometry of an h x w plane with a kh x kw window, pads (ph, pw) before and dilations (dh, dw);
+// the masks go to a buffer of the calling thread (grown once, reused).
+DwFlat BuildFlat(int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
+  DwFlat f;
+  const int64_t len = h * w;
+  f.vectors = (len + 15) / 16;
+  f.taps = kh * kw;
+  f.tail = static_cast<__mmask16>(len % 16 == 0 ? 0xffff : (1u << (len % 16)) - 1);
+  __mmask16* mask = ThreadBuffer<__mmask16>(0, static_cast<size_t>(f.vectors * f.taps));
+  for (int64_t a = 0; a < kh; ++a) {
+    for (int64_t b = 0; b < kw; ++b) {
+      const int64_t t = a * kw + b;
+      f.shift[t] = (a * dh - ph) * w + b * dw - pw;
+      for (int64_t k = 0; k < f.vectors; ++k) {
         unsigned m = 0;
-        for (int64_t j = 0; j < 16; ++j) {
-          const int64_t i = 16 * k + j;
-          if (i >= f->len) break;
-          const int64_t row = i / p.ow + a * p.dh - p.ph, col = i % p.ow + b * p.dw - p.pw;
-          if (row >= 0 && row < p.ih && col >= 0 && col < p.iw) m |= 1u << j;
+        for (int64_t j = 0; j < 16 && 16 * k + j < len; ++j) {
+          const int64_t i = 16 * k + j, row = i / w + a * dh - ph, col = i % w + b * dw - pw;
+          if (row >= 0 && row < h && col >= 0 && col < w) m |= 1u << j;
         }
-        f->mask[k * f->taps + t] = static_cast<__mmask16>(m);
+        mask[k * f.taps + t] = static_cast<__mmask16>(m);
       }
     }
   }
+  f.mask = mask;
+  return f;
 }
 
 // TAPS: the window's tap count when known at compile time (3x3: registers and unrolled loops), else 0.
@@ -196,15 +155,15 @@ void DwForwardFlat(const float* x, const float* w, float bias, float* y, const D
   else DwForwardFlat<0>(x, w, bias, y, f);
 }
 
-// dW lanes: acc[t] += dy . (x shifted by tap t), over the plane's vectors.
+// dW lanes: acc[t] += z . (x shifted by tap t), over the plane's vectors.
 template <int TAPS>
-__attribute__((target("avx512f"))) void DwWeightGradFlat(const float* dy, const float* x, __m512* acc_io,
+__attribute__((target("avx512f"))) void DwWeightGradFlat(const float* z, const float* x, __m512* acc_io,
                                                          const DwFlat& f) {
   const int64_t taps = TAPS > 0 ? TAPS : f.taps;
   __m512 acc[kDwMaxTaps];
   for (int64_t t = 0; t < taps; ++t) acc[t] = acc_io[t];
   for (int64_t k = 0; k < f.vectors; ++k) {
-    __m512 dv = _mm512_maskz_loadu_ps(k + 1 == f.vectors ? f.tail : 0xffff, dy + 16 * k);
+    __m512 dv = _mm512_maskz_loadu_ps(k + 1 == f.vectors ? f.tail : 0xffff, z + 16 * k);
     const __mmask16* m = f.mask + k * taps;
     for (int64_t t = 0; t < taps; ++t) {
       acc[t] = _mm512_fmadd_ps(dv, _mm512_maskz_loadu_ps(m[t], x + 16 * k + f.shift[t]), acc[t]);
@@ -213,31 +172,9 @@ __attribute__((target("avx512f"))) void DwWeightGradFlat(const float* dy, const 
   for (int64_t t = 0; t < taps; ++t) acc_io[t] = acc[t];
 }
 
-void DwWeightGradFlat(const float* dy, const float* x, __m512* acc, const DwFlat& f) {
-  if (f.taps == 9) DwWeightGradFlat<9>(dy, x, acc, f);
-  else DwWeightGradFlat<0>(dy, x, acc, f);
-}
-
-// dW[a, b] += sum over rows and columns of dy[r, o] x[r sh - ph + a dh, o sw - pw + b dw], in 16 lanes per
-// tap (acc), which the caller adds up once per channel.
-__attribute__((target("avx512f"))) void DwWeightGradPlane(const float* dy, const float* x, __m512* acc,
-                                                          const DwPlane& p) {
-  for (int64_t r = 0; r < p.oh; ++r) {
-    const float* dyr = dy + r * p.ow;
-    for (int64_t o0 = 0; o0 < p.ow; o0 += 16) {
-      const int64_t lanes = std::min<int64_t>(16, p.ow - o0);
-      __m512 dv = _mm512_maskz_loadu_ps(RangeMask(0, lanes, 16), dyr + o0);
-      for (int64_t a = 0; a < p.kh; ++a) {
-        const int64_t row = r * p.sh - p.ph + a * p.dh;
-        if (row < 0 || row >= p.ih) continue;
-        const float* xr = x + row * p.iw;
-        for (int64_t b = 0; b < p.kw; ++b) {
-          __m512 xv = LoadColumns(xr, o0 * p.sw - p.pw + b * p.dw, p.sw, p.iw, lanes);
-          acc[a * p.kw + b] = _mm512_fmadd_ps(dv, xv, acc[a * p.kw + b]);
-        }
-      }
-    }
-  }
+void DwWeightGradFlat(const float* z, const float* x, __m512* acc, const DwFlat& f) {
+  if (f.taps == 9) DwWeightGradFlat<9>(z, x, acc, f);
+  else DwWeightGradFlat<0>(z, x, acc, f);
 }
 
 // The 16 lanes added in a fixed order.
@@ -249,35 +186,27 @@ __attribute__((target("avx512f"))) float LaneTotal(__m512 v) {
   return sum;
 }
 
-// flat: the flat layout's masks where DwFlatApplies, else null.
+// z = dY spread into x's plane: z[r sh, o sw] = dy[r, o]; the other entries are left as they are (zero:
+// the caller clears z once and every plane writes the same positions).
+void Spread(const float* dy, const Geo2D& g, float* z) {
+  for (int64_t r = 0; r < g.oh; ++r) {
+    for (int64_t o = 0; o < g.ow; ++o) z[r * g.sh * g.w + o * g.sw] = dy[r * g.ow + o];
+  }
+}
+
+// dW of one channel: sums in 16 lanes per tap over images (in order), then the lanes.
 __attribute__((target("avx512f"))) void DwWeightGradChannel(const float* dy, const float* x, float* dw, int64_t n,
-                                                            int64_t c, const DwPlane& p, const DwFlat* flat) {
+                                                            int64_t c, const Geo2D& g, const DwFlat& f,
+                                                            float* z) {
   __m512 acc[kDwMaxTaps];
-  for (int64_t t = 0; t < p.kh * p.kw; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < f.taps; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; ++i) {
-    if (flat) DwWeightGradFlat(dy + i * c * p.oh * p.ow, x + i * c * p.ih * p.iw, acc, *flat);
-    else DwWeightGradPlane(dy + i * c * p.oh * p.ow, x + i * c * p.ih * p.iw, acc, p);
+    const float* dyi = dy + i * c * g.oh * g.ow;
+    if (z) Spread(dyi, g, z);
+    DwWeightGradFlat(z ? z : dyi, x + i * c * g.h * g.w, acc, f);
   }
-  for (int64_t t = 0; t < p.kh * p.kw; ++t) dw[t] = LaneTotal(acc[t]);
+  for (int64_t t = 0; t < f.taps; ++t) dw[t] = LaneTotal(acc[t]);
 }
-
-// dW of one channel, strided: each image's dY plane spread into z (whose other entries stay zero), then the
-// flat kernel of the stride-1 geometry over z and x.
-__attribute__((target("avx512f"))) void DwWeightGradSpread(const float* dy, const float* x, float* dw, int64_t n,
-                                                           int64_t c, const Geo2D& g, float* z, const DwFlat& flat) {
-  __m512 acc[kDwMaxTaps];
-  for (int64_t t = 0; t < flat.taps; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; ++i) {
-    const float* src = dy + i * c * g.oh * g.ow;
-    for (int64_t r = 0; r < g.oh; ++r) {
-      for (int64_t o = 0; o < g.ow; ++o) z[r * g.sh * g.w + o * g.sw] = src[r * g.ow + o];
-    }
-    DwWeightGradFlat(z, x + i * c * g.h * g.w, acc, flat);
-  }
-  for (int64_t t = 0; t < flat.taps; ++t) dw[t] = LaneTotal(acc[t]);
-}
-
-DwPlane ForwardPlane(const Geo2D& g) { return {g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw}; }
 
 }  // namespace
 
@@ -291,30 +220,17 @@ void DepthwiseForward(const T* x, const T* w, const T* bias, T* y, int64_t n, in
   const Geo2D g(in, out, geo);
   if constexpr (std::is_same_v<T, float>) {
     if (DwVectorApplies(g)) {
-      const DwPlane p = ForwardPlane(g);
-      // Strided: the stride-1 output at x's size (flat kernel) into a buffer, then every sh-th row and
-      // sw-th column of it: four times the products at stride 2, still faster than the strided loads.
-      const bool dense = (g.sh != 1 || g.sw != 1) && (g.oh - 1) * g.sh < g.h && (g.ow - 1) * g.sw < g.w;
-      const DwPlane pd = {g.h, g.w, g.h, g.w, g.kh, g.kw, 1, 1, g.ph, g.pw, g.dh, g.dw};
-      DwFlat flat;
-      const bool use_flat = DwFlatApplies(dense ? pd : p);
-      if (use_flat) BuildFlat(dense ? pd : p, &flat);
-      ParallelFor(pool, n * c, 2.0 * static_cast<double>(g.oh * g.ow * g.kh * g.kw), [&](int64_t p0, int64_t p1) {
-        float* full = dense && use_flat ? ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w)) : nullptr;
+      const bool direct = DwSameSize(g);
+      const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw);
+      ParallelFor(pool, n * c, 2.0 * static_cast<double>(g.h * g.w * g.kh * g.kw), [&](int64_t p0, int64_t p1) {
+        float* full = direct ? nullptr : ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w));
         for (int64_t q = p0; q < p1; ++q) {
           const int64_t ch = q % c;
-          const float* xq = x + q * g.h * g.w;
           float* yq = y + q * g.oh * g.ow;
-          const float bq = bias ? bias[ch] : 0.0f;
-          if (full) {
-            DwForwardFlat(xq, w + ch * g.kh * g.kw, bq, full, flat);
-            for (int64_t r = 0; r < g.oh; ++r) {
-              for (int64_t o = 0; o < g.ow; ++o) yq[r * g.ow + o] = full[r * g.sh * g.w + o * g.sw];
-            }
-          } else if (use_flat) {
-            DwForwardFlat(xq, w + ch * g.kh * g.kw, bq, yq, flat);
-          } else {
-            DwForwardPlane(xq, w + ch * g.kh * g.kw, bq, yq, p);
+          DwForwardFlat(x + q * g.h * g.w, w + ch * g.kh * g.kw, bias ? bias[ch] : 0.0f, direct ? yq : full, flat);
+          if (direct) continue;
+          for (int64_t r = 0; r < g.oh; ++r) {
+            for (int64_t o = 0; o < g.ow; ++o) yq[r * g.ow + o] = full[r * g.sh * g.w + o * g.sw];
           }
         }
       });
@@ -380,35 +296,24 @@ void DepthwiseBackwardData(const T* dy, const T* w, T* dx, int64_t n, int64_t c,
   const Geo2D g(in, out, geo);
   if constexpr (std::is_same_v<T, float>) {
     if (DwVectorApplies(g)) {
-      // dX is the stride-1 convolution of dY, spread out by the strides (zeros between), with the window
-      // flipped: dX[r, o] = sum over (a, b) of w[kh-1-a, kw-1-b] dYs[r - ph' + a dh, o - pw' + b dw], where
-      // ph' = (kh - 1) dh - ph and dYs[r sh, o sw] = dY[r, o]. dYs is made at least dX's size (the extra
-      // rows and columns are zeros), so that a strided case is a "same" window too and takes the flat kernel.
-      const bool spread = g.sh != 1 || g.sw != 1;
-      const int64_t uh = spread ? std::max((g.oh - 1) * g.sh + 1, g.h) : g.oh;
-      const int64_t uw = spread ? std::max((g.ow - 1) * g.sw + 1, g.w) : g.ow;
-      const DwPlane p = {uh, uw, g.h, g.w, g.kh, g.kw, 1, 1, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw,
-                         g.dh, g.dw};
+      // The flat kernel over dY itself when the output is x's size at stride 1, else over dY spread into
+      // x's plane; the window flipped.
+      const bool spread = !DwSameSize(g);
       const int64_t taps = g.kh * g.kw;
-      DwFlat flat;
-      const bool use_flat = DwFlatApplies(p);
-      if (use_flat) BuildFlat(p, &flat);
+      const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw, g.dh, g.dw);
       ParallelFor(pool, n * c, 2.0 * static_cast<double>(g.h * g.w * taps), [&](int64_t p0, int64_t p1) {
-        float* up = spread ? ThreadBuffer<float>(0, static_cast<size_t>(uh * uw)) : nullptr;
+        float* z = spread ? ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w)) : nullptr;
+        if (z) std::fill(z, z + g.h * g.w, 0.0f);
         float flipped[kDwMaxTaps];
-        if (spread) std::fill(up, up + uh * uw, 0.0f);
         for (int64_t q = p0; q < p1; ++q) {
           const int64_t ch = q % c;
           for (int64_t t = 0; t < taps; ++t) flipped[t] = w[ch * taps + taps - 1 - t];
           const float* src = dy + q * g.oh * g.ow;
-          if (spread) {  // the zeros stay in place from plane to plane; only these positions change
-            for (int64_t r = 0; r < g.oh; ++r) {
-              for (int64_t o = 0; o < g.ow; ++o) up[r * g.sh * uw + o * g.sw] = src[r * g.ow + o];
-            }
-            src = up;
+          if (z) {
+            Spread(src, g, z);
+            src = z;
           }
-          if (use_flat) DwForwardFlat(src, flipped, 0.0f, dx + q * g.h * g.w, flat);
-          else DwForwardPlane(src, flipped, 0.0f, dx + q * g.h * g.w, p);
+          DwForwardFlat(src, flipped, 0.0f, dx + q * g.h * g.w, flat);
         }
       });
       return;
@@ -475,24 +380,13 @@ void DepthwiseBackwardWeights(const T* dy, const T* x, T* dw, int64_t n, int64_t
   const Geo2D g(in, out, geo);
   if constexpr (std::is_same_v<T, float>) {
     if (DwVectorApplies(g)) {
-      const DwPlane p = ForwardPlane(g);
-      // Strided: dY spread into a zero plane of x's size, Z[r sh, o sw] = dY[r, o], makes dW the stride-1
-      // "same" correlation of Z with x, for the flat kernel (a quarter of its products are with zeros).
-      const bool spread = (g.sh != 1 || g.sw != 1) && (g.oh - 1) * g.sh < g.h && (g.ow - 1) * g.sw < g.w;
-      const DwPlane pz = {g.h, g.w, g.h, g.w, g.kh, g.kw, 1, 1, g.ph, g.pw, g.dh, g.dw};
-      DwFlat flat;
-      const bool use_flat = DwFlatApplies(spread ? pz : p);
-      if (use_flat) BuildFlat(spread ? pz : p, &flat);
-      ParallelFor(pool, c, 2.0 * static_cast<double>(n * g.oh * g.ow * g.kh * g.kw), [&](int64_t c0, int64_t c1) {
-        float* z = spread && use_flat ? ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w)) : nullptr;
+      const bool spread = !DwSameSize(g);
+      const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw);
+      ParallelFor(pool, c, 2.0 * static_cast<double>(n * g.h * g.w * g.kh * g.kw), [&](int64_t c0, int64_t c1) {
+        float* z = spread ? ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w)) : nullptr;
         if (z) std::fill(z, z + g.h * g.w, 0.0f);
         for (int64_t ch = c0; ch < c1; ++ch) {
-          if (z) {
-            DwWeightGradSpread(dy + ch * g.oh * g.ow, x + ch * g.h * g.w, dw + ch * g.kh * g.kw, n, c, g, z, flat);
-          } else {
-            DwWeightGradChannel(dy + ch * g.oh * g.ow, x + ch * g.h * g.w, dw + ch * g.kh * g.kw, n, c, p,
-                                use_flat ? &flat : nullptr);
-          }
+          DwWeightGradChannel(dy + ch * g.oh * g.ow, x + ch * g.h * g.w, dw + ch * g.kh * g.kw, n, c, g, flat, z);
         }
       });
       return;

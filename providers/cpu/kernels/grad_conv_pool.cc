@@ -203,8 +203,13 @@ class ConvGradKernel : public OpKernel {
                 const T* xi = x.data<T>() + (i * c + g * cg) * isize;
                 const T* dyi = dy.data<T>() + (i * m + g * mg) * osize;
                 if (padded_) {
-                  rows_.Pad(xi, cg, xp);
-                  rows_.Im2Col(xp, cg, col + (i - i0) * cols, ld);
+                  // A 1x1 window without pads: the image is its own padded plane (no copy).
+                  const T* src = xi;
+                  if (!rows_.trivial()) {
+                    rows_.Pad(xi, cg, xp);
+                    src = xp;
+                  }
+                  rows_.Im2Col(src, cg, col + (i - i0) * cols, ld);
                   rows_.Spread(dyi, mg, dy_t + (i - i0) * cols, ld);
                   continue;
                 }
