@@ -352,6 +352,49 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluGradAvx512(cons
   return i;
 }
 
+// Sigmoid and tanh (the recurrent layers' gates) the same way: kGeluVectors vectors per step.
+__attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t SigmoidAvx512(const float* x, float* y, int64_t n) {
+  constexpr int U = kGeluVectors;
+  int64_t i = 0;
+  for (; i + 8 * U <= n; i += 8 * U) {
+    __m512d a[U], e[U];
+    for (int k = 0; k < U; ++k) {
+      __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * k));
+      a[k] = _mm512_xor_pd(ClampV(v, -200.0, 200.0), Bcast(-0.0));
+    }
+    ExpV<U>(a, e);
+    for (int k = 0; k < U; ++k) {
+      __m512d r = _mm512_div_pd(Bcast(1.0), _mm512_add_pd(Bcast(1.0), e[k]));
+      _mm256_storeu_ps(y + i + 8 * k, _mm512_cvtpd_ps(r));
+    }
+  }
+  return i;
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t TanhAvx512(const float* x, float* y, int64_t n) {
+  constexpr int U = kGeluVectors;
+  int64_t i = 0;
+  for (; i + 8 * U <= n; i += 8 * U) {
+    __m512d v[U], a[U], e[U];
+    for (int k = 0; k < U; ++k) {
+      v[k] = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * k));
+      a[k] = _mm512_mul_pd(Bcast(2.0), ClampV(_mm512_abs_pd(v[k]), 0.0, 20.0));
+    }
+    ExpV<U>(a, e);
+    for (int k = 0; k < U; ++k) {
+      const __m512d abs_v = _mm512_abs_pd(v[k]);
+      __m512d r = _mm512_div_pd(_mm512_sub_pd(e[k], Bcast(1.0)), _mm512_add_pd(e[k], Bcast(1.0)));
+      r = _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask(abs_v, Bcast(0x1p-12), _CMP_LT_OQ), abs_v);
+      // copysign(r, v): r's magnitude (r >= 0 or NaN) with v's sign bit.
+      r = _mm512_or_pd(_mm512_abs_pd(r), _mm512_and_pd(v[k], Bcast(-0.0)));
+      __m256 in = _mm256_loadu_ps(x + i + 8 * k);  // a NaN passes through with its bits, as in the loop
+      __mmask8 nan = _mm512_cmp_pd_mask(v[k], v[k], _CMP_UNORD_Q);
+      _mm256_storeu_ps(y + i + 8 * k, _mm256_mask_mov_ps(_mm512_cvtpd_ps(r), nan, in));
+    }
+  }
+  return i;
+}
+
 bool UseAvx512() {
 #if defined(__SANITIZE_THREAD__)
   return false;  // the baseline version only, as for the clones
@@ -373,8 +416,14 @@ void VSoftmaxRow(const float* x, float* y, int64_t n) {
   else SoftmaxRowLoop(x, y, n);
 }
 void VErf(const float* x, float* y, int64_t n) { ErfLoop(x, y, n); }
-void VTanh(const float* x, float* y, int64_t n) { TanhLoop(x, y, n); }
-void VSigmoid(const float* x, float* y, int64_t n) { SigmoidLoop(x, y, n); }
+void VTanh(const float* x, float* y, int64_t n) {
+  int64_t done = UseAvx512() ? TanhAvx512(x, y, n) : 0;
+  TanhLoop(x + done, y + done, n - done);
+}
+void VSigmoid(const float* x, float* y, int64_t n) {
+  int64_t done = UseAvx512() ? SigmoidAvx512(x, y, n) : 0;
+  SigmoidLoop(x + done, y + done, n - done);
+}
 void VGelu(const float* x, float* y, int64_t n) {
   int64_t done = UseAvx512() ? GeluAvx512(x, y, n) : 0;
   GeluLoop(x + done, y + done, n - done);
