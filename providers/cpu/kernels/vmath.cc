@@ -194,7 +194,8 @@ ONT_VMATH_CLONES void GeluGradLoop(const float* dy, const float* x, float* dx, i
   }
 }
 
-// GELU, its gradient and softmax's exp by hand in AVX-512, 8 doubles per vector and several vectors interleaved.
+// GELU, its gradient, softmax's exp, sigmoid and tanh by hand in AVX-512, 8 doubles per vector, several
+// vectors interleaved.
 // The compiler's vectorized loop keeps one block of 16 in flight, and each block is a chain of ~35
 // dependent operations (exp's and erfc's polynomials): latency-bound, ~1.3 instructions per cycle. With six
 // independent chains in each step the loop is throughput-bound (0.85 -> 0.57 ms per 512K elements, one Zen 5
