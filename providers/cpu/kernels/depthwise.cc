@@ -107,13 +107,17 @@ DwFlat BuildFlat(int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t ph, int64
     for (int64_t b = 0; b < kw; ++b) {
       const int64_t t = a * kw + b;
       f.shift[t] = (a * dh - ph) * w + b * dw - pw;
-      // Output element i = r w + o reads row r + a dh - ph, column o + b dw - pw (no division per element:
-      // this runs on every call, 113K elements x taps for a 112x112 plane).
-      for (int64_t r = 0, i = 0; r < h; ++r) {
-        const bool row_in = r + a * dh - ph >= 0 && r + a * dh - ph < h;
-        for (int64_t o = 0; o < w; ++o, ++i) {
-          const int64_t col = o + b * dw - pw;
-          if (row_in && col >= 0 && col < w) mask[(i / 16) * f.taps + t] |= static_cast<__mmask16>(1u << (i % 16));
+      // Output element r w + o reads row r + a dh - ph, column o + b dw - pw: in each row whose input row
+      // exists, the outputs whose column exists are one range [lo, hi), set 16 bits at a time (this runs on
+      // every call: element by element it took 0.2 ms for a 112x112 plane).
+      const int64_t lo = std::clamp<int64_t>(pw - b * dw, 0, w), hi = std::clamp<int64_t>(w + pw - b * dw, lo, w);
+      for (int64_t r = 0; r < h; ++r) {
+        if (r + a * dh - ph < 0 || r + a * dh - ph >= h) continue;
+        for (int64_t i = r * w + lo, end = r * w + hi; i < end;) {
+          const int64_t word = i / 16, upto = std::min(end, 16 * word + 16);
+          const unsigned bits = (upto - i == 16 ? 0xffffu : ((1u << (upto - i)) - 1)) << (i % 16);
+          mask[word * f.taps + t] |= static_cast<__mmask16>(bits);
+          i = upto;
         }
       }
     }
