@@ -38,24 +38,21 @@ inline uint64_t Double2Bits(double d) {
   return b;
 }
 
+// exp's constants, shared with the AVX-512 version below: ln 2 in two parts, the shifter 1.5 * 2^52 (adding
+// it rounds to an integer kept in the low bits), and the Taylor coefficients from r^10 down to r^0.
+constexpr double kLog2e = 1.4426950408889634, kLn2Hi = 0.693147180369123816490, kLn2Lo = 1.90821492927058770002e-10;
+constexpr double kShifter = 6755399441055744.0;
+constexpr double kExpTerms[] = {1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
+                                1.0 / 24,      1.0 / 6,      0.5,          1.0,         1.0};
+
 // exp(x) for |x| <= 700 (callers clamp); NaN stays NaN.
 inline double ExpD(double x) {
-  const double kLog2e = 1.4426950408889634, kLn2Hi = 0.693147180369123816490, kLn2Lo = 1.90821492927058770002e-10;
-  const double kShifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer kept in the low bits
   double t = std::fma(x, kLog2e, kShifter);
   double n = t - kShifter;
   double r = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, x));
-  double p = 1.0 / 3628800;
-  p = std::fma(p, r, 1.0 / 362880);
-  p = std::fma(p, r, 1.0 / 40320);
-  p = std::fma(p, r, 1.0 / 5040);
-  p = std::fma(p, r, 1.0 / 720);
-  p = std::fma(p, r, 1.0 / 120);
-  p = std::fma(p, r, 1.0 / 24);
-  p = std::fma(p, r, 1.0 / 6);
-  p = std::fma(p, r, 0.5);
-  p = std::fma(p, r, 1.0);
-  p = std::fma(p, r, 1.0);
+  double p = kExpTerms[0];
+#pragma GCC unroll 16
+  for (size_t k = 1; k < sizeof kExpTerms / sizeof kExpTerms[0]; ++k) p = std::fma(p, r, kExpTerms[k]);
   // The low 11 bits of t's mantissa are n (two's complement); n + 1023 shifted into the exponent is 2^n.
   return p * Bits2Double((Double2Bits(t) + 1023) << 52);
 }
@@ -199,13 +196,24 @@ ONT_VMATH_CLONES void GeluGradLoop(const float* dy, const float* x, float* dx, i
 // The compiler's vectorized loop keeps one block of 16 in flight, and each block is a chain of ~35
 // dependent operations (exp's and erfc's polynomials): latency-bound, ~1.3 instructions per cycle. With six
 // independent chains in each step the loop is throughput-bound (0.85 -> 0.57 ms per 512K elements, one Zen 5
-// core). Every operation is the one GeluLoop / GeluGradLoop performs, in the same order (IEEE mul, sub, fma,
-// div, min/max clamps, one rounding to float), so the results are the clones' to the bit; the tail goes
-// through the clones.
+// core). Every operation is the one the compiled loop performs, in the same order (IEEE mul, sub, fma, div,
+// min/max clamps, one rounding to float), so the results are the clones' to the bit; the tail goes through
+// the clones.
 constexpr int kGeluVectors = 6;
 #define ONT_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl"), always_inline)) inline
 
 ONT_AVX512 __m512d Bcast(double d) { return _mm512_set1_pd(d); }
+
+// 8 floats widened to doubles.
+ONT_AVX512 __m512d LoadD(const float* p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
+
+// y[0..8) = r rounded to float, except where v (x[0..8) widened) is NaN: there x's own bits. The compiled
+// loops return such an input unchanged (GCC folds their float -> double -> float of it away, so a signaling
+// NaN is not quieted there either).
+ONT_AVX512 void StoreKeepingNaNs(float* y, __m512d r, __m512d v, const float* x) {
+  __mmask8 nan = _mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q);
+  _mm256_storeu_ps(y, _mm256_mask_mov_ps(_mm512_cvtpd_ps(r), nan, _mm256_loadu_ps(x)));
+}
 
 // Clamp(x, lo, hi) with its NaN behaviour: max(lo, x) and min(hi, x) return x when x is NaN.
 ONT_AVX512 __m512d ClampV(__m512d x, double lo, double hi) {
@@ -215,19 +223,16 @@ ONT_AVX512 __m512d ClampV(__m512d x, double lo, double hi) {
 // ExpD of U vectors of arguments a (already clamped), interleaved: the same operations as ExpD.
 template <int U>
 ONT_AVX512 void ExpV(const __m512d* a, __m512d* out) {
-  const __m512d shifter = Bcast(6755399441055744.0);
+  const __m512d shifter = Bcast(kShifter);
   __m512d p[U], r[U], t[U];
   for (int k = 0; k < U; ++k) {
-    t[k] = _mm512_fmadd_pd(a[k], Bcast(1.4426950408889634), shifter);
+    t[k] = _mm512_fmadd_pd(a[k], Bcast(kLog2e), shifter);
     __m512d n = _mm512_sub_pd(t[k], shifter);
-    r[k] = _mm512_fnmadd_pd(n, Bcast(1.90821492927058770002e-10),
-                            _mm512_fnmadd_pd(n, Bcast(0.693147180369123816490), a[k]));
-    p[k] = Bcast(1.0 / 3628800);
+    r[k] = _mm512_fnmadd_pd(n, Bcast(kLn2Lo), _mm512_fnmadd_pd(n, Bcast(kLn2Hi), a[k]));
+    p[k] = Bcast(kExpTerms[0]);
   }
-  const double terms[] = {1.0 / 362880, 1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
-                          1.0 / 24,     1.0 / 6,     0.5,        1.0,        1.0};
-  for (double c : terms) {
-    for (int k = 0; k < U; ++k) p[k] = _mm512_fmadd_pd(p[k], r[k], Bcast(c));
+  for (size_t j = 1; j < sizeof kExpTerms / sizeof kExpTerms[0]; ++j) {
+    for (int k = 0; k < U; ++k) p[k] = _mm512_fmadd_pd(p[k], r[k], Bcast(kExpTerms[j]));
   }
   for (int k = 0; k < U; ++k) {
     __m512i bits = _mm512_slli_epi64(_mm512_add_epi64(_mm512_castpd_si512(t[k]), _mm512_set1_epi64(1023)), 52);
@@ -320,15 +325,11 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluAvx512(const fl
   int64_t i = 0;
   for (; i + 8 * U <= n; i += 8 * U) {
     __m512d v[U], e[U], two_phi[U];
-    for (int k = 0; k < U; ++k) v[k] = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * k));
+    for (int k = 0; k < U; ++k) v[k] = LoadD(x + i + 8 * k);
     TwoPhiV(v, e, two_phi);
     for (int k = 0; k < U; ++k) {
       __m512d r = _mm512_mul_pd(_mm512_mul_pd(Bcast(0.5), v[k]), two_phi[k]);
-      // A NaN passes through with its bits (GCC folds the loop's float -> double -> float of v away, so a
-      // signaling NaN is not quieted there either).
-      __m256 nan_in = _mm256_loadu_ps(x + i + 8 * k);
-      __mmask8 nan = _mm512_cmp_pd_mask(v[k], v[k], _CMP_UNORD_Q);
-      _mm256_storeu_ps(y + i + 8 * k, _mm256_mask_mov_ps(_mm512_cvtpd_ps(r), nan, nan_in));
+      StoreKeepingNaNs(y + i + 8 * k, r, v[k], x + i + 8 * k);
     }
   }
   return i;
@@ -340,13 +341,13 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluGradAvx512(cons
   int64_t i = 0;
   for (; i + 8 * U <= n; i += 8 * U) {
     __m512d v[U], e[U], two_phi[U];
-    for (int k = 0; k < U; ++k) v[k] = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * k));
+    for (int k = 0; k < U; ++k) v[k] = LoadD(x + i + 8 * k);
     TwoPhiV(v, e, two_phi);
     for (int k = 0; k < U; ++k) {
       __m512d cdf = _mm512_mul_pd(Bcast(0.5), two_phi[k]);
       __m512d pdf = _mm512_mul_pd(Bcast(kInvSqrt2Pi), e[k]);
       __m512d s = _mm512_add_pd(cdf, _mm512_mul_pd(v[k], pdf));
-      __m512d g = _mm512_mul_pd(_mm512_cvtps_pd(_mm256_loadu_ps(dy + i + 8 * k)), s);
+      __m512d g = _mm512_mul_pd(LoadD(dy + i + 8 * k), s);
       _mm256_storeu_ps(dx + i + 8 * k, _mm512_cvtpd_ps(g));
     }
   }
@@ -360,8 +361,7 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t SigmoidAvx512(const
   for (; i + 8 * U <= n; i += 8 * U) {
     __m512d a[U], e[U];
     for (int k = 0; k < U; ++k) {
-      __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * k));
-      a[k] = _mm512_xor_pd(ClampV(v, -200.0, 200.0), Bcast(-0.0));
+      a[k] = _mm512_xor_pd(ClampV(LoadD(x + i + 8 * k), -200.0, 200.0), Bcast(-0.0));
     }
     ExpV<U>(a, e);
     for (int k = 0; k < U; ++k) {
@@ -378,7 +378,7 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t TanhAvx512(const fl
   for (; i + 8 * U <= n; i += 8 * U) {
     __m512d v[U], a[U], e[U];
     for (int k = 0; k < U; ++k) {
-      v[k] = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8 * k));
+      v[k] = LoadD(x + i + 8 * k);
       a[k] = _mm512_mul_pd(Bcast(2.0), ClampV(_mm512_abs_pd(v[k]), 0.0, 20.0));
     }
     ExpV<U>(a, e);
@@ -388,9 +388,7 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t TanhAvx512(const fl
       r = _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask(abs_v, Bcast(0x1p-12), _CMP_LT_OQ), abs_v);
       // copysign(r, v): r's magnitude (r >= 0 or NaN) with v's sign bit.
       r = _mm512_or_pd(_mm512_abs_pd(r), _mm512_and_pd(v[k], Bcast(-0.0)));
-      __m256 in = _mm256_loadu_ps(x + i + 8 * k);  // a NaN passes through with its bits, as in the loop
-      __mmask8 nan = _mm512_cmp_pd_mask(v[k], v[k], _CMP_UNORD_Q);
-      _mm256_storeu_ps(y + i + 8 * k, _mm256_mask_mov_ps(_mm512_cvtpd_ps(r), nan, in));
+      StoreKeepingNaNs(y + i + 8 * k, r, v[k], x + i + 8 * k);
     }
   }
   return i;
