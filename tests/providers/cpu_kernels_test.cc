@@ -256,7 +256,8 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
 // 32, then one of 16), input channel counts that leave 1 or 2 channels after the 3-channel tiles, groups.
 // The forward passes with 32 and 80 output channels on rows of 10 and 16 take the row tiles (one tile per
 // row; tiles of 8), as does dX of the 32-channel input with rows of 15 (8, then 7), and the forward passes
-// of the stride-2 cases with 32 and 64 output channels. The depthwise cases (group = channels) take the
+// of the stride-2 cases with 32 and 64 output channels; the row tiles skip products with padding and read
+// the image itself where the pads left and right are at most 2. The depthwise cases (group = channels) take the
 // vector kernels of depthwise.cc on AVX-512: directly for "same" windows at stride 1, through a dense or
 // spread plane for the others (stride 2, no pads, a dilated 5x5 and a dilated 3x2 window, uneven pads; rows
 // of 4 to 40, so one to three vectors per row, and a 36x36 plane); pads wider than the stride-2 grid keep
@@ -277,6 +278,11 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
       {3, 16, 8, 8, 32, 3, 3, 1, 2, 1, {1, 1, 1, 1}},    {2, 5, 9, 10, 32, 3, 3, 1, 1, 1, {1, 1, 1, 1}},
       {1, 3, 6, 16, 80, 3, 3, 1, 1, 1, {1, 1, 1, 1}},   {2, 32, 7, 15, 8, 3, 3, 1, 1, 1, {0, 0, 0, 0}},
       {2, 3, 17, 20, 64, 3, 3, 1, 2, 1, {1, 0, 0, 1}},
+      // row tiles that skip the padding: the benchmark CNN's second layer (dX: 13-wide rows, 2 zero columns
+      // each side), asymmetric pads on rows of 21 (tiles 8, 8, 5), pads wider than the tiles skip (a padded
+      // copy; an output row whose window is all padding), stride 2 with pads of 2
+      {2, 32, 13, 13, 64, 3, 3, 1, 1, 1, {0, 0, 0, 0}}, {1, 32, 8, 20, 32, 3, 3, 1, 1, 1, {1, 2, 1, 0}},
+      {1, 4, 6, 9, 32, 3, 3, 1, 1, 1, {3, 3, 2, 3}},    {1, 3, 9, 9, 32, 3, 3, 1, 2, 1, {2, 2, 2, 2}},
       // depthwise (group = channels): the vector kernels of depthwise.cc on AVX-512
       {2, 8, 16, 16, 8, 3, 3, 8, 1, 1, {1, 1, 1, 1}},   {2, 5, 4, 4, 5, 3, 3, 5, 1, 1, {1, 1, 1, 1}},
       {1, 3, 9, 37, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}},    {2, 6, 16, 16, 6, 3, 3, 6, 2, 1, {1, 1, 1, 1}},

@@ -41,27 +41,58 @@ __attribute__((target("avx512f"))) void Tile8(const float* xp, int64_t plane, co
   }
 }
 
+// The positions p < P of a row tile whose tap b (stride S) reads a column of the padded row that is not
+// padding: S * p + b at least L (the zero columns at the tile's left) and below S * (P - 1) + 3 - R (R zero
+// columns at the right end of what the tile reads).
+template <int S, int P, int L, int R>
+constexpr int TapFirst(int b) {
+  return L - b <= 0 ? 0 : (L - b + S - 1) / S;
+}
+template <int S, int P, int L, int R>
+constexpr int TapEnd(int b) {
+  const int last = S * (P - 1) + 3 - R - 1 - b;  // the last column this tap may read
+  return last < 0 ? 0 : std::min(P, last / S + 1);
+}
+
+// Tap b of one window row: acc[p] += r[S * p + b] * (w0, w1) for the positions whose column is not padding.
+// `r` is the row already offset by b, passed through an empty asm so that GCC cannot see that r[S * p] of
+// tap b + 1 is r[S * p + 1] of tap b: keeping such broadcasts live across taps spilled the accumulators
+// (P = 13: 172 against 205 GFLOP/s in a hot loop without the sharing).
+template <int S, int P, int L, int R, int B>
+__attribute__((target("avx512f"), always_inline)) inline void RowTap(const float* r, const float* w,
+                                                                    __m512 (&acc)[P][2]) {
+  constexpr int first = TapFirst<S, P, L, R>(B), end = TapEnd<S, P, L, R>(B);
+  if constexpr (first < end) {
+    asm("" : "+r"(r));
+    const __m512 w0 = _mm512_loadu_ps(w + 32 * B), w1 = _mm512_loadu_ps(w + 32 * B + 16);
+    for (int p = first; p < end; ++p) {
+      const __m512 xb = _mm512_set1_ps(r[S * p]);
+      acc[p][0] = _mm512_fmadd_ps(xb, w0, acc[p][0]);
+      acc[p][1] = _mm512_fmadd_ps(xb, w1, acc[p][1]);
+    }
+  }
+}
+
 // y[o, j] (o < nvo, rows osize apart; j < P) = the sum over input channels c and window positions (a, b)
 // of w[c, a, b, o] * xr[c * plane + a * wp + S * j + b] (stride S), for 32 output channels and P positions
 // of one output row: 2P accumulators, per (c, a, b) two weight vectors and P broadcasts; then bias[o] when
-// given. The accumulators go through a stack block, transposed into the output rows.
-template <int S, int P>
+// given. The accumulators go through a stack block, transposed into the output rows. Products with the
+// padding are skipped: window rows a outside [a0, a1), and the L left and R right zero columns of what the
+// tile reads (RowTap). Skipping a product with zero leaves the sum's bits as they were, except for the sign
+// of an all-zero sum and a weight that is infinite or NaN (whose product with a padding zero is NaN).
+template <int S, int P, int L, int R>
 __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void RowTile(
     const float* xr, int64_t plane, int64_t wp, int64_t cin, const float* w, const float* bias, float* y,
-    int64_t osize, int64_t nvo) {
+    int64_t osize, int64_t nvo, int a0, int a1) {
   __m512 acc[P][2];
   for (int p = 0; p < P; ++p) acc[p][0] = acc[p][1] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < cin; ++c) {
-    for (int a = 0; a < 3; ++a) {
+  for (int64_t c = 0; c < cin; ++c, w += 9 * 32) {
+    for (int a = a0; a < a1; ++a) {
       const float* r = xr + c * plane + a * wp;
-      for (int b = 0; b < 3; ++b, w += 32) {
-        const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16);
-        for (int p = 0; p < P; ++p) {
-          const __m512 xb = _mm512_set1_ps(r[S * p + b]);
-          acc[p][0] = _mm512_fmadd_ps(xb, w0, acc[p][0]);
-          acc[p][1] = _mm512_fmadd_ps(xb, w1, acc[p][1]);
-        }
-      }
+      const float* wa = w + a * 3 * 32;
+      RowTap<S, P, L, R, 0>(r, wa, acc);
+      RowTap<S, P, L, R, 1>(r + 1, wa, acc);
+      RowTap<S, P, L, R, 2>(r + 2, wa, acc);
     }
   }
   alignas(64) float block[P][32];
@@ -80,14 +111,25 @@ __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void Row
   }
 }
 
-using RowTileFn = void (*)(const float*, int64_t, int64_t, int64_t, const float*, const float*, float*, int64_t, int64_t);
-template <int S, size_t... P>
-constexpr std::array<RowTileFn, sizeof...(P) + 1> RowTiles(std::index_sequence<P...>) {
-  return {nullptr, &RowTile<S, static_cast<int>(P) + 1>...};
+// The row tiles by stride, zero columns skipped at the left and right (up to kMaxTrim each) and positions.
+constexpr int kMaxTrim = 2;
+using RowTileFn = void (*)(const float*, int64_t, int64_t, int64_t, const float*, const float*, float*, int64_t,
+                           int64_t, int, int);
+using RowTileRow = std::array<RowTileFn, DirectConv2D::kRowPositions + 1>;
+template <int S, int L, int R, size_t... P>
+constexpr RowTileRow RowTilesLR(std::index_sequence<P...>) {
+  return {nullptr, &RowTile<S, static_cast<int>(P) + 1, L, R>...};
 }
-constexpr std::array<RowTileFn, DirectConv2D::kRowPositions + 1> kRowTiles[2] = {
-    RowTiles<1>(std::make_index_sequence<DirectConv2D::kRowPositions>()),
-    RowTiles<2>(std::make_index_sequence<DirectConv2D::kRowPositions>())};
+template <int S, int L, size_t... R>
+constexpr std::array<RowTileRow, kMaxTrim + 1> RowTilesL(std::index_sequence<R...>) {
+  return {RowTilesLR<S, L, static_cast<int>(R)>(std::make_index_sequence<DirectConv2D::kRowPositions>())...};
+}
+template <int S, size_t... L>
+constexpr std::array<std::array<RowTileRow, kMaxTrim + 1>, kMaxTrim + 1> RowTilesS(std::index_sequence<L...>) {
+  return {RowTilesL<S, static_cast<int>(L)>(std::make_index_sequence<kMaxTrim + 1>())...};
+}
+constexpr std::array<std::array<RowTileRow, kMaxTrim + 1>, kMaxTrim + 1> kRowTiles[2] = {
+    RowTilesS<1>(std::make_index_sequence<kMaxTrim + 1>()), RowTilesS<2>(std::make_index_sequence<kMaxTrim + 1>())};
 
 // out rows r = cb * 9 + a * 3 + b (CB input channels, the 9 taps; stride S), OV vectors of 16 output
 // channels, ld_out apart: += (or = when `first`) the products of one image's padded planes xq (CB planes,
@@ -141,10 +183,14 @@ DirectConv2D::DirectConv2D(const PaddedRows& rows, int64_t cin, int64_t cout, in
   row_cout_ = (cout + kRowBlock - 1) / kRowBlock * kRowBlock;
   row_tiles_ = rows.kh == 3 && rows.kw == 3 && rows.dh == 1 && rows.dw == 1 && rows.ow >= 1 && rows.ow <= 16 &&
                cout >= kRowBlock && 4 * row_cout_ <= 5 * cout && (stride == 1 || stride == 2);
+  // The row tiles skip every padding column where the pads left and right are at most kMaxTrim (and every
+  // padding row whatever the pads): they then read the image itself, without the padded copy.
+  unpadded_ = rows.pl <= kMaxTrim && rows.wp - rows.pl - rows.w <= kMaxTrim;
 }
 
-void DirectConv2D::RunRows(const float* xp, const float* packed, const float* bias, float* y) const {
-  const int64_t ow = rows_.ow, osize = rows_.oh * ow, plane = rows_.plane();
+void DirectConv2D::RunRows(const float* x, int64_t plane, int64_t ld, int64_t top, int64_t left,
+                           const float* packed, const float* bias, float* y) const {
+  const int64_t ow = rows_.ow, osize = rows_.oh * ow, s = stride_;
   // Rows of up to kRowPositions are one tile; wider ones tiles of 8 and a last one of the rest.
   const int64_t seg = ow <= kRowPositions ? ow : 8;
   for (int64_t ob = 0; ob < cout_; ob += kRowBlock) {
@@ -152,21 +198,33 @@ void DirectConv2D::RunRows(const float* xp, const float* packed, const float* bi
     const float* b = bias ? bias + ob : nullptr;
     const int64_t nvo = std::min(kRowBlock, cout_ - ob);
     for (int64_t i = 0; i < rows_.oh; ++i) {
+      // Window rows that read padded rows inside the image.
+      const int a0 = static_cast<int>(std::clamp<int64_t>(rows_.pt - s * i, 0, 3));
+      const int a1 = static_cast<int>(std::clamp<int64_t>(rows_.pt + rows_.h - s * i, a0, 3));
       for (int64_t j = 0; j < ow; j += seg) {
         const int64_t p = std::min(seg, ow - j);
-        kRowTiles[stride_ - 1][p](xp + stride_ * (i * rows_.wp + j), plane, rows_.wp, cin_, w, b,
-                                  y + ob * osize + i * ow + j, osize, nvo);
+        // Zero columns at either end of the padded columns [s * j, s * (j + p - 1) + 3) the tile reads.
+        const int64_t l = std::clamp<int64_t>(rows_.pl - s * j, 0, kMaxTrim);
+        const int64_t r = std::clamp<int64_t>(s * (j + p - 1) + 3 - (rows_.pl + rows_.w), 0, kMaxTrim);
+        // The tile's first padded row and column, s i and s j, in x's coordinates (which may lie before the
+        // image: the tile reads none of the padding there).
+        const float* xr = x + (s * i - top) * ld + (s * j - left);
+        kRowTiles[s - 1][l][r][p](xr, plane, ld, cin_, w, b, y + ob * osize + i * ow + j, osize, nvo, a0, a1);
       }
     }
   }
 }
 
 void DirectConv2D::Run(const float* x, const float* packed, const float* bias, float* y, float* work) const {
+  if (row_tiles_ && unpadded_) {  // the tiles read no padding: straight from the image
+    RunRows(x, rows_.h * rows_.w, rows_.w, rows_.pt, rows_.pl, packed, bias, y);
+    return;
+  }
   float* xp = work;
   float* yp = xp + cin_ * rows_.plane() + kSlack;
   rows_.Pad(x, cin_, xp);
   if (row_tiles_) {
-    RunRows(xp, packed, bias, y);
+    RunRows(xp, rows_.plane(), rows_.wp, 0, 0, packed, bias, y);
     return;
   }
   std::fill(xp + cin_ * rows_.plane(), yp, 0.0f);

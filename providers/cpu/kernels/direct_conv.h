@@ -81,11 +81,15 @@ class DirectConv2D {
  private:
   static constexpr int64_t kSlack = 64;  // floats after the padded image: the last tile reads past it
 
-  void RunRows(const float* xp, const float* packed, const float* bias, float* y) const;
+  // The row tiles over images whose padded row r, column c is x[(r - top) * ld + c - left] (planes `plane`
+  // apart): the padded copy (top = left = 0) or, where unpadded_, the image itself.
+  void RunRows(const float* x, int64_t plane, int64_t ld, int64_t top, int64_t left, const float* packed,
+               const float* bias, float* y) const;
 
   PaddedRows rows_;
   int64_t stride_ = 1, cin_ = 0, cout_ = 0, cout_round_ = 0, kk_ = 0, n_round_ = 0;
   bool row_tiles_ = false;
+  bool unpadded_ = false;  // row tiles: no padding column is ever read (pads left and right at most 2)
   int64_t row_cout_ = 0;  // row tiles: cout rounded up to kRowBlock
   int64_t shifts_[64] = {};  // patch position offsets in a padded plane (windows of at most 64 positions)
 
@@ -120,6 +124,8 @@ class DirectWeightGrad3x3 {
   int64_t transposed_size() const { return rows_.oh * rows_.ow * cout_pad_; }
   // x [cin, h, w] -> xp [cin, hp, wp] with zero borders.
   void PadImage(const float* x, float* xp) const { rows_.Pad(x, cin_, xp); }
+  // Without pads the padded image is the image: Run may read the images themselves.
+  bool unpadded() const { return rows_.hp == rows_.h && rows_.wp == rows_.w; }
   // dy [cout, oh * ow] -> dyt [oh * ow, cout_padded()], zeros after cout.
   void TransposeOutputGrad(const float* dy, float* dyt) const;
   // out [cin * 9, cout_padded()] (row c * 9 + a * 3 + b) = the sum over `images` images of the products of

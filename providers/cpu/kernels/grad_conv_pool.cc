@@ -181,14 +181,18 @@ class ConvGradKernel : public OpKernel {
               ParallelFor(ctx.thread_pool(), chunks_, cost, [&](int64_t k0, int64_t k1) {
                 float* xp = scratch + (next_slot++ % slots_) * per_slot;
                 float* dyt = xp + chunk_ * dwk_.image_size();
+                // One group without pads: the chunk's images, image_size() apart, are x itself.
+                const bool in_place = group_ == 1 && dwk_.unpadded();
                 for (int64_t k = k0; k < k1; ++k) {
                   const int64_t i0 = k * chunk_, i1 = std::min(n, i0 + chunk_);
                   for (int64_t i = i0; i < i1; ++i) {
-                    dwk_.PadImage(x.data<float>() + (i * c + g * cg) * isize, xp + (i - i0) * dwk_.image_size());
+                    if (!in_place) {
+                      dwk_.PadImage(x.data<float>() + (i * c + g * cg) * isize, xp + (i - i0) * dwk_.image_size());
+                    }
                     dwk_.TransposeOutputGrad(dy.data<float>() + (i * m + g * mg) * osize,
                                              dyt + (i - i0) * dwk_.transposed_size());
                   }
-                  dwk_.Run(xp, dyt, i1 - i0, partials + k * pld * ck);
+                  dwk_.Run(in_place ? x.data<float>() + i0 * c * isize : xp, dyt, i1 - i0, partials + k * pld * ck);
                 }
               });
             }
