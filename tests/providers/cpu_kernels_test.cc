@@ -283,6 +283,8 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
       // copy; an output row whose window is all padding), stride 2 with pads of 2
       {2, 32, 13, 13, 64, 3, 3, 1, 1, 1, {0, 0, 0, 0}}, {1, 32, 8, 20, 32, 3, 3, 1, 1, 1, {1, 2, 1, 0}},
       {1, 4, 6, 9, 32, 3, 3, 1, 1, 1, {3, 3, 2, 3}},    {1, 3, 9, 9, 32, 3, 3, 1, 2, 1, {2, 2, 2, 2}},
+      // 1x1 at stride 2 (a ResNet shortcut): the stride-2 row copies of vrows.h, rows of 6 and of 35
+      {2, 16, 12, 12, 32, 1, 1, 1, 2, 1, {0, 0, 0, 0}}, {1, 4, 5, 70, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}},
       // depthwise (group = channels): the vector kernels of depthwise.cc on AVX-512
       {2, 8, 16, 16, 8, 3, 3, 8, 1, 1, {1, 1, 1, 1}},   {2, 5, 4, 4, 5, 3, 3, 5, 1, 1, {1, 1, 1, 1}},
       {1, 3, 9, 37, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}},    {2, 6, 16, 16, 6, 3, 3, 6, 2, 1, {1, 1, 1, 1}},

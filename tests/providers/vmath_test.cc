@@ -2,6 +2,7 @@
 // functions rounded to float: over a stride through every float bit pattern, at most 1 ulp apart and equal
 // in all but a few cases, plus the special values.
 #include "providers/cpu/kernels/vmath.h"
+#include "providers/cpu/kernels/vrows.h"
 
 #include <cmath>
 #include <cstdint>
@@ -224,6 +225,40 @@ TEST(VMathTest, ExpShiftSumAddsTheResultsInPlace) {
     want += e;
   }
   EXPECT_NEAR(sum, want, want * 1e-6);
+}
+
+
+// VRowsGather2 and VRowsScatterAdd2 (AVX-512 where the CPU has it) against their scalar definitions, for
+// every row length up to 50 (whole vectors, tails, the last element at a vector's edge) over 3 rows: the
+// elements between and after the strided ones keep their bits (a negative zero among them too), and
+// nothing past element 2 (n - 1) of a row is touched (a guard region filled with a marker).
+TEST(VRowsTest, StrideTwoRowsMatchTheirDefinitions) {
+  const int64_t rows = 3;
+  for (int64_t n = 1; n <= 50; ++n) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const int64_t len = 2 * n - 1, ld = len + 7, sld = n + 5, total = rows * ld + 40;
+    std::vector<float> x(total), d(total), s(rows * sld);
+    for (int64_t i = 0; i < total; ++i) {
+      x[i] = static_cast<float>(i) * 0.25f - 3.0f;
+      const bool strided = i < rows * ld && i % ld < len && i % ld % 2 == 0;
+      d[i] = strided ? static_cast<float>(i) * -0.125f + 1.0f : (i % 3 ? -0.0f : 12345.0f);
+    }
+    for (int64_t i = 0; i < rows * sld; ++i) s[i] = i % sld < n ? static_cast<float>(i) * 0.5f + 0.1f : 777.0f;
+    std::vector<float> g(rows * sld, -9.0f), gwant = g;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < n; ++j) gwant[r * sld + j] = x[r * ld + 2 * j];
+    }
+    VRowsGather2(x.data(), ld, g.data(), sld, rows, n);
+    for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(g[i], gwant[i]) << "gather at " << i;
+    std::vector<float> want = d;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < n; ++j) want[r * ld + 2 * j] += s[r * sld + j];
+    }
+    VRowsScatterAdd2(s.data(), sld, d.data(), ld, rows, n);
+    for (int64_t i = 0; i < total; ++i) {
+      ASSERT_EQ(std::memcmp(&d[i], &want[i], sizeof(float)), 0) << "scatter at " << i << ": " << d[i] << " vs " << want[i];
+    }
+  }
 }
 
 }  // namespace

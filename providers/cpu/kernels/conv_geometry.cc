@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+
+#include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
 namespace cpu {
@@ -104,6 +107,9 @@ void ForEachPatch(int64_t channels, const Shape& in, const Shape& out,
   }
 }
 
+// The first output row i >= 0 with i * stride >= reach (the rows before it read above the image).
+int64_t StrideRowBegin(int64_t reach, int64_t stride) { return reach <= 0 ? 0 : (reach + stride - 1) / stride; }
+
 }  // namespace
 
 template <typename T>
@@ -136,6 +142,25 @@ void Im2ColStrided(const T* x, int64_t channels, const Shape& in, const Shape& o
           int64_t first = pw - b * dw, j0 = first <= 0 ? 0 : (first + sw - 1) / sw;
           int64_t last = wd - 1 + pw - b * dw, j1 = last < 0 ? 0 : std::min(ow, last / sw + 1);
           j1 = std::max(j0, j1);
+          if constexpr (std::is_same_v<T, float>) {
+            if (sw == 2) {  // the block's in-bounds rows [i0, i1) in one call (rows of a few dozen elements)
+              const int64_t i0 = StrideRowBegin(ph - a * dh, sh), i1 = std::max(i0, std::min(oh, StrideRowBegin(h + ph - a * dh, sh)));
+              for (int64_t i = 0; i < oh; ++i) {
+                T* d = base + i * ow;
+                if (i < i0 || i >= i1) {
+                  std::fill(d, d + ow, T(0));
+                  continue;
+                }
+                std::fill(d, d + j0, T(0));
+                std::fill(d + j1, d + ow, T(0));
+              }
+              if (i1 > i0 && j1 > j0) {
+                VRowsGather2(xc + (i0 * sh - ph + a * dh) * wd + b * dw - pw + 2 * j0, sh * wd, base + i0 * ow + j0, ow,
+                             i1 - i0, j1 - j0);
+              }
+              continue;
+            }
+          }
           for (int64_t i = 0; i < oh; ++i) {
             T* d = base + i * ow;
             const int64_t r = i * sh - ph + a * dh;
@@ -176,6 +201,16 @@ void Col2Im(const T* col, int64_t channels, const Shape& in, const Shape& out,
           const T* base = col + ((c * kh + a) * kw + b) * oh * ow;
           int64_t first = pw - b * dw, j0 = first <= 0 ? 0 : (first + sw - 1) / sw;
           int64_t last = wd - 1 + pw - b * dw, j1 = last < 0 ? 0 : std::min(ow, last / sw + 1);
+          if constexpr (std::is_same_v<T, float>) {
+            if (sw == 2) {  // the block's in-bounds rows [i0, i1) in one call, as in Im2ColStrided
+              const int64_t i0 = StrideRowBegin(ph - a * dh, sh), i1 = std::max(i0, std::min(oh, StrideRowBegin(h + ph - a * dh, sh)));
+              if (i1 > i0 && j1 > j0) {
+                VRowsScatterAdd2(base + i0 * ow + j0, ow, xc + (i0 * sh - ph + a * dh) * wd + b * dw - pw + 2 * j0, sh * wd,
+                                 i1 - i0, j1 - j0);
+              }
+              continue;
+            }
+          }
           for (int64_t i = 0; i < oh; ++i) {
             const int64_t r = i * sh - ph + a * dh;
             if (r < 0 || r >= h) continue;

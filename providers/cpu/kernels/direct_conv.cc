@@ -132,31 +132,33 @@ constexpr std::array<std::array<RowTileRow, kMaxTrim + 1>, kMaxTrim + 1> kRowTil
     RowTilesS<1>(std::make_index_sequence<kMaxTrim + 1>()), RowTilesS<2>(std::make_index_sequence<kMaxTrim + 1>())};
 
 // out rows r = cb * 9 + a * 3 + b (CB input channels, the 9 taps; stride S), OV vectors of 16 output
-// channels, ld_out apart: += (or = when `first`) the products of one image's padded planes xq (CB planes,
-// `plane` apart) and its transposed dY (rows of ldt floats, output channels from column 0), over rows, then
-// columns. GCC's predictive commoning would carry x[j + 1] and x[j + 2] into the next column's iteration
-// through the stack (the accumulators leave it no registers): measured 115 against 173 GFLOP/s, hence its
-// option off.
+// channels, ld_out apart: = the products of `images` images' padded planes xq (CB planes, `plane` apart;
+// images image_x apart) and their transposed dY (rows of ldt floats, output channels from column 0; images
+// image_dy apart), over images, rows, then columns, the accumulators staying in registers across images.
+// GCC's predictive commoning would carry x[j + 1] and x[j + 2] into the next column's iteration through the
+// stack (the accumulators leave it no registers): measured 115 against 173 GFLOP/s, hence its option off.
 template <int S, int CB, int OV>
 __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void WeightGradTile(
-    const float* xq, int64_t plane, int64_t wp, int64_t oh, int64_t ow, const float* dyt, int64_t ldt, float* out,
-    int64_t ld_out, bool first) {
+    const float* xq, int64_t plane, int64_t wp, int64_t oh, int64_t ow, const float* dyt, int64_t ldt, int64_t images,
+    int64_t image_x, int64_t image_dy, float* out, int64_t ld_out) {
   __m512 acc[CB * 9][OV];
   for (int r = 0; r < CB * 9; ++r) {
-    for (int v = 0; v < OV; ++v) acc[r][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out + r * ld_out + 16 * v);
+    for (int v = 0; v < OV; ++v) acc[r][v] = _mm512_setzero_ps();
   }
-  for (int64_t i = 0; i < oh; ++i) {
-    const float* xr = xq + S * i * wp;
-    const float* gr = dyt + i * ow * ldt;
-    for (int64_t j = 0; j < ow; ++j) {
-      __m512 g[OV];
-      for (int v = 0; v < OV; ++v) g[v] = _mm512_loadu_ps(gr + j * ldt + 16 * v);
-      for (int cb = 0; cb < CB; ++cb) {
-        for (int a = 0; a < 3; ++a) {
-          const float* x = xr + cb * plane + a * wp + S * j;
-          for (int b = 0; b < 3; ++b) {
-            const __m512 xb = _mm512_set1_ps(x[b]);
-            for (int v = 0; v < OV; ++v) acc[cb * 9 + a * 3 + b][v] = _mm512_fmadd_ps(xb, g[v], acc[cb * 9 + a * 3 + b][v]);
+  for (int64_t im = 0; im < images; ++im, xq += image_x, dyt += image_dy) {
+    for (int64_t i = 0; i < oh; ++i) {
+      const float* xr = xq + S * i * wp;
+      const float* gr = dyt + i * ow * ldt;
+      for (int64_t j = 0; j < ow; ++j) {
+        __m512 g[OV];
+        for (int v = 0; v < OV; ++v) g[v] = _mm512_loadu_ps(gr + j * ldt + 16 * v);
+        for (int cb = 0; cb < CB; ++cb) {
+          for (int a = 0; a < 3; ++a) {
+            const float* x = xr + cb * plane + a * wp + S * j;
+            for (int b = 0; b < 3; ++b) {
+              const __m512 xb = _mm512_set1_ps(x[b]);
+              for (int v = 0; v < OV; ++v) acc[cb * 9 + a * 3 + b][v] = _mm512_fmadd_ps(xb, g[v], acc[cb * 9 + a * 3 + b][v]);
+            }
           }
         }
       }
@@ -284,23 +286,19 @@ void DirectWeightGrad3x3::RunStride(const float* xp, const float* dyt, int64_t i
   const int64_t pairs = cout_pad_ / 32 * 32;  // output channels in tiles of 32; an odd 16 after them
   for (int64_t c = 0; c < cin_; ++c) {
     for (int64_t o = 0; o < pairs; o += 32) {
-      for (int64_t i = 0; i < images; ++i) {
-        WeightGradTile<S, 1, 2>(xp + i * image_x + c * plane, plane, wp, oh, ow, dyt + i * image_dy + o, ld,
-                                out + c * 9 * ld + o, ld, i == 0);
-      }
+      WeightGradTile<S, 1, 2>(xp + c * plane, plane, wp, oh, ow, dyt + o, ld, images, image_x, image_dy,
+                              out + c * 9 * ld + o, ld);
     }
   }
   if (pairs == cout_pad_) return;
   for (int64_t c = 0; c < cin_; c += 3) {
     const int64_t cb = std::min<int64_t>(3, cin_ - c);
-    for (int64_t i = 0; i < images; ++i) {
-      const float* xq = xp + i * image_x + c * plane;
-      const float* g = dyt + i * image_dy + pairs;
-      float* o = out + c * 9 * ld + pairs;
-      if (cb == 3) WeightGradTile<S, 3, 1>(xq, plane, wp, oh, ow, g, ld, o, ld, i == 0);
-      else if (cb == 2) WeightGradTile<S, 2, 1>(xq, plane, wp, oh, ow, g, ld, o, ld, i == 0);
-      else WeightGradTile<S, 1, 1>(xq, plane, wp, oh, ow, g, ld, o, ld, i == 0);
-    }
+    const float* xq = xp + c * plane;
+    const float* g = dyt + pairs;
+    float* o = out + c * 9 * ld + pairs;
+    if (cb == 3) WeightGradTile<S, 3, 1>(xq, plane, wp, oh, ow, g, ld, images, image_x, image_dy, o, ld);
+    else if (cb == 2) WeightGradTile<S, 2, 1>(xq, plane, wp, oh, ow, g, ld, images, image_x, image_dy, o, ld);
+    else WeightGradTile<S, 1, 1>(xq, plane, wp, oh, ow, g, ld, images, image_x, image_dy, o, ld);
   }
 }
 

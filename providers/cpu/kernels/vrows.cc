@@ -195,6 +195,65 @@ __attribute__((target("avx512f"))) void PlaneMaxPoolAvx512(const float* x, int64
   }
 }
 
+// VRowsGather2 and VRowsScatterAdd2 on AVX-512, 16 elements of the short row a step: the 32 floats of the
+// long row under them loaded (masked to the last element touched), the even lanes picked by a permute, or
+// the short row's values spread to the even lanes and added under an even-lane mask. The masks of a row's
+// last step are the same for every row.
+struct Stride2Tail {
+  int64_t whole;  // elements in whole steps of 16
+  __mmask16 valid, lo, hi;  // the last step: short-row lanes, long-row lanes in its two vectors
+  explicit Stride2Tail(int64_t n) : whole(n / 16 * 16) {
+    const int64_t m = n - whole, span = 2 * m - 1;
+    valid = static_cast<__mmask16>((1u << m) - 1);
+    lo = static_cast<__mmask16>(m == 0 ? 0u : span >= 16 ? 0xffffu : (1u << span) - 1);
+    hi = static_cast<__mmask16>(span > 16 ? (1u << (span - 16)) - 1 : 0u);
+  }
+};
+
+__attribute__((target("avx512f"))) void Gather2Avx512(const float* x, int64_t x_ld, float* d, int64_t d_ld,
+                                                      int64_t rows, int64_t n) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const Stride2Tail t(n);
+  for (int64_t r = 0; r < rows; ++r, x += x_ld, d += d_ld) {
+    for (int64_t j = 0; j < t.whole; j += 16) {
+      // The last element read is x[2 j + 30]: a full second vector would read one past it.
+      const __m512 v = _mm512_permutex2var_ps(_mm512_loadu_ps(x + 2 * j), even,
+                                              _mm512_maskz_loadu_ps(0x7fff, x + 2 * j + 16));
+      _mm512_storeu_ps(d + j, v);
+    }
+    if (t.valid) {
+      const int64_t j = t.whole;
+      const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(t.lo, x + 2 * j), even,
+                                              _mm512_maskz_loadu_ps(t.hi, x + 2 * j + 16));
+      _mm512_mask_storeu_ps(d + j, t.valid, v);
+    }
+  }
+}
+
+// One step of ScatterAdd2Avx512: the 16 floats of s under `valid` spread to the even lanes of p's two
+// vectors (long-row lanes lo and hi) and added there.
+__attribute__((target("avx512f"), always_inline)) inline void ScatterAdd2Step(const float* s, float* p, __mmask16 valid,
+                                                                             __mmask16 lo, __mmask16 hi) {
+  const __m512i spread_lo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i spread_hi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+  const __mmask16 even = 0x5555;
+  const __m512 v = _mm512_maskz_loadu_ps(valid, s);
+  _mm512_mask_storeu_ps(p, lo & even, _mm512_add_ps(_mm512_maskz_loadu_ps(lo, p), _mm512_permutexvar_ps(spread_lo, v)));
+  if (hi) {
+    _mm512_mask_storeu_ps(p + 16, hi & even,
+                          _mm512_add_ps(_mm512_maskz_loadu_ps(hi, p + 16), _mm512_permutexvar_ps(spread_hi, v)));
+  }
+}
+
+__attribute__((target("avx512f"))) void ScatterAdd2Avx512(const float* s, int64_t s_ld, float* d, int64_t d_ld,
+                                                          int64_t rows, int64_t n) {
+  const Stride2Tail t(n);
+  for (int64_t r = 0; r < rows; ++r, s += s_ld, d += d_ld) {
+    for (int64_t j = 0; j < t.whole; j += 16) ScatterAdd2Step(s + j, d + 2 * j, 0xffff, 0xffff, 0x7fff);
+    if (t.valid) ScatterAdd2Step(s + t.whole, d + 2 * t.whole, t.valid, t.lo, t.hi);
+  }
+}
+
 }  // namespace
 
 bool VPlaneMaxPoolAvailable() {
@@ -230,6 +289,22 @@ void VRowSelect32(const uint8_t* c, const uint32_t* x, bool x_whole, const uint3
 void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
                        double m, double db, double ds) {
   BatchNormGradLoop(g, x, dx, n, mean, inv, coef, m, db, ds);
+}
+
+void VRowsGather2(const float* x, int64_t x_ld, float* d, int64_t d_ld, int64_t rows, int64_t n) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return Gather2Avx512(x, x_ld, d, d_ld, rows, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) d[r * d_ld + j] = x[r * x_ld + 2 * j];
+  }
+}
+
+void VRowsScatterAdd2(const float* s, int64_t s_ld, float* d, int64_t d_ld, int64_t rows, int64_t n) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return ScatterAdd2Avx512(s, s_ld, d, d_ld, rows, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) d[r * d_ld + 2 * j] += s[r * s_ld + j];
+  }
 }
 
 }  // namespace cpu

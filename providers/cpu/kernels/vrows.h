@@ -105,5 +105,13 @@ bool VPlaneMaxPoolAvailable();
 void VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t osize, int64_t kh, int64_t kw,
                    int64_t wd, int64_t p0, int64_t p1, float* y, int64_t* ind);
 
+// Stride-2 rows of patch matrices (1x1 and 3x3 convolutions at stride 2), `rows` rows of n: row t of d
+// (d_ld apart) = the even elements of row t of x (x_ld apart), d[j] = x[2 j] (VRowsGather2); and the even
+// elements of row t of d += row t of s, d[2 j] += s[j] (VRowsScatterAdd2: each element one addition, so the
+// bits are the scalar loop's; the elements between are not changed). Rows touch x and d only up to element
+// 2 (n - 1).
+void VRowsGather2(const float* x, int64_t x_ld, float* d, int64_t d_ld, int64_t rows, int64_t n);
+void VRowsScatterAdd2(const float* s, int64_t s_ld, float* d, int64_t d_ld, int64_t rows, int64_t n);
+
 }  // namespace cpu
 }  // namespace ontrain
