@@ -92,7 +92,8 @@ TEST(CpuKernelsTest, TransposeEveryPermutation) {
   check({3, 40, 5, 33}, {2, 3, 0, 1});
 }
 
-// MaxPool's float paths (vectorized interior rows, scalar borders; narrow planes by gathers) against a naive
+// MaxPool's float paths (vectorized interior rows, scalar borders; narrow planes by gathers; 2x2 windows at
+// stride 2 by whole planes) against a naive
 // loop over each window:
 // the first maximum in visiting order, NaNs passed over, ties common (values are small integers).
 TEST(CpuKernelsTest, MaxPoolMatchesNaiveWindows) {
@@ -105,7 +106,11 @@ TEST(CpuKernelsTest, MaxPoolMatchesNaiveWindows) {
                         // no padding and outputs narrower than 8: whole planes by gathers, 16 outputs
                         // across row ends, the last vector of a plane partial
                         {9, 9, 3, 1, 0, 1, 0},   {14, 6, 3, 3, 0, 1, 0}, {20, 7, 2, 1, 0, 1, 0},
-                        {13, 13, 3, 2, 0, 1, 0}};
+                        {13, 13, 3, 2, 0, 1, 0},
+                        // 2x2 at stride 2 without padding: whole planes by VPlanesMaxPool2x2 (rows of 35 outputs:
+                        // two whole vectors and a tail; 32: whole vectors only, the last column unread; odd
+                        // heights; one output per row)
+                        {9, 70, 2, 2, 0, 1, 0},  {8, 65, 2, 2, 0, 1, 0}, {7, 7, 2, 2, 0, 1, 0}, {5, 3, 2, 2, 0, 1, 0}};
   uint32_t seed = 7;
   auto next = [&seed] {
     seed = seed * 1664525u + 1013904223u;

@@ -178,6 +178,11 @@ class MaxPoolKernel : public PoolBase {
     const bool inside = in_.size() == 2 && geo_.dilations[0] == 1 && geo_.dilations[1] == 1 && geo_.pads[0] == 0 &&
                         geo_.pads[1] == 0 && (out_[0] - 1) * geo_.strides[0] + geo_.kernel[0] <= in_[0] &&
                         (out_[1] - 1) * geo_.strides[1] + geo_.kernel[1] <= in_[1];
+    // 2x2 windows at stride 2 (most CNNs' pools): whole planes by VPlanesMaxPool2x2, without the row path's
+    // per-row calls or the narrow planes' gathers (the benchmark CNN's 26x26 and 11x11 pools, 64 images of
+    // 32 and 64 channels: 0.77 -> 0.53 ms and 0.24 -> 0.17 ms on one Zen 5 core).
+    pool2x2_ = inside && storage_order_ == 0 && ctx.input(0)->dtype() == DType::kFloat32 && geo_.kernel == Shape{2, 2} &&
+               geo_.strides == Shape{2, 2} && ShapeNumElements(in_) < (int64_t{1} << 31) && VPlaneMaxPoolAvailable();
     plane_path_ = inside && storage_order_ == 0 && ctx.input(0)->dtype() == DType::kFloat32 && out_[1] < kPlaneWidth &&
                   ShapeNumElements(in_) < (int64_t{1} << 31) && VPlaneMaxPoolAvailable();
     if (plane_path_ && (corner_in_ != in_ || corner_out_ != out_)) {
@@ -198,6 +203,13 @@ class MaxPoolKernel : public PoolBase {
     Tensor* ind = ctx.output(1);
     if (in_.size() == 2 && (x.dtype() == DType::kFloat32 || x.dtype() == DType::kFloat64)) {
       int64_t planes = x.dim(0) * x.dim(1);
+      if (pool2x2_) {
+        ParallelFor(ctx.thread_pool(), planes, 4.0 * static_cast<double>(ShapeNumElements(out_) * 15), [&](int64_t p0, int64_t p1) {
+          VPlanesMaxPool2x2(x.data<float>(), in_[0], in_[1], out_[0], out_[1], p0, p1, y->data<float>(),
+                            ind ? ind->data<int64_t>() : nullptr);
+        });
+        return Status::OK();
+      }
       if (plane_path_) {
         const int64_t isize = in_[0] * in_[1], osize = ShapeNumElements(out_);
         ParallelFor(ctx.thread_pool(), planes, 4.0 * static_cast<double>(osize * (3 * ShapeNumElements(geo_.kernel) + 3)),
@@ -272,6 +284,7 @@ class MaxPoolKernel : public PoolBase {
   static constexpr int64_t kPlaneWidth = 8;
   int64_t storage_order_;
   bool plane_path_ = false;
+  bool pool2x2_ = false;  // VPlanesMaxPool2x2
   std::vector<int32_t> corner_;  // each output's window corner within a plane
   Shape corner_in_, corner_out_;  // the plane shapes corner_ was built for
 };

@@ -254,6 +254,49 @@ __attribute__((target("avx512f"))) void ScatterAdd2Avx512(const float* s, int64_
   }
 }
 
+// VPlanesMaxPool2x2 on AVX-512: per output row, 16 outputs a step; the window's four elements in visiting
+// order are the even and odd columns of its two rows.
+__attribute__((target("avx512f"))) void PlanesMaxPool2x2Avx512(const float* x, int64_t h, int64_t wd, int64_t oh,
+                                                               int64_t ow, int64_t p0, int64_t p1, float* y,
+                                                               int64_t* ind) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
+  const int64_t isize = h * wd;
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* px = x + p * isize;
+    const __m512i base64 = _mm512_set1_epi64(p * isize);
+    for (int64_t i = 0; i < oh; ++i) {
+      const float* r0 = px + 2 * i * wd;
+      const float* r1 = r0 + wd;
+      const int64_t o = (p * oh + i) * ow;
+      for (int64_t j = 0; j < ow; j += 16) {
+        const int64_t m = std::min<int64_t>(16, ow - j), span = 2 * m;  // columns read: 2 j .. 2 j + span - 1
+        const __mmask16 valid = static_cast<__mmask16>((1u << m) - 1);
+        const __mmask16 lo = static_cast<__mmask16>(span >= 16 ? 0xffffu : (1u << span) - 1);
+        const __mmask16 hi = static_cast<__mmask16>(span > 16 ? (span >= 32 ? 0xffffu : (1u << (span - 16)) - 1) : 0u);
+        const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * j), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * j + 16);
+        const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * j), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * j + 16);
+        const __m512 v[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
+                             _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)};
+        // Offset of (window row a, column b) for lane t: (2 i + a) * wd + 2 (j + t) + b.
+        const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * wd + 2 * j)),
+                                             _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1));
+        const int32_t step[4] = {0, 1, static_cast<int32_t>(wd), static_cast<int32_t>(wd + 1)};
+        __m512 best = lowest;
+        __m512i at = col;
+        for (int k = 0; k < 4; ++k) {
+          const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v[k], best, _CMP_GT_OQ);
+          best = _mm512_mask_mov_ps(best, gt, v[k]);
+          at = _mm512_mask_mov_epi32(at, gt, _mm512_add_epi32(col, _mm512_set1_epi32(step[k])));
+        }
+        _mm512_mask_storeu_ps(y + o + j, valid, best);
+        if (ind) StoreIndices(at, base64, valid, ind + o + j);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool VPlaneMaxPoolAvailable() {
@@ -264,6 +307,11 @@ bool VPlaneMaxPoolAvailable() {
 void VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t osize, int64_t kh, int64_t kw,
                    int64_t wd, int64_t p0, int64_t p1, float* y, int64_t* ind) {
   PlaneMaxPoolAvx512(x, isize, corner, osize, kh, kw, wd, p0, p1, y, ind);
+}
+
+void VPlanesMaxPool2x2(const float* x, int64_t h, int64_t wd, int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* y,
+                       int64_t* ind) {
+  PlanesMaxPool2x2Avx512(x, h, wd, oh, ow, p0, p1, y, ind);
 }
 
 void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, int64_t readable,
