@@ -81,13 +81,17 @@ void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double al
 // Extents up to 256 are one chunk, up to 511 two, longer ones four; the boundaries are the nearest
 // multiples of 64 to equal shares, so that each call still runs the library's blocked kernels
 // at full width and 2 or 4 threads get equal work. (Fixed chunks of 256 had split 784 columns into 256,
-// 256, 256 and 16: 512 against 272 on two threads, 63-65% of twice the FMA peak.)
+// 256, 256 and 16: 512 against 272 on two threads, 63-65% of twice the FMA peak.) Extents of 128 to 256
+// are two chunks where the product has at least kSplitMacs multiply-adds: the CNN's [64, 1600] x
+// [1600, 128] layer ran on one thread whatever the pool (0.28 ms at 1 thread and at 2; split, 0.26-0.29 ms
+// at 2 threads on a VM whose second core was contended, within the noise at 1 thread).
 struct Chunks {
   int64_t extent, count;
   int64_t Begin(int64_t q) const { return q == count ? extent : (q * extent / count + 32) / 64 * 64; }
 };
-Chunks ChunksOf(int64_t extent) {
-  if (extent <= 256) return {extent, 1};
+constexpr double kSplitMacs = 8e6;
+Chunks ChunksOf(int64_t extent, double macs) {
+  if (extent <= 256) return {extent, extent >= 128 && macs >= kSplitMacs ? 2 : 1};
   return {extent, extent < 512 ? 2 : 4};
 }
 
@@ -99,7 +103,7 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
   // By rows whenever there are rows enough for two chunks: a weight gradient [out, in] is then split by
   // output rows (as the optimizer splits each parameter, training_optimizers.cc), not by columns.
   const bool by_rows = m >= n || m > 256;
-  const Chunks chunks = ChunksOf(by_rows ? m : n);
+  const Chunks chunks = ChunksOf(by_rows ? m : n, static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
   const double cost = 2.0 * static_cast<double>(chunks.extent / chunks.count) * static_cast<double>(by_rows ? n : m) *
                       static_cast<double>(k);
   ParallelFor(pool, chunks.count, cost, [&](int64_t q0, int64_t q1) {
