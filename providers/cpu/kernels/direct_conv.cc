@@ -169,6 +169,62 @@ __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void Wei
   }
 }
 
+// One output position of WeightGradTileInPlace: acc[a * 3 + b] += x[a, S j + b] * g (32 output channels),
+// where xr is the position's window row 0 at column 0 of the padded plane (rows `w` apart). Guard: only
+// the taps inside the image (window rows [a0, a1), columns S j + b - pl in [0, w)); the others, padding,
+// are skipped and read nothing.
+template <int S, bool Guard>
+__attribute__((target("avx512f"), always_inline)) inline void WeightGradStep(const float* xr, int64_t w, int64_t j,
+                                                                            int64_t pl, int a0, int a1,
+                                                                            const float* g_row, __m512 (&acc)[9][2]) {
+  const __m512 g0 = _mm512_loadu_ps(g_row), g1 = _mm512_loadu_ps(g_row + 16);
+  for (int a = 0; a < 3; ++a) {
+    if (Guard && (a < a0 || a >= a1)) continue;
+    const float* x = xr + a * w + S * j;
+    for (int b = 0; b < 3; ++b) {
+      if (Guard && static_cast<uint64_t>(S * j + b - pl) >= static_cast<uint64_t>(w)) continue;
+      const __m512 xb = _mm512_set1_ps(x[b]);
+      acc[a * 3 + b][0] = _mm512_fmadd_ps(xb, g0, acc[a * 3 + b][0]);
+      acc[a * 3 + b][1] = _mm512_fmadd_ps(xb, g1, acc[a * 3 + b][1]);
+    }
+  }
+}
+
+// WeightGradTile<S, 1, 2> over the images where they lie (planes of h rows of w, pads pt on top and pl on
+// the left; images image_x apart), without a padded copy: the positions whose window reaches the padding
+// (border rows and columns) take the guarded step, which skips the products with it. Skipping a product
+// with zero leaves the sums' bits as they were, except the sign of an all-zero sum and a dY that is
+// infinite or NaN (whose product with a padding zero is NaN).
+template <int S>
+__attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void WeightGradTileInPlace(
+    const float* x, int64_t w, int64_t h, int64_t pt, int64_t pl, int64_t oh, int64_t ow, const float* dyt,
+    int64_t ldt, int64_t images, int64_t image_x, int64_t image_dy, float* out, int64_t ld_out) {
+  __m512 acc[9][2];
+  for (int r = 0; r < 9; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  // Columns whose three taps are all inside the image: jlo <= j < jhi.
+  const int64_t jlo = std::min(ow, (pl + S - 1) / S);
+  const int64_t jhi = w - 3 + pl < 0 ? jlo : std::max(jlo, std::min(ow, (w - 3 + pl) / S + 1));
+  for (int64_t im = 0; im < images; ++im, x += image_x, dyt += image_dy) {
+    for (int64_t i = 0; i < oh; ++i) {
+      const int64_t r = S * i - pt;  // the image row of window row 0
+      const int a0 = static_cast<int>(std::clamp<int64_t>(-r, 0, 3));
+      const int a1 = static_cast<int>(std::clamp<int64_t>(h - r, a0, 3));
+      const float* xr = x + r * w - pl;  // padded column 0 of window row 0 (may lie outside the image)
+      const float* gr = dyt + i * ow * ldt;
+      int64_t j = 0;
+      if (a0 == 0 && a1 == 3) {
+        for (; j < jlo; ++j) WeightGradStep<S, true>(xr, w, j, pl, a0, a1, gr + j * ldt, acc);
+        for (; j < jhi; ++j) WeightGradStep<S, false>(xr, w, j, pl, a0, a1, gr + j * ldt, acc);
+      }
+      for (; j < ow; ++j) WeightGradStep<S, true>(xr, w, j, pl, a0, a1, gr + j * ldt, acc);
+    }
+  }
+  for (int r = 0; r < 9; ++r) {
+    _mm512_storeu_ps(out + r * ld_out, acc[r][0]);
+    _mm512_storeu_ps(out + r * ld_out + 16, acc[r][1]);
+  }
+}
+
 }  // namespace
 
 bool DirectConv2D::Available() {
@@ -277,6 +333,18 @@ void DirectWeightGrad3x3::TransposeOutputGrad(const float* dy, float* dyt) const
 void DirectWeightGrad3x3::Run(const float* xp, const float* dyt, int64_t images, float* out) const {
   if (stride_ == 2) RunStride<2>(xp, dyt, images, out);
   else RunStride<1>(xp, dyt, images, out);
+}
+
+void DirectWeightGrad3x3::RunInPlace(const float* x, int64_t image_x, const float* dyt, int64_t images,
+                                     float* out) const {
+  const int64_t plane = rows_.h * rows_.w, ld = cout_pad_, image_dy = transposed_size();
+  for (int64_t c = 0; c < cin_; ++c) {
+    for (int64_t o = 0; o < cout_pad_; o += 32) {
+      auto tile = stride_ == 2 ? &WeightGradTileInPlace<2> : &WeightGradTileInPlace<1>;
+      tile(x + c * plane, rows_.w, rows_.h, rows_.pt, rows_.pl, rows_.oh, rows_.ow, dyt + o, ld, images, image_x,
+           image_dy, out + c * 9 * ld + o, ld);
+    }
+  }
 }
 
 template <int S>

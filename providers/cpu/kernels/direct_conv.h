@@ -131,6 +131,11 @@ class DirectWeightGrad3x3 {
   // out [cin * 9, cout_padded()] (row c * 9 + a * 3 + b) = the sum over `images` images of the products of
   // xp (padded images, image_size() apart) and dyt (transposed_size() apart).
   void Run(const float* xp, const float* dyt, int64_t images, float* out) const;
+  // Whether RunInPlace applies: output channels in whole tiles of 32 (no tile of 3 input channels by 16).
+  bool in_place() const { return cout_pad_ % 32 == 0; }
+  // Run over the images where they lie: x is channel 0 of the first image (cin planes [h, w]), images
+  // image_x apart; no padded copy, the products with the padding skipped. Only where in_place().
+  void RunInPlace(const float* x, int64_t image_x, const float* dyt, int64_t images, float* out) const;
 
  private:
   template <int S> void RunStride(const float* xp, const float* dyt, int64_t images, float* out) const;

@@ -181,18 +181,25 @@ class ConvGradKernel : public OpKernel {
               ParallelFor(ctx.thread_pool(), chunks_, cost, [&](int64_t k0, int64_t k1) {
                 float* xp = scratch + (next_slot++ % slots_) * per_slot;
                 float* dyt = xp + chunk_ * dwk_.image_size();
-                // One group without pads: the chunk's images, image_size() apart, are x itself.
-                const bool in_place = group_ == 1 && dwk_.unpadded();
+                // The images read where they lie (c * isize apart) by RunInPlace where it applies, or without
+                // pads in one group (the chunk's images, image_size() apart, are x itself); else copied padded.
+                const bool in_place = dwk_.in_place();
+                const bool as_padded = group_ == 1 && dwk_.unpadded();
                 for (int64_t k = k0; k < k1; ++k) {
                   const int64_t i0 = k * chunk_, i1 = std::min(n, i0 + chunk_);
                   for (int64_t i = i0; i < i1; ++i) {
-                    if (!in_place) {
+                    if (!in_place && !as_padded) {
                       dwk_.PadImage(x.data<float>() + (i * c + g * cg) * isize, xp + (i - i0) * dwk_.image_size());
                     }
                     dwk_.TransposeOutputGrad(dy.data<float>() + (i * m + g * mg) * osize,
                                              dyt + (i - i0) * dwk_.transposed_size());
                   }
-                  dwk_.Run(in_place ? x.data<float>() + i0 * c * isize : xp, dyt, i1 - i0, partials + k * pld * ck);
+                  if (in_place) {
+                    dwk_.RunInPlace(x.data<float>() + (i0 * c + g * cg) * isize, c * isize, dyt, i1 - i0,
+                                    partials + k * pld * ck);
+                  } else {
+                    dwk_.Run(as_padded ? x.data<float>() + i0 * c * isize : xp, dyt, i1 - i0, partials + k * pld * ck);
+                  }
                 }
               });
             }
