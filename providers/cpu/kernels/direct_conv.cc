@@ -338,9 +338,9 @@ void DirectWeightGrad3x3::Run(const float* xp, const float* dyt, int64_t images,
 void DirectWeightGrad3x3::RunInPlace(const float* x, int64_t image_x, const float* dyt, int64_t images,
                                      float* out) const {
   const int64_t plane = rows_.h * rows_.w, ld = cout_pad_, image_dy = transposed_size();
+  const auto tile = stride_ == 2 ? &WeightGradTileInPlace<2> : &WeightGradTileInPlace<1>;
   for (int64_t c = 0; c < cin_; ++c) {
     for (int64_t o = 0; o < cout_pad_; o += 32) {
-      auto tile = stride_ == 2 ? &WeightGradTileInPlace<2> : &WeightGradTileInPlace<1>;
       tile(x + c * plane, rows_.w, rows_.h, rows_.pt, rows_.pl, rows_.oh, rows_.ow, dyt + o, ld, images, image_x,
            image_dy, out + c * 9 * ld + o, ld);
     }

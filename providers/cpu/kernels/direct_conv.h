@@ -133,6 +133,8 @@ class DirectWeightGrad3x3 {
   void Run(const float* xp, const float* dyt, int64_t images, float* out) const;
   // Whether RunInPlace applies: output channels in whole tiles of 32 (no tile of 3 input channels by 16).
   bool in_place() const { return cout_pad_ % 32 == 0; }
+  // Floats of padded copies a chunk of `images` images needs (none where in_place()).
+  int64_t copy_size(int64_t images) const { return in_place() ? 0 : images * image_size(); }
   // Run over the images where they lie: x is channel 0 of the first image (cin planes [h, w]), images
   // image_x apart; no padded copy, the products with the padding skipped. Only where in_place().
   void RunInPlace(const float* x, int64_t image_x, const float* dyt, int64_t images, float* out) const;

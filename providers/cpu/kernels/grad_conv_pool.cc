@@ -83,7 +83,7 @@ class ConvGradKernel : public OpKernel {
     if (dw_direct_) dwk_ = DirectWeightGrad3x3(in_, out_, geo_, c / group_, mg);
     int64_t dw_elems = 0;
     if (ctx.output_requested(1)) {
-      dw_elems = dw_direct_ ? chunk_ * (dwk_.image_size() + dwk_.transposed_size()) * slots_ +
+      dw_elems = dw_direct_ ? (dwk_.copy_size(chunk_) + chunk_ * dwk_.transposed_size()) * slots_ +
                                   chunks_ * dwk_.cout_padded() * ck
                             : (pad_ + (ck + mg) * chunk_ * o) * slots_ + chunks_ * mg * ck;
     }
@@ -169,7 +169,7 @@ class ConvGradKernel : public OpKernel {
         const int64_t ck = cg * ksize, cols = padded_ ? rows_.n : osize;
         // Partial rows: pld apart (dw_direct_: the output channels padded to a multiple of 16).
         const int64_t per_slot =
-            dw_direct_ ? chunk_ * (dwk_.image_size() + dwk_.transposed_size()) : pad_ + (ck + mg) * chunk_ * cols;
+            dw_direct_ ? dwk_.copy_size(chunk_) + chunk_ * dwk_.transposed_size() : pad_ + (ck + mg) * chunk_ * cols;
         const int64_t pld = dw_direct_ ? dwk_.cout_padded() : mg;
         T* partials = scratch + per_slot * slots_;
         for (int64_t g = 0; g < group_; ++g) {
@@ -180,7 +180,7 @@ class ConvGradKernel : public OpKernel {
               // Per chunk: its images padded and their dY transposed, then the direct kernel into the partial.
               ParallelFor(ctx.thread_pool(), chunks_, cost, [&](int64_t k0, int64_t k1) {
                 float* xp = scratch + (next_slot++ % slots_) * per_slot;
-                float* dyt = xp + chunk_ * dwk_.image_size();
+                float* dyt = xp + dwk_.copy_size(chunk_);
                 // The images read where they lie (c * isize apart) by RunInPlace where it applies, or without
                 // pads in one group (the chunk's images, image_size() apart, are x itself); else copied padded.
                 const bool in_place = dwk_.in_place();
