@@ -5,7 +5,9 @@
 // definitions, and the thread pool.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <limits>
 #include <set>
 #include <thread>
@@ -547,6 +549,25 @@ TEST(ThreadPoolTest, BackToBackJobsRunEachBlockOnce) {
       for (int i = 0; i < threads; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " threads, job " << job << ", block " << i;
     }
   }
+}
+
+// Idle workers poll for at most a few milliseconds and then sleep: a pool with nothing to do uses no CPU
+// (a session between steps, or waiting for data, must leave the cores to other processes).
+TEST(ThreadPoolTest, IdleWorkersSleep) {
+  auto cpu_ms = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+  };
+  ThreadPool pool(3);
+  std::atomic<int> blocks{0};
+  pool.ParallelFor(3, 2e6, [&](int64_t b, int64_t e) { blocks.fetch_add(static_cast<int>(e - b)); });
+  ASSERT_EQ(blocks.load(), 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past every polling bound
+  const double before = cpu_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double used = cpu_ms() - before;
+  EXPECT_LT(used, 30.0) << "two idle workers used " << used << " ms of CPU in 300 ms";
 }
 
 }  // namespace
