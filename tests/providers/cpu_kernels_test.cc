@@ -214,13 +214,15 @@ TEST(CpuKernelsTest, WhereFlatPathsMatchDefinition) {
   }
 }
 
-// Where's broadcast rows: a causal-style mask [L, L] against [B, H, L, L] values (mask rows whole), and a
+// Where's broadcast rows: a causal-style mask [L, L] or [H, L, L] against [B, H, L, L] values (rows joined), and a
 // mask [B, 1, L, 1] constant along each row, for 4-byte and 8-byte elements.
 TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
   const int64_t b = 3, h = 2, l = 37;
   const Shape full = {b, h, l, l};
   for (DType dt : {DType::kFloat32, DType::kInt64}) {
-    for (const Shape& cshape : {Shape{l, l}, Shape{b, 1, l, 1}}) {
+    // Masks whose trailing dims join the output's rows into longer ones ([l, l]: rows of l * l; [h, l, l]:
+    // rows of h * l * l), and one whose rows stay l long.
+    for (const Shape& cshape : {Shape{l, l}, Shape{h, l, l}, Shape{b, 1, l, 1}}) {
       SCOPED_TRACE(std::string(DTypeName(dt)) + " mask " + ShapeToString(cshape));
       Model m;
       m.opset_imports[""] = 16;
@@ -247,7 +249,7 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
       ASSERT_EQ(got[0].shape(), full);
       for (int64_t i = 0; i < y.NumElements(); ++i) {
         const int64_t bi = i / (h * l * l), row = (i / l) % l, col = i % l;
-        const int64_t ci = cshape.size() == 2 ? row * l + col : bi * l + row;
+        const int64_t ci = cshape.size() == 2 ? row * l + col : cshape.size() == 3 ? i % (h * l * l) : bi * l + row;
         ASSERT_EQ(get(got[0], i), mask[ci] ? -1000000 : i) << "at " << i;
       }
     }

@@ -81,6 +81,19 @@ BroadcastRows::BroadcastRows(std::initializer_list<Shape> inputs, const Shape& o
     st.pop_back();
     strides_[k++] = std::move(st);
   }
+  // Outer dims that continue every input's rows (stride = inner stride * row length, or 0 where both are)
+  // join the rows: a causal mask [64, 64] against scores [16, 4, 64, 64] is 64 rows of 4096, not 4096 of
+  // 64 (the per-row offsets had cost as much as the selects).
+  while (!outer_.empty()) {
+    const size_t d = outer_.size() - 1;
+    bool joins = true;
+    for (int j = 0; j < num_inputs_ && joins; ++j) joins = strides_[j][d] == inner_strides_[j] * inner_;
+    if (!joins) break;
+    inner_ *= outer_[d];
+    outer_.pop_back();
+    for (int j = 0; j < num_inputs_; ++j) strides_[j].pop_back();
+  }
+  rows_ = ShapeNumElements(outer_);
 }
 
 void BroadcastRows::Offsets(int64_t r, int64_t* offsets) const {
