@@ -425,6 +425,56 @@ TEST(GradKernelsTest, LayerNormalizationGrad) {
   }
 }
 
+// float32 layer normalization runs per-ISA row loops (vrows.h); its results must be those of the float64
+// kernel on the same values to float rounding, on rows of 8 lanes (37, 128) and of 32 (300), with and
+// without a bias.
+TEST(GradKernelsTest, LayerNormFloat32MatchesFloat64) {
+  auto as_float = [](const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.NumElements()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<double>()[i]);
+    return Tensor::FromVector(v, t.shape());
+  };
+  auto as_double = [](const Tensor& t) {
+    std::vector<double> v(static_cast<size_t>(t.NumElements()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<float>()[i];
+    return Tensor::FromVector(v, t.shape());
+  };
+  auto worst = [](const Tensor& got, const Tensor& want) {
+    double scale = 0, w = 0;
+    for (int64_t i = 0; i < want.NumElements(); ++i) scale = std::max(scale, std::fabs(want.data<double>()[i]));
+    for (int64_t i = 0; i < want.NumElements(); ++i) {
+      w = std::max(w, std::fabs(got.data<float>()[i] - want.data<double>()[i]) / std::max(scale, 1e-30));
+    }
+    return w;
+  };
+  for (int64_t cols : {37, 128, 300}) {
+    for (bool bias : {true, false}) {
+      SCOPED_TRACE(std::to_string(cols) + (bias ? " with bias" : " without bias"));
+      Tensor x = as_float(Random({6, cols}, 74, -2.0, 3.0)), dy = as_float(Random({6, cols}, 75));
+      Tensor s = as_float(Random({cols}, 76, 0.5, 1.5)), b = as_float(Random({cols}, 77));
+      std::vector<onnx::AttributeProto> attrs = {AttrInt("axis", -1), AttrFloat("epsilon", 1e-4f)};
+      std::vector<Io> in = {{"x", x}, {"s", s}}, in_d = {{"x", as_double(x)}, {"s", as_double(s)}};
+      if (bias) {
+        in.push_back({"b", b});
+        in_d.push_back({"b", as_double(b)});
+      }
+      std::vector<Tensor> f = RunNode("LayerNormalization", "", in, 3, attrs);
+      std::vector<Tensor> fd = RunNode("LayerNormalization", "", in_d, 3, attrs);
+      ASSERT_EQ(f.size(), 3u);
+      ASSERT_EQ(fd.size(), 3u);
+      EXPECT_LT(worst(f[0], fd[0]), 1e-6);
+      std::vector<Tensor> g = RunNode("LayerNormalizationGrad", kMs,
+                                      {{"dy", dy}, {"x", x}, {"s", s}, {"m", f[1]}, {"i", f[2]}}, 3, attrs);
+      std::vector<Tensor> gd = RunNode("LayerNormalizationGrad", kMs,
+                                       {{"dy", as_double(dy)}, {"x", as_double(x)}, {"s", as_double(s)},
+                                        {"m", f[1]}, {"i", f[2]}}, 3, attrs);
+      ASSERT_EQ(g.size(), 3u);
+      ASSERT_EQ(gd.size(), 3u);
+      for (size_t k = 0; k < 3; ++k) EXPECT_LT(worst(g[k], gd[k]), 1e-5) << "gradient output " << k;
+    }
+  }
+}
+
 TEST(GradKernelsTest, DivGradWithBroadcast) {
   Tensor a = Random({2, 3}, 80), b = Random({3}, 81, 0.5, 2.0), dy = Random({2, 3}, 82);
   std::vector<Tensor> g = RunNode("DivGrad", kMs, {{"dy", dy}, {"a", a}, {"b", b}}, 2);

@@ -136,25 +136,42 @@ class LayerNormGradKernel : public OpKernel {
       C* db = ds + cols;
       std::fill(ds, ds + 2 * cols, C(0));
       Tensor* dx = ctx.output(0);
-      for (int64_t r = 0; r < rows_; ++r) {
-        C mu = stat(mean, r), is = stat(inv, r), mb = 0, mbx = 0;
-        for (int64_t i = 0; i < cols; ++i) {
-          int64_t k = r * cols + i;
-          C g = static_cast<C>(dy.data<T>()[k]), xh = (static_cast<C>(x.data<T>()[k]) - mu) * is;
-          db[i] += g;
-          ds[i] += g * xh;
-          C b = g * static_cast<C>(scale.data<T>()[i]) * is;
-          mb += b;
-          mbx += b * xh;
+      if constexpr (std::is_same_v<T, float>) {
+        // Float rows through the per-ISA loops: the same float expressions, the row sums b and b x^ in double
+        // lanes (LaneSum's order) instead of a running float sum (a 4-cycle add chain per element).
+        const float* ps = scale.data<float>();
+        for (int64_t r = 0; r < rows_; ++r) {
+          const float* g = dy.data<float>() + r * cols;
+          const float* xr = x.data<float>() + r * cols;
+          const float mu = stat(mean, r), is = stat(inv, r);
+          double mb = 0, mbx = 0;
+          VRowLayerNormGradSums(g, xr, ps, cols, mu, is, ds, db, &mb, &mbx);
+          if (dx == nullptr) continue;
+          VRowLayerNormGradDx(g, xr, ps, dx->data<float>() + r * cols, cols, mu, is,
+                              static_cast<float>(mb / static_cast<double>(cols)),
+                              static_cast<float>(mbx / static_cast<double>(cols)));
         }
-        mb /= static_cast<C>(cols);
-        mbx /= static_cast<C>(cols);
-        if (dx == nullptr) continue;
-        for (int64_t i = 0; i < cols; ++i) {
-          int64_t k = r * cols + i;
-          C g = static_cast<C>(dy.data<T>()[k]), xh = (static_cast<C>(x.data<T>()[k]) - mu) * is;
-          C b = g * static_cast<C>(scale.data<T>()[i]) * is;
-          dx->data<T>()[k] = static_cast<T>(b - mb - xh * mbx);
+      } else {
+        for (int64_t r = 0; r < rows_; ++r) {
+          C mu = stat(mean, r), is = stat(inv, r), mb = 0, mbx = 0;
+          for (int64_t i = 0; i < cols; ++i) {
+            int64_t k = r * cols + i;
+            C g = static_cast<C>(dy.data<T>()[k]), xh = (static_cast<C>(x.data<T>()[k]) - mu) * is;
+            db[i] += g;
+            ds[i] += g * xh;
+            C b = g * static_cast<C>(scale.data<T>()[i]) * is;
+            mb += b;
+            mbx += b * xh;
+          }
+          mb /= static_cast<C>(cols);
+          mbx /= static_cast<C>(cols);
+          if (dx == nullptr) continue;
+          for (int64_t i = 0; i < cols; ++i) {
+            int64_t k = r * cols + i;
+            C g = static_cast<C>(dy.data<T>()[k]), xh = (static_cast<C>(x.data<T>()[k]) - mu) * is;
+            C b = g * static_cast<C>(scale.data<T>()[i]) * is;
+            dx->data<T>()[k] = static_cast<T>(b - mb - xh * mbx);
+          }
         }
       }
       for (int64_t i = 0; i < cols; ++i) {

@@ -201,10 +201,14 @@ class LayerNormKernel : public OpKernel {
           }
           C mean = static_cast<C>(mean_d);
           C inv = static_cast<C>(1.0 / std::sqrt(var_d + static_cast<double>(epsilon_)));
-          for (int64_t i = 0; i < inner; ++i) {
-            C v = (static_cast<C>(row[i]) - mean) * inv * static_cast<C>(ps[i]);
-            if (pb) v += static_cast<C>(pb[i]);
-            py[r * inner + i] = static_cast<T>(v);
+          if constexpr (std::is_same_v<T, float>) {  // the same expressions, per ISA
+            VRowLayerNorm(row, ps, pb, py + r * inner, inner, mean, inv);
+          } else {
+            for (int64_t i = 0; i < inner; ++i) {
+              C v = (static_cast<C>(row[i]) - mean) * inv * static_cast<C>(ps[i]);
+              if (pb) v += static_cast<C>(pb[i]);
+              py[r * inner + i] = static_cast<T>(v);
+            }
           }
           if (mean_out) WriteStat(mean_out, r, mean);
           if (inv_out) WriteStat(inv_out, r, inv);

@@ -53,6 +53,46 @@ ONT_VROWS_CLONES void SumAndDotDevLoop(const float* g, const float* x, int64_t n
   else SumAndDotDevLanes<8>(g, x, n, mean, inv, sum, dot);
 }
 
+// LayerNormalization's rows: the same float expressions as the generic kernels, vectorized per ISA.
+ONT_VROWS_CLONES void LayerNormAffineLoop(const float* x, const float* s, const float* b, float* y, int64_t n,
+                                          float mean, float inv) {
+  if (b == nullptr) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * s[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * s[i] + b[i];
+}
+
+template <int L>
+__attribute__((always_inline)) inline void LayerNormGradSumsLanes(const float* g, const float* x, const float* s,
+                                                                  int64_t n, float mu, float is, float* ds, float* db,
+                                                                  double* mb, double* mbx) {
+  double pb[L] = {}, pbx[L] = {};
+  ForLanes<L>(n, [&](int64_t i, int j) {
+    const float xh = (x[i] - mu) * is, b = g[i] * s[i] * is;
+    ds[i] += g[i] * xh;
+    db[i] += g[i];
+    pb[j] += static_cast<double>(b);
+    pbx[j] += static_cast<double>(b) * xh;
+  });
+  *mb = LaneTotal<L>(pb);
+  *mbx = LaneTotal<L>(pbx);
+}
+
+ONT_VROWS_CLONES void LayerNormGradSumsLoop(const float* g, const float* x, const float* s, int64_t n, float mu,
+                                            float is, float* ds, float* db, double* mb, double* mbx) {
+  if (n >= kLongRow) LayerNormGradSumsLanes<kSumLanes>(g, x, s, n, mu, is, ds, db, mb, mbx);
+  else LayerNormGradSumsLanes<8>(g, x, s, n, mu, is, ds, db, mb, mbx);
+}
+
+ONT_VROWS_CLONES void LayerNormGradDxLoop(const float* g, const float* x, const float* s, float* dx, int64_t n,
+                                          float mu, float is, float mb, float mbx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float xh = (x[i] - mu) * is, b = g[i] * s[i] * is;
+    dx[i] = b - mb - xh * mbx;
+  }
+}
+
 ONT_VROWS_CLONES void AffineLoop(const float* x, float* y, int64_t n, float a, float b) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
 }
@@ -329,6 +369,17 @@ void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, do
   SumAndDotDevLoop(g, x, n, mean, inv, sum, dot);
 }
 void VRowAffine(const float* x, float* y, int64_t n, float a, float b) { AffineLoop(x, y, n, a, b); }
+void VRowLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t n, float mean, float inv) {
+  LayerNormAffineLoop(x, scale, bias, y, n, mean, inv);
+}
+void VRowLayerNormGradSums(const float* g, const float* x, const float* scale, int64_t n, float mean, float inv,
+                           float* ds, float* db, double* mb, double* mbx) {
+  LayerNormGradSumsLoop(g, x, scale, n, mean, inv, ds, db, mb, mbx);
+}
+void VRowLayerNormGradDx(const float* g, const float* x, const float* scale, float* dx, int64_t n, float mean, float inv,
+                         float mb, float mbx) {
+  LayerNormGradDxLoop(g, x, scale, dx, n, mean, inv, mb, mbx);
+}
 
 void VRowSelect32(const uint8_t* c, const uint32_t* x, bool x_whole, const uint32_t* y, bool y_whole, uint32_t* o,
                   int64_t n) {

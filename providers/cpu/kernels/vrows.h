@@ -78,6 +78,16 @@ double VRowSumDotDev(const float* g, const float* x, int64_t n, double mean, dou
 void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, double inv, double* sum, double* dot);
 // y[i] = x[i] * a + b (float arithmetic)
 void VRowAffine(const float* x, float* y, int64_t n, float a, float b);
+// Layer normalization of one row (float arithmetic): y[i] = (x[i] - mean) * inv * scale[i] (+ bias[i] when
+// bias is not null).
+void VRowLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t n, float mean, float inv);
+// Its gradient's first pass over one row: with xh = (x[i] - mean) * inv and b = g[i] * scale[i] * inv (float),
+// ds[i] += g[i] * xh and db[i] += g[i]; *mb = sum b and *mbx = sum b * xh, in double (LaneSum's order).
+void VRowLayerNormGradSums(const float* g, const float* x, const float* scale, int64_t n, float mean, float inv,
+                           float* ds, float* db, double* mb, double* mbx);
+// and its second: dx[i] = b - mb - xh * mbx (float).
+void VRowLayerNormGradDx(const float* g, const float* x, const float* scale, float* dx, int64_t n, float mean, float inv,
+                         float mb, float mbx);
 // Batch normalization's input gradient: dx[i] = float(coef * (m * g[i] - db - (x[i] - mean) * inv * ds)).
 void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
                        double m, double db, double ds);
