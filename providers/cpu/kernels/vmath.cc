@@ -304,14 +304,13 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) float ExpShiftSumAvx512(con
 }
 
 __attribute__((target("avx512f,avx512dq,avx512vl"))) void SoftmaxRowAvx512(const float* x, float* y, int64_t n) {
-  // The max as SoftmaxRowLoop takes it: x > lane ? x : lane in 16 lanes, so NaNs are passed over.
+  // The max as SoftmaxRowLoop takes it: x > lane ? x : lane in 16 lanes, so NaNs are passed over; the lanes
+  // (never NaN) folded by a shuffle tree rather than one compare chain (the order of a max does not matter,
+  // and a tie between -0 and +0 shifts by a zero either way).
   __m512 lanes = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) lanes = _mm512_max_ps(_mm512_loadu_ps(x + i), lanes);
-  alignas(64) float lane[16];
-  _mm512_store_ps(lane, lanes);
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < 16; ++j) mx = lane[j] > mx ? lane[j] : mx;
+  float mx = _mm512_reduce_max_ps(lanes);
   for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
   float sum = ExpShiftSumAvx512(x, mx, y, n);
   const __m512 s = _mm512_set1_ps(sum);
