@@ -92,6 +92,7 @@ TEST(CpuKernelsTest, TransposeEveryPermutation) {
   } while (std::next_permutation(perm.begin(), perm.end()));
   check({3, 40, 5, 33}, {0, 3, 1, 2});
   check({3, 40, 5, 33}, {2, 3, 0, 1});
+  check({2, 48, 4, 32}, {0, 2, 3, 1});  // attention's K transposed: whole 16 x 16 blocks only
 }
 
 // MaxPool's float paths (vectorized interior rows, scalar borders; narrow planes by gathers; 2x2 windows at

@@ -177,6 +177,19 @@ namespace ontrain {
 namespace cpu {
 
 namespace {
+// One kTile-row strip of a tiled transpose of 4-byte elements: the whole 16 x 16 blocks through
+// Transpose16x16 (o[i * dq + j] = s[i + j * inner], i < 16), the last columns (len % 16) element by element.
+__attribute__((target("avx512f"))) void TransposeStrip16(const uint32_t* s, int64_t inner, uint32_t* o, int64_t dq,
+                                                        int64_t len) {
+  int64_t j0 = 0;
+  for (; j0 + 16 <= len; j0 += 16) {
+    Transpose16x16(reinterpret_cast<const float*>(s + j0 * inner), inner, reinterpret_cast<float*>(o + j0), dq);
+  }
+  for (int64_t i = 0; i < 16; ++i) {
+    for (int64_t j = j0; j < len; ++j) o[i * dq + j] = s[i + j * inner];
+  }
+}
+
 template <typename T>
 void StridedCopyTyped(const T* src, const Shape& strides, const Shape& out, T* dst, ThreadPool* pool) {
   if (out.empty()) {
@@ -216,6 +229,13 @@ void StridedCopyTyped(const T* src, const Shape& strides, const Shape& out, T* d
         }
         const T* s = src + src_off + i0;
         T* o = dst + dst_off + i0 * dq;
+        if constexpr (sizeof(T) == 4) {
+          static const bool avx512 = __builtin_cpu_supports("avx512f");
+          if (avx512 && ni == kTile) {  // the same copies, 16 x 16 blocks through registers
+            TransposeStrip16(reinterpret_cast<const uint32_t*>(s), inner, reinterpret_cast<uint32_t*>(o), dq, len);
+            continue;
+          }
+        }
         for (int64_t j0 = 0; j0 < len; j0 += kTile) {
           int64_t nj = std::min(kTile, len - j0);
           for (int64_t i = 0; i < ni; ++i) {
