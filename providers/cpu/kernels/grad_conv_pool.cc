@@ -69,10 +69,7 @@ class ConvGradKernel : public OpKernel {
     chunk_ = std::max<int64_t>(1, std::min<int64_t>(n, kChunkBytes / std::max<int64_t>(1, (ck + mg) * o * elem)));
     chunks_ = n > 0 ? (n + chunk_ - 1) / chunk_ : 0;
     // An even number of chunks of nearly equal size, so two threads get the same work: 32 images in at most
-    // 5 per chunk had made 7 chunks, 4 of them (20 images) on one thread and 12 images on the other; and at
-    // least two where there are two images (the ResNet's 1x1 shortcut gradients were one chunk, so one
-    // thread at any pool size).
-    if (chunks_ == 1 && n >= 2) chunks_ = 2;
+    // 5 per chunk had made 7 chunks, 4 of them (20 images) on one thread and 12 images on the other.
     if (chunks_ > 1) {
       chunks_ += chunks_ % 2;
       chunk_ = (n + chunks_ - 1) / chunks_;
