@@ -22,6 +22,18 @@ struct Io {
   Tensor value;
 };
 
+// A float64 tensor's values rounded to float32, and a float32 tensor's values widened to float64.
+Tensor AsFloat(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.NumElements()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<double>()[i]);
+  return Tensor::FromVector(v, t.shape());
+}
+Tensor AsDouble(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.NumElements()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<float>()[i];
+  return Tensor::FromVector(v, t.shape());
+}
+
 // Runs one node with the given inputs (named in order) and returns its outputs (all named "o<i>").
 std::vector<Tensor> RunNode(const std::string& op, const std::string& domain, const std::vector<Io>& inputs,
                             int num_outputs, const std::vector<onnx::AttributeProto>& attrs = {}, int64_t opset = 17,
@@ -308,19 +320,9 @@ TEST(GradKernelsTest, BatchNormInternalAndGrad) {
 // with two threads as with one.
 TEST(GradKernelsTest, BatchNormFloat32InChannelBlocks) {
   const Shape shape = {4, 5, 128, 128};
-  auto as_float = [](const Tensor& t) {
-    std::vector<float> v(static_cast<size_t>(t.NumElements()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<double>()[i]);
-    return Tensor::FromVector(v, t.shape());
-  };
-  auto as_double = [](const Tensor& t) {
-    std::vector<double> v(static_cast<size_t>(t.NumElements()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<float>()[i];
-    return Tensor::FromVector(v, t.shape());
-  };
-  Tensor xf = as_float(Random(shape, 64, -2.0, 3.0)), dyf = as_float(Random(shape, 65));
-  Tensor sf = as_float(Random({5}, 66, 0.5, 1.5)), bf = as_float(Random({5}, 67));
-  Tensor mf = as_float(Random({5}, 68)), vf = as_float(Random({5}, 69, 0.5, 1.5));
+  Tensor xf = AsFloat(Random(shape, 64, -2.0, 3.0)), dyf = AsFloat(Random(shape, 65));
+  Tensor sf = AsFloat(Random({5}, 66, 0.5, 1.5)), bf = AsFloat(Random({5}, 67));
+  Tensor mf = AsFloat(Random({5}, 68)), vf = AsFloat(Random({5}, 69, 0.5, 1.5));
   std::vector<onnx::AttributeProto> attrs = {AttrFloat("epsilon", 1e-3f)};
   auto forward = [&](const Tensor& x, const Tensor& s, const Tensor& b, const Tensor& m, const Tensor& v, int threads) {
     return RunNode("BatchNormInternal", kMs, {{"x", x}, {"s", s}, {"b", b}, {"m", m}, {"v", v}}, 5, attrs, 17, {},
@@ -331,7 +333,7 @@ TEST(GradKernelsTest, BatchNormFloat32InChannelBlocks) {
                    17, {}, threads);
   };
   std::vector<Tensor> f1 = forward(xf, sf, bf, mf, vf, 1), f2 = forward(xf, sf, bf, mf, vf, 2);
-  std::vector<Tensor> fd = forward(as_double(xf), as_double(sf), as_double(bf), as_double(mf), as_double(vf), 1);
+  std::vector<Tensor> fd = forward(AsDouble(xf), AsDouble(sf), AsDouble(bf), AsDouble(mf), AsDouble(vf), 1);
   ASSERT_EQ(f1.size(), 5u);
   ASSERT_EQ(f2.size(), 5u);
   ASSERT_EQ(fd.size(), 5u);
@@ -347,7 +349,7 @@ TEST(GradKernelsTest, BatchNormFloat32InChannelBlocks) {
     EXPECT_LT(worst, 2e-6);
   }
   std::vector<Tensor> g1 = grad(dyf, xf, sf, f1[3], f1[4], 1), g2 = grad(dyf, xf, sf, f1[3], f1[4], 2);
-  std::vector<Tensor> gd = grad(as_double(dyf), as_double(xf), as_double(sf), as_double(f1[3]), as_double(f1[4]), 1);
+  std::vector<Tensor> gd = grad(AsDouble(dyf), AsDouble(xf), AsDouble(sf), AsDouble(f1[3]), AsDouble(f1[4]), 1);
   ASSERT_EQ(g1.size(), 3u);
   ASSERT_EQ(g2.size(), 3u);
   ASSERT_EQ(gd.size(), 3u);
@@ -366,13 +368,8 @@ TEST(GradKernelsTest, BatchNormFloat32InChannelBlocks) {
 // Batched products run their batches in parallel, each on one thread: MatMul and FusedMatMul (transB, a
 // broadcast batch dim) give the same bits at one and two threads, and the products a naive loop gives.
 TEST(GradKernelsTest, BatchedMatMulsInParallel) {
-  auto as_float = [](const Tensor& t) {
-    std::vector<float> v(static_cast<size_t>(t.NumElements()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<double>()[i]);
-    return Tensor::FromVector(v, t.shape());
-  };
-  Tensor a = as_float(Random({6, 4, 48, 32}, 90)), b = as_float(Random({6, 4, 32, 40}, 91));
-  Tensor bt = as_float(Random({1, 4, 40, 32}, 92));  // FusedMatMul's B, transposed, broadcast over dim 0
+  Tensor a = AsFloat(Random({6, 4, 48, 32}, 90)), b = AsFloat(Random({6, 4, 32, 40}, 91));
+  Tensor bt = AsFloat(Random({1, 4, 40, 32}, 92));  // FusedMatMul's B, transposed, broadcast over dim 0
   std::vector<onnx::AttributeProto> attrs = {AttrInt("transB", 1), AttrFloat("alpha", 0.5f)};
   std::vector<Tensor> m1 = RunNode("MatMul", "", {{"a", a}, {"b", b}}, 1, {}, 17, {}, 1);
   std::vector<Tensor> m2 = RunNode("MatMul", "", {{"a", a}, {"b", b}}, 1, {}, 17, {}, 2);
@@ -429,16 +426,6 @@ TEST(GradKernelsTest, LayerNormalizationGrad) {
 // kernel on the same values to float rounding, on rows of 8 lanes (37, 128) and of 32 (300), with and
 // without a bias.
 TEST(GradKernelsTest, LayerNormFloat32MatchesFloat64) {
-  auto as_float = [](const Tensor& t) {
-    std::vector<float> v(static_cast<size_t>(t.NumElements()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<double>()[i]);
-    return Tensor::FromVector(v, t.shape());
-  };
-  auto as_double = [](const Tensor& t) {
-    std::vector<double> v(static_cast<size_t>(t.NumElements()));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<float>()[i];
-    return Tensor::FromVector(v, t.shape());
-  };
   auto worst = [](const Tensor& got, const Tensor& want) {
     double scale = 0, w = 0;
     for (int64_t i = 0; i < want.NumElements(); ++i) scale = std::max(scale, std::fabs(want.data<double>()[i]));
@@ -450,13 +437,13 @@ TEST(GradKernelsTest, LayerNormFloat32MatchesFloat64) {
   for (int64_t cols : {37, 128, 300}) {
     for (bool bias : {true, false}) {
       SCOPED_TRACE(std::to_string(cols) + (bias ? " with bias" : " without bias"));
-      Tensor x = as_float(Random({6, cols}, 74, -2.0, 3.0)), dy = as_float(Random({6, cols}, 75));
-      Tensor s = as_float(Random({cols}, 76, 0.5, 1.5)), b = as_float(Random({cols}, 77));
+      Tensor x = AsFloat(Random({6, cols}, 74, -2.0, 3.0)), dy = AsFloat(Random({6, cols}, 75));
+      Tensor s = AsFloat(Random({cols}, 76, 0.5, 1.5)), b = AsFloat(Random({cols}, 77));
       std::vector<onnx::AttributeProto> attrs = {AttrInt("axis", -1), AttrFloat("epsilon", 1e-4f)};
-      std::vector<Io> in = {{"x", x}, {"s", s}}, in_d = {{"x", as_double(x)}, {"s", as_double(s)}};
+      std::vector<Io> in = {{"x", x}, {"s", s}}, in_d = {{"x", AsDouble(x)}, {"s", AsDouble(s)}};
       if (bias) {
         in.push_back({"b", b});
-        in_d.push_back({"b", as_double(b)});
+        in_d.push_back({"b", AsDouble(b)});
       }
       std::vector<Tensor> f = RunNode("LayerNormalization", "", in, 3, attrs);
       std::vector<Tensor> fd = RunNode("LayerNormalization", "", in_d, 3, attrs);
@@ -466,7 +453,7 @@ TEST(GradKernelsTest, LayerNormFloat32MatchesFloat64) {
       std::vector<Tensor> g = RunNode("LayerNormalizationGrad", kMs,
                                       {{"dy", dy}, {"x", x}, {"s", s}, {"m", f[1]}, {"i", f[2]}}, 3, attrs);
       std::vector<Tensor> gd = RunNode("LayerNormalizationGrad", kMs,
-                                       {{"dy", as_double(dy)}, {"x", as_double(x)}, {"s", as_double(s)},
+                                       {{"dy", AsDouble(dy)}, {"x", AsDouble(x)}, {"s", AsDouble(s)},
                                         {"m", f[1]}, {"i", f[2]}}, 3, attrs);
       ASSERT_EQ(g.size(), 3u);
       ASSERT_EQ(gd.size(), 3u);
