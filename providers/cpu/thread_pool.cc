@@ -1,4 +1,4 @@
-// ThreadPool: workers that wait for a job by spinning briefly and then sleeping.
+// ThreadPool: workers that wait for a job by polling briefly (then yielding the core between polls) and then sleeping.
 //
 // A ParallelFor publishes one job (the function and its block count) under a new epoch. Thread t (the caller
 // is 0) first claims block t, then any block nobody has claimed yet; the caller waits for the last block.
@@ -30,8 +30,8 @@
 namespace ontrain {
 namespace {
 
-constexpr int64_t kSpinNanos = 50000;       // how long an idle thread polls before it yields
-constexpr int64_t kYieldNanos = 1000000;     // then polls yielding the core, before it sleeps
+constexpr int64_t kSpinNanos = 50000;     // how long an idle thread polls before it yields
+constexpr int64_t kYieldNanos = 1000000;  // then polls yielding the core, before it sleeps
 
 inline void CpuRelax() {
 #if defined(__x86_64__)
