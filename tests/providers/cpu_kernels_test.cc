@@ -267,7 +267,11 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
 // The forward passes with 32 and 80 output channels on rows of 10 and 16 take the row tiles (one tile per
 // row; tiles of 8), as does dX of the 32-channel input with rows of 15 (8, then 7), and the forward passes
 // of the stride-2 cases with 32 and 64 output channels; the row tiles skip products with padding and read
-// the image itself where the pads left and right are at most 2. The depthwise cases (group = channels) take the
+// the image itself where the pads left and right are at most 2. Stride-1 convolutions that the row tiles do
+// not take run on the vector-row tiles where whole vectors per output row cost at most a fifth more
+// positions: here the one-channel stem on rows of 26 (read from the image itself), rows of 7 to 16, 40 and
+// 70, and dX of the 16-channel case and of the 32-channel rows of 28; rows of 5, 6, 8 and 20 keep the
+// padded rows. The depthwise cases (group = channels) take the
 // vector kernels of depthwise.cc on AVX-512: directly for "same" windows at stride 1, through a dense or
 // spread plane for the others (stride 2, no pads, a dilated 5x5 and a dilated 3x2 window, uneven pads; rows
 // of 4 to 40, so one to three vectors per row, and a 36x36 plane); pads wider than the stride-2 grid keep
@@ -293,6 +297,11 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
       // copy; an output row whose window is all padding), stride 2 with pads of 2
       {2, 32, 13, 13, 64, 3, 3, 1, 1, 1, {0, 0, 0, 0}}, {1, 32, 8, 20, 32, 3, 3, 1, 1, 1, {1, 2, 1, 0}},
       {1, 4, 6, 9, 32, 3, 3, 1, 1, 1, {3, 3, 2, 3}},    {1, 3, 9, 9, 32, 3, 3, 1, 2, 1, {2, 2, 2, 2}},
+      // vector-row tiles at stride 1: a dilated window on rows of 40 (three vectors, the last of 8 lanes),
+      // rows of 70 (a tile of three vectors, then one of two), and rows of 13 without pads read from the
+      // image itself, three rows to a tile and then one
+      {1, 3, 14, 40, 8, 3, 3, 1, 1, 2, {2, 2, 2, 2}},   {1, 2, 5, 70, 11, 3, 3, 1, 1, 1, {1, 1, 1, 1}},
+      {2, 2, 9, 15, 10, 3, 3, 1, 1, 1, {0, 0, 0, 0}},
       // 1x1 at stride 2 (a ResNet shortcut): the stride-2 row copies of vrows.h, rows of 6 and of 35
       {2, 16, 12, 12, 32, 1, 1, 1, 2, 1, {0, 0, 0, 0}}, {1, 4, 5, 70, 8, 1, 1, 1, 2, 1, {0, 0, 0, 0}},
       // depthwise (group = channels): the vector kernels of depthwise.cc on AVX-512

@@ -41,6 +41,60 @@ __attribute__((target("avx512f"))) void Tile8(const float* xp, int64_t plane, co
   }
 }
 
+// The vector-row tiles: y[j, r * ow + 16 v + 0..15] (output channel j of the 8 of one block, rows osize
+// apart; output row r of R, vector v of V) = the sum over input channels c and patch positions k of
+// w[c, k, j] times xr[c * plane + r * wp + shift[k] + 16 v + 0..15], then bias[j] when given: Tile8's sums
+// in Tile8's order, over whole output rows instead of padded-rows positions, stored straight into y (no
+// gaps computed, no gather pass). The last vector of a row keeps the lanes of `tail`: its loads are
+// masked, so a tile may read the image itself up to the end of its last row.
+template <int R, int V>
+__attribute__((target("avx512f"))) void VecRowTile(const float* xr, int64_t plane, int64_t wp, const int64_t* shift,
+                                                   int64_t kk, int64_t cin, const float* w, const float* bias,
+                                                   float* y, int64_t ow, int64_t osize, int64_t nvo, __mmask16 tail) {
+  constexpr int Q = R * V;
+  __m512 acc[8][Q];
+  for (int j = 0; j < 8; ++j) {
+    for (int q = 0; q < Q; ++q) acc[j][q] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < cin; ++c) {
+    const float* xc = xr + c * plane;
+    for (int64_t k = 0; k < kk; ++k, w += 8) {
+      const float* s = xc + shift[k];
+      __m512 x[Q];
+      for (int r = 0; r < R; ++r) {
+        for (int v = 0; v < V - 1; ++v) x[r * V + v] = _mm512_loadu_ps(s + r * wp + 16 * v);
+        x[r * V + V - 1] = _mm512_maskz_loadu_ps(tail, s + r * wp + 16 * (V - 1));
+      }
+      for (int j = 0; j < 8; ++j) {
+        const __m512 b = _mm512_set1_ps(w[j]);
+        for (int q = 0; q < Q; ++q) acc[j][q] = _mm512_fmadd_ps(b, x[q], acc[j][q]);
+      }
+    }
+  }
+  // Unrolled, every index a constant: otherwise the accumulators live on the stack, stored every tap.
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    const __mmask16 last = j < nvo ? tail : 0, full = j < nvo ? 0xffff : 0;
+    float* yj = y + j * osize;
+    const __m512 bv = _mm512_set1_ps(bias != nullptr && j < nvo ? bias[j] : 0.0f);
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) {
+        const __m512 a = bias ? _mm512_add_ps(acc[j][r * V + v], bv) : acc[j][r * V + v];
+        _mm512_mask_storeu_ps(yj + r * ow + 16 * v, v < V - 1 ? full : last, a);
+      }
+    }
+  }
+}
+
+using VecRowTileFn = void (*)(const float*, int64_t, int64_t, const int64_t*, int64_t, int64_t, const float*,
+                              const float*, float*, int64_t, int64_t, int64_t, __mmask16);
+// By [rows - 1][vectors - 1]: rows of one vector take up to 3 rows per tile, longer ones one.
+constexpr VecRowTileFn kVecRowTiles[3][3] = {{&VecRowTile<1, 1>, &VecRowTile<1, 2>, &VecRowTile<1, 3>},
+                                             {&VecRowTile<2, 1>, nullptr, nullptr},
+                                             {&VecRowTile<3, 1>, nullptr, nullptr}};
+
 // The positions p < P of a row tile whose tap b (stride S) reads a column of the padded row that is not
 // padding: S * p + b at least L (the zero columns at the tile's left) and below S * (P - 1) + 3 - R (R zero
 // columns at the right end of what the tile reads).
@@ -273,9 +327,35 @@ void DirectConv2D::RunRows(const float* x, int64_t plane, int64_t ld, int64_t to
   }
 }
 
+void DirectConv2D::RunVectorRows(const float* xp, const float* packed, const float* bias, float* y) const {
+  const int64_t ow = rows_.ow, oh = rows_.oh, osize = oh * ow, wp = rows_.wp, plane = rows_.plane();
+  // Column chunks of at most 3 vectors; rows of one vector go 3 rows to a tile.
+  const int64_t row_vectors = (ow + kVector - 1) / kVector;
+  const int64_t rows_per_tile = row_vectors == 1 ? 3 : 1;
+  for (int64_t ob = 0; ob < cout_; ob += kChannelBlock) {
+    const float* w = packed + ob * cin_ * kk_;
+    const float* b = bias ? bias + ob : nullptr;
+    const int64_t nvo = std::min(kChannelBlock, cout_ - ob);
+    for (int64_t i = 0; i < oh; i += rows_per_tile) {
+      const int64_t r = std::min(rows_per_tile, oh - i);
+      for (int64_t j = 0; j < ow; j += 3 * kVector) {
+        const int64_t p = std::min(3 * kVector, ow - j), v = (p + kVector - 1) / kVector;
+        const __mmask16 tail = static_cast<__mmask16>((1u << (p - (v - 1) * kVector)) - 1u);
+        kVecRowTiles[r - 1][v - 1](xp + i * wp + j, plane, wp, shifts_, kk_, cin_, w, b, y + ob * osize + i * ow + j,
+                                   ow, osize, nvo, tail);
+      }
+    }
+  }
+}
+
 void DirectConv2D::Run(const float* x, const float* packed, const float* bias, float* y, float* work) const {
+  const bool no_pads = rows_.hp == rows_.h && rows_.wp == rows_.w;
   if (row_tiles_ && unpadded_) {  // the tiles read no padding: straight from the image
     RunRows(x, rows_.h * rows_.w, rows_.w, rows_.pt, rows_.pl, packed, bias, y);
+    return;
+  }
+  if (vec_rows_ && no_pads) {  // the image is its padded copy
+    RunVectorRows(x, packed, bias, y);
     return;
   }
   float* xp = work;
@@ -283,6 +363,10 @@ void DirectConv2D::Run(const float* x, const float* packed, const float* bias, f
   rows_.Pad(x, cin_, xp);
   if (row_tiles_) {
     RunRows(xp, rows_.plane(), rows_.wp, 0, 0, packed, bias, y);
+    return;
+  }
+  if (vec_rows_) {
+    RunVectorRows(xp, packed, bias, y);
     return;
   }
   std::fill(xp + cin_ * rows_.plane(), yp, 0.0f);

@@ -310,9 +310,11 @@ class ConvGradKernel : public OpKernel {
     // 11x11 dY in 15x15 planes made 193 positions per image against the GEMMs' 141 (its ConvGrad went
     // 5.5 -> 6.5 ms). Where the kernel computes at most a quarter more positions (the ResNet's pads of 1: 80
     // against 78 at 8x8, 1088 against 1086 at 32x32) it was faster.
-    // The row tiles compute no gap at all (the CNN's dX: 169 positions per channel).
+    // The row tiles compute no gap at all (the CNN's dX: 169 positions per channel); the vector-row tiles
+    // whole vectors per row.
     DirectConv2D dc(rows, m / group_, c / group_);
-    const int64_t tiles = (rows.n + DirectConv2D::kVector - 1) / DirectConv2D::kVector * DirectConv2D::kVector;
+    const int64_t v = DirectConv2D::kVector;
+    const int64_t tiles = dc.vector_rows() ? rows.oh * ((rows.ow + v - 1) / v * v) : (rows.n + v - 1) / v * v;
     if (!dc.row_tiles() && 4 * tiles > 5 * rows_.n) return false;
     dxc_ = dc;
     return true;
