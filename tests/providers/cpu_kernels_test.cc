@@ -16,6 +16,7 @@
 #include "graph/builder.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
+#include "providers/cpu/kernels/direct_conv.h"
 #include "providers/cpu/thread_pool.h"
 #include "tests/test_util.h"
 
@@ -391,6 +392,39 @@ TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
     expect_near(g[0], rdx, "dX");
     expect_near(g[1], rdw, "dW");
     expect_near(g[2], rdb, "dB");
+  }
+}
+
+// Which tiling DirectConv2D takes (direct_conv.h): the row tiles for 3x3 windows of at least 32 output
+// channels on rows of at most 16, the vector rows elsewhere at stride 1 unless whole vectors per row
+// compute a fifth more positions, the padded rows otherwise. Every tiling gives the right results, so
+// ConvFloat32MatchesDefinition passes whichever runs: a lost selection (it happened once, in an edit) shows
+// only here.
+TEST(CpuKernelsTest, DirectConvTilings) {
+  if (!cpu::DirectConv2D::Available()) GTEST_SKIP() << "no AVX-512F on this CPU: convolutions run on GEMMs";
+  struct Case {
+    int64_t h, w, cin, cout, pad;
+    bool rows, vec;
+  };
+  const Case cases[] = {
+      {28, 28, 1, 32, 0, false, true},   // the benchmark CNN's stem: rows of 26
+      {32, 32, 3, 16, 1, false, true},   // the ResNet's stem
+      {32, 32, 16, 16, 1, false, true},  // the ResNet's 16-channel layers
+      {13, 13, 32, 64, 0, true, false},  // the CNN's second layer
+      {8, 8, 16, 16, 1, false, false},   // rows of 8
+  };
+  for (const Case& t : cases) {
+    cpu::WindowAttrs a;
+    a.kernel = {3, 3};
+    a.strides = {1, 1};
+    a.dilations = {1, 1};
+    a.pads = {t.pad, t.pad, t.pad, t.pad};
+    const Shape in = {t.h, t.w};
+    StatusOr<Shape> out = a.OutputDims(in);
+    ASSERT_TRUE(out.ok());
+    const cpu::DirectConv2D dc(cpu::PaddedRows(in, out.value(), a), t.cin, t.cout);
+    EXPECT_EQ(dc.row_tiles(), t.rows) << t.h << "x" << t.w << " " << t.cin << "->" << t.cout;
+    EXPECT_EQ(dc.vector_rows(), t.vec) << t.h << "x" << t.w << " " << t.cin << "->" << t.cout;
   }
 }
 
