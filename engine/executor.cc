@@ -5,6 +5,7 @@
 #include <chrono>
 #include <set>
 
+#include "engine/kernel_fusion.h"
 #include "engine/memory_plan.h"
 #include "engine/op_profile.h"
 #include "engine/pool_tuner.h"
@@ -74,6 +75,9 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   Model folded = model;
   FoldConstantNodes(&folded.graph);
   ONT_ASSIGN_OR_RETURN(GraphPartition partition, PartitionGraph(folded, options.providers));
+  if (options.fuse_kernels && FuseKernels(&folded, partition, options.providers).total() > 0) {
+    ONT_ASSIGN_OR_RETURN(partition, PartitionGraph(folded, options.providers));
+  }
   // Values some node may write in place (an in-place input, or any input of a node whose kernel row is not
   // known yet): the executor never lets an output view them or be viewed by one.
   std::set<std::string> written;

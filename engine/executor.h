@@ -48,6 +48,9 @@ struct ExecutorOptions {
   // sample, instead of tuning itself (a session's optimizer and eval graphs follow its training graph). It
   // must outlive this executor.
   Executor* pool_leader = nullptr;
+  // Runs fused kernels for node pairs that allow them (engine/kernel_fusion.h); off runs every node as the
+  // graph has it.
+  bool fuse_kernels = true;
 };
 
 // Told after each step of a run (TrainingSession uses it to start averaging gradient buckets while the
@@ -82,6 +85,8 @@ class Executor {
   const std::vector<std::string>& required_inputs() const { return required_inputs_; }
   const std::vector<std::string>& output_names() const { return output_names_; }
   const ExecutionPlan& plan() const { return plan_; }
+  // The graph it runs: the model's, constants folded and kernels fused.
+  const Graph& graph() const { return graph_; }
   const std::vector<IExecutionProvider*>& providers() const { return providers_; }
   // How many memory plans exist (one per distinct set of feed shapes seen).
   size_t num_plans() const { return plans_.size(); }

@@ -26,6 +26,7 @@ constexpr int kLatest = 21;  // newest ai.onnx version whose changelog was check
 const char* kOnnx = "";
 const char* kMs = "com.microsoft";
 const char* kPreview = "ai.onnx.preview.training";
+const char* kOntrain = "ai.ontrain";  // the engine's own fused ops (engine/fusion.h)
 }  // namespace
 
 std::vector<KernelDef> CpuKernelList() {
@@ -173,6 +174,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kPreview, "Adagrad", 1, 1, kFloat32, kAdagrad, 0, Host({0, 1})},
       {kPreview, "Adam", 1, 1, kFloat32, kAdam, 0, Host({0, 1})},
       {kPreview, "Momentum", 1, 1, kFloat32, kMomentum, 0, Host({0, 1})},
+      {kOntrain, "MaxPoolReluGrad", 1, 1, kFloat, kMaxPoolReluGrad},
       // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them
       {kMs, "AdamWOptimizer", 1, 1, kFloat32, kAdamWOptimizer, 2, Host({0, 1, 6}) | InPlace({2, 4, 5})},
       {kMs, "BatchNormInternal", 1, 1, kFloat, kBatchNormInternal, 0, Host({5})},
@@ -184,6 +186,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kMs, "DropoutGrad", 1, 1, kFloat, kDropoutGrad, 0, Host({2, 3})},
       {kMs, "FastGelu", 1, 1, kFloat, kMsFastGelu},
       {kMs, "FastGeluGrad", 1, 1, kFloat, kFastGeluGrad},
+      {kMs, "FusedConv", 1, 1, kConvTypes, kFusedConv},
       {kMs, "FusedMatMul", 1, 1, kConvTypes, kFusedMatMul},
       {kMs, "GRUGrad", 1, 1, kConvTypes, kGruGrad, 0, Host({4})},
       {kMs, "GRUTraining", 1, 1, kConvTypes, kGruTraining, 0, Host({4})},

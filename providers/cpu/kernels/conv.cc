@@ -18,12 +18,21 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
+// Conv, and com.microsoft FusedConv with activation "Relu" (the engine's Conv + Relu fusion,
+// engine/fusion.h; ONNX Runtime writes the same node): the activation is applied to each image's output
+// right after it is computed, while it is in cache, as Relu computes it (x > 0 ? x : 0).
 class ConvKernel : public OpKernel {
  public:
-  explicit ConvKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
+  explicit ConvKernel(const NodeInfo& info)
+      : node_(*info.node), group_(info.node->GetInt("group", 1)), fused_(info.node->op_type == "FusedConv") {}
 
   // X [N, C, in...], W [M, C/group, k...], B [M] -> Y [N, M, out...]
   Status Prepare(KernelContext& ctx) override {
+    if (fused_) {
+      const std::string act = node_.GetString("activation", "");
+      if (act != "Relu") return InvalidArgument("FusedConv activation \"", act, "\" is not supported (only Relu)");
+      if (ctx.num_inputs() > 3 && ctx.input(3) != nullptr) return InvalidArgument("FusedConv's Z input is not supported");
+    }
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
     ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
     if (x->rank() < 3 || w->rank() != x->rank()) {
@@ -97,6 +106,12 @@ class ConvKernel : public OpKernel {
       if (IsDepthwise2D(c, m, group_, in_.size())) {
         DepthwiseForward<T>(x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y->data<T>(), n, c, in_.data(),
                             out_.data(), geo_, ctx.thread_pool());
+        if (fused_) {
+          const int64_t image = m * ShapeNumElements(out_);
+          ParallelFor(ctx.thread_pool(), n, static_cast<double>(image), [&](int64_t i0, int64_t i1) {
+            ReluInPlace(y->data<T>() + i0 * image, (i1 - i0) * image);
+          });
+        }
         return Status::OK();
       }
       int64_t cg = c / group_, mg = m / group_;
@@ -119,6 +134,7 @@ class ConvKernel : public OpKernel {
                 dc_.Run(x.data<float>() + (i * c + g * cg) * isize, packed + g * dc_.packed_size(),
                         b ? b->data<float>() + g * mg : nullptr, y->data<float>() + (i * m + g * mg) * osize, work);
               }
+              if (fused_) ReluInPlace(y->data<float>() + i * m * osize, m * osize);
             }
           });
           return Status::OK();
@@ -132,6 +148,7 @@ class ConvKernel : public OpKernel {
           for (int64_t i = i0; i < i1; ++i) {
             ForwardPadded<T>(x.data<T>() + i * c * isize, wr, w.data<T>(), b ? b->data<T>() : nullptr, y->data<T>() + i * m * osize,
                              c, m, work);
+            if (fused_) ReluInPlace(y->data<T>() + i * m * osize, m * osize);
           }
         });
         return Status::OK();
@@ -153,6 +170,7 @@ class ConvKernel : public OpKernel {
               for (int64_t o = 0; o < osize; ++o) row[o] += bj;
             }
           }
+          if (fused_) ReluInPlace(y->data<T>() + i * m * osize, m * osize);
         }
       });
       return Status::OK();
@@ -160,6 +178,11 @@ class ConvKernel : public OpKernel {
   }
 
  private:
+  template <typename T>
+  static void ReluInPlace(T* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] > T(0) ? y[i] : T(0);
+  }
+
   // One image [c, H, W] -> [m, OH, OW] in the padded-rows layout: Y_g = sum over patch positions k of
   // Wr_g,k [mg, cg] times the padded image shifted by k ([cg, n], rows a plane apart), accumulated in
   // position order, then the gaps dropped; or (im2col_) W_g times the padded image's patch matrix. `work`
@@ -198,6 +221,7 @@ class ConvKernel : public OpKernel {
 
   const Node& node_;
   int64_t group_;
+  bool fused_;  // FusedConv: Relu after
   WindowAttrs geo_;
   Shape in_, out_;
   bool padded_ = false;
@@ -291,6 +315,7 @@ class ConvTransposeKernel : public OpKernel {
  private:
   const Node& node_;
   int64_t group_;
+  bool fused_;  // FusedConv: Relu after
   WindowAttrs geo_;
   Shape in_, out_;
 };
@@ -298,6 +323,7 @@ class ConvTransposeKernel : public OpKernel {
 }  // namespace
 
 KernelFactory kConv = MakeKernel<ConvKernel>;
+KernelFactory kFusedConv = MakeKernel<ConvKernel>;
 KernelFactory kConvTranspose = MakeKernel<ConvTransposeKernel>;
 
 }  // namespace cpu

@@ -363,6 +363,15 @@ class ConvGradKernel : public OpKernel {
   int64_t chunk_ = 1, chunks_ = 0;
 };
 
+// g where z > 0, else +0 (NaN z included), by masking g's bits rather than by a branch.
+inline float KeepIfPositive(float g, float z) {
+  uint32_t b;
+  std::memcpy(&b, &g, sizeof b);
+  b &= 0u - static_cast<uint32_t>(z > 0.0f);
+  std::memcpy(&g, &b, sizeof g);
+  return g;
+}
+
 // dX's shape is not a function of dY: it is the forward input's shape, which the graph declares for this
 // node's output (batch taken from dY), as ONNX Runtime's kernels read it.
 StatusOr<Shape> PoolGradOutputShape(const NodeInfo& info, const Tensor& dy) {
@@ -381,24 +390,43 @@ StatusOr<Shape> PoolGradOutputShape(const NodeInfo& info, const Tensor& dy) {
   return s;
 }
 
+// MaxPoolGrad(dY, Indices), and ai.ontrain MaxPoolReluGrad(dY, Indices, Y): MaxPoolGrad with only the dY
+// elements whose pooled value Y (MaxPool's output) is positive. It is ReluGrad(MaxPoolGrad(dY, Indices), X)
+// in one pass where MaxPool pooled Relu(X) or pooled X itself (engine/kernel_fusion.h): the pooled value is
+// X's element at the index (or its Relu), positive exactly where ReluGrad lets the sum through; elsewhere
+// both give 0. Reading Y beside dY costs a quarter of reading X at the scattered indices.
 class MaxPoolGradKernel : public OpKernel {
  public:
-  explicit MaxPoolGradKernel(const NodeInfo& info) : info_(info) {}
+  explicit MaxPoolGradKernel(const NodeInfo& info) : info_(info), masked_(info.node->op_type == "MaxPoolReluGrad") {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
     ONT_ASSIGN_OR_RETURN(const Tensor* idx, RequireInput(ctx, 1, "Indices"));
     if (idx->dtype() != DType::kInt64 || idx->shape() != dy->shape()) return InvalidArgument("Indices must be int64 like dY");
     ONT_ASSIGN_OR_RETURN(Shape s, PoolGradOutputShape(info_, *dy));
+    if (masked_) {
+      ONT_ASSIGN_OR_RETURN(const Tensor* y, RequireInput(ctx, 2, "Y"));
+      if (y->dtype() != dy->dtype() || y->shape() != dy->shape()) {
+        return InvalidArgument("Y is ", DTypeName(y->dtype()), ShapeToString(y->shape()), ", dY is ", DTypeName(dy->dtype()),
+                               ShapeToString(dy->shape()));
+      }
+    }
     return ctx.DeclareOutput(0, dy->dtype(), s);
   }
   Status Compute(KernelContext& ctx) override {
     const Tensor &dy = *ctx.input(0), &idx = *ctx.input(1);
+    const Tensor* mask = masked_ ? ctx.input(2) : nullptr;
     Tensor* dx = ctx.output(0);
     return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       T* p = dx->data<T>();
       const int64_t n = dx->NumElements();
       const int64_t* ix = idx.data<int64_t>();
+      const T* my = mask ? mask->data<T>() : nullptr;
+      // Whether dY element i reaches dX: always, or where its pooled value is positive (ReluGrad's test).
+      auto open = [my](int64_t i) {
+        if constexpr (std::is_same_v<T, double>) return my == nullptr || my[i] > 0.0;
+        else return my == nullptr || static_cast<float>(my[i]) > 0.0f;
+      };
       // By planes, in parallel: each [N, C] plane of dX zeroed and then scattered into while it is in cache.
       // That is the serial scatter's result whenever every index of a dY plane points into the same dX
       // plane (as MaxPool's do); an index elsewhere sends the whole op to the serial loop below.
@@ -411,6 +439,7 @@ class MaxPoolGradKernel : public OpKernel {
             T* plane = p + q * isize;
             std::fill(plane, plane + isize, static_cast<T>(0.0f));
             const T* g = dy.data<T>() + q * osize;
+            const T* z = my ? my + q * osize : nullptr;
             const int64_t* k = ix + q * osize;
             for (int64_t i = 0; i < osize; ++i) {
               const int64_t at = k[i] - q * isize;
@@ -418,7 +447,16 @@ class MaxPoolGradKernel : public OpKernel {
                 elsewhere.store(true, std::memory_order_relaxed);
                 break;
               }
-              plane[at] = static_cast<T>(static_cast<float>(plane[at]) + static_cast<float>(g[i]));
+              float add = static_cast<float>(g[i]);
+              if constexpr (std::is_same_v<T, float>) {
+                // Without a branch: windows open and shut at random (ReLU's signs; a branch on them cost
+                // 7x). A dX element is reached only from windows that agree (their pooled value is the
+                // element's), so the +0 a shut window adds leaves it +0, as ReluGrad would.
+                if (z != nullptr) add = KeepIfPositive(add, z[i]);
+              } else if (!open(q * osize + i)) {
+                add = 0.0f;
+              }
+              plane[at] = static_cast<T>(static_cast<float>(plane[at]) + add);
             }
           }
         });
@@ -428,7 +466,7 @@ class MaxPoolGradKernel : public OpKernel {
       for (int64_t i = 0; i < dy.NumElements(); ++i) {
         int64_t k = idx.data<int64_t>()[i];
         if (k < 0 || k >= n) return InvalidArgument("index ", k, " at position ", i, " is outside dX (", n, " elements)");
-        p[k] = static_cast<T>(static_cast<float>(p[k]) + static_cast<float>(dy.data<T>()[i]));
+        if (open(i)) p[k] = static_cast<T>(static_cast<float>(p[k]) + static_cast<float>(dy.data<T>()[i]));
       }
       return Status::OK();
     });
@@ -436,6 +474,7 @@ class MaxPoolGradKernel : public OpKernel {
 
  private:
   NodeInfo info_;
+  bool masked_;  // MaxPoolReluGrad
 };
 
 // Spreads each dY element evenly over its pooling window (the count as the forward pass divided by).
@@ -523,6 +562,7 @@ class AveragePoolGradKernel : public OpKernel {
 
 KernelFactory kConvGrad = MakeKernel<ConvGradKernel>;
 KernelFactory kMaxPoolGrad = MakeKernel<MaxPoolGradKernel>;
+KernelFactory kMaxPoolReluGrad = MakeKernel<MaxPoolGradKernel>;
 KernelFactory kAveragePoolGrad = MakeKernel<AveragePoolGradKernel>;
 
 }  // namespace cpu

@@ -60,6 +60,7 @@ extern KernelFactory kResizeGrad;
 
 // conv.cc
 extern KernelFactory kConv;
+extern KernelFactory kFusedConv;
 extern KernelFactory kConvTranspose;
 
 // generate_ops.cc
@@ -73,6 +74,7 @@ extern KernelFactory kCastLike;
 // grad_conv_pool.cc
 extern KernelFactory kConvGrad;
 extern KernelFactory kMaxPoolGrad;
+extern KernelFactory kMaxPoolReluGrad;
 extern KernelFactory kAveragePoolGrad;
 
 // grad_elementwise.cc

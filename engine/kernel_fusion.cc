@@ -1,0 +1,197 @@
+// The fusions of kernel_fusion.h: one scan for each pattern over the partitioned graph, then the fused
+// pairs' second nodes removed.
+#include "engine/kernel_fusion.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "graph/builder.h"
+
+namespace ontrain {
+namespace {
+
+constexpr const char* kMs = "com.microsoft";
+constexpr const char* kOntrain = "ai.ontrain";
+
+struct Use {
+  size_t node;
+  size_t input;
+};
+
+class Fuser {
+ public:
+  Fuser(Model* model, const GraphPartition& partition, const std::vector<IExecutionProvider*>& providers)
+      : m_(*model), g_(model->graph), part_(partition), providers_(providers) {
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        if (!n.inputs[k].empty()) uses_[n.inputs[k]].push_back({i, k});
+      }
+    }
+    for (const ValueInfo& o : g_.outputs) outputs_.insert(o.name);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      for (const std::string& o : g_.nodes[i].outputs) {
+        if (!o.empty()) producer_[o] = i;
+      }
+    }
+  }
+
+  KernelFusionCounts Run() {
+    KernelFusionCounts counts;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (Is(i, "", "Conv") && FuseConvRelu(i)) ++counts.conv_relu;
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (Is(i, "", "MaxPoolGrad") && FuseMaxPoolReluGrad(i)) ++counts.maxpool_relu_grad;
+    }
+    std::vector<Node> kept;
+    kept.reserve(g_.nodes.size() - removed_.size());
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (!removed_.count(i)) kept.push_back(std::move(g_.nodes[i]));
+    }
+    g_.nodes = std::move(kept);
+    return counts;
+  }
+
+ private:
+  bool Is(size_t i, const char* domain, const char* op) const {
+    const Node& n = g_.nodes[i];
+    return !removed_.count(i) && n.op_type == op && NormalizeDomain(n.domain) == domain;
+  }
+
+  int Provider(size_t i) const { return part_.nodes[i].provider; }
+
+  DType TypeOf(const std::string& v) const {
+    auto it = part_.dtypes.find(v);
+    return it == part_.dtypes.end() ? DType::kUndefined : it->second;
+  }
+
+  // Whether provider p has a kernel for (domain, op) at opset 1 whose type input has dtype t.
+  bool Runs(int p, const char* domain, const char* op, DType t) const {
+    if (p < 0 || p >= static_cast<int>(providers_.size()) || t == DType::kUndefined) return false;
+    return providers_[p]->kernel_registry().Find(domain, op, 1, {t, t, t}).ok();
+  }
+
+  // The readers of `v`, or none when it is a graph output.
+  const std::vector<Use>* Readers(const std::string& v) const {
+    if (v.empty() || outputs_.count(v)) return nullptr;
+    auto it = uses_.find(v);
+    return it == uses_.end() ? nullptr : &it->second;
+  }
+
+  void Import(const char* domain) {
+    if (m_.OpsetFor(domain) < 1) m_.opset_imports[domain] = 1;
+  }
+
+  // Conv -> C -> Relu -> Y, C read otherwise only as ReluGrad's X: FusedConv -> Y, those ReluGrads read Y.
+  bool FuseConvRelu(size_t conv) {
+    Node& c = g_.nodes[conv];
+    if (c.outputs.size() != 1) return false;
+    const std::vector<Use>* readers = Readers(c.outputs[0]);
+    if (readers == nullptr) return false;
+    int relu = -1;
+    std::vector<size_t> grads;
+    for (const Use& u : *readers) {
+      if (Is(u.node, "", "Relu") && u.input == 0 && relu < 0) {
+        relu = static_cast<int>(u.node);
+      } else if (Is(u.node, kMs, "ReluGrad") && u.input == 1 && g_.nodes[u.node].inputs[0] != c.outputs[0]) {
+        grads.push_back(u.node);
+      } else {
+        return false;
+      }
+    }
+    if (relu < 0 || Provider(relu) != Provider(conv)) return false;
+    if (!Runs(Provider(conv), kMs, "FusedConv", TypeOf(c.inputs[0]))) return false;
+    const std::string y = g_.nodes[relu].outputs[0];
+    c.op_type = "FusedConv";
+    c.domain = kMs;
+    c.attributes["activation"] = AttrString("activation", "Relu");
+    c.outputs[0] = y;
+    for (size_t r : grads) g_.nodes[r].inputs[1] = y;
+    removed_.insert(static_cast<size_t>(relu));
+    Import(kMs);
+    return true;
+  }
+
+  // The node producing `v` (before any fusion), or -1.
+  int ProducerOf(const std::string& v) const {
+    auto it = producer_.find(v);
+    return it == producer_.end() ? -1 : static_cast<int>(it->second);
+  }
+
+  // MaxPool(P) -> (Z, I); MaxPoolGrad(dZ, I) -> G -> ReluGrad(G, X) -> D, G read by nothing else, X either P
+  // or the input of the Relu that made P: MaxPoolReluGrad(dZ, I, Z) -> D (the kernel's comment says why
+  // testing Z where it tests X gives the same result).
+  bool FuseMaxPoolReluGrad(size_t grad) {
+    Node& p = g_.nodes[grad];
+    if (p.inputs.size() != 2 || p.outputs.size() != 1) return false;
+    const std::vector<Use>* readers = Readers(p.outputs[0]);
+    if (readers == nullptr || readers->size() != 1) return false;
+    const Use u = readers->front();
+    if (!Is(u.node, kMs, "ReluGrad") || u.input != 0 || Provider(u.node) != Provider(grad)) return false;
+    const Node& r = g_.nodes[u.node];
+    if (r.inputs.size() != 2 || r.outputs.size() != 1 || r.inputs[1].empty() || r.outputs[0].empty()) return false;
+    const int pool = ProducerOf(p.inputs[1]);
+    if (pool < 0) return false;
+    const Node& mp = g_.nodes[pool];
+    if (mp.op_type != "MaxPool" || NormalizeDomain(mp.domain) != "" || mp.outputs.size() != 2 ||
+        mp.outputs[1] != p.inputs[1] || mp.outputs[0].empty() || mp.GetInt("storage_order", 0) != 0) {
+      return false;
+    }
+    const std::string& pooled = mp.inputs[0];
+    const int relu = ProducerOf(pooled);
+    const bool masks_pooled = r.inputs[1] == pooled;
+    const bool masks_relu_input = relu >= 0 && g_.nodes[relu].op_type == "Relu" &&
+                                  NormalizeDomain(g_.nodes[relu].domain) == "" && g_.nodes[relu].inputs[0] == r.inputs[1];
+    if (!masks_pooled && !masks_relu_input) return false;
+    if (!Runs(Provider(grad), kOntrain, "MaxPoolReluGrad", TypeOf(p.inputs[0]))) return false;
+    // The kernel sizes dX from its output's declared shape (the pooled input's), as MaxPoolGrad does.
+    const std::string d = r.outputs[0];
+    auto declared = [&](const std::string& name) -> const ValueInfo* {
+      for (const ValueInfo& v : g_.value_infos) if (v.name == name) return &v;
+      for (const ValueInfo& v : g_.outputs) if (v.name == name) return &v;
+      return nullptr;
+    };
+    const ValueInfo* dv = declared(d);
+    if (dv == nullptr || !dv->has_shape) {
+      const ValueInfo* gv = declared(p.outputs[0]);
+      if (gv == nullptr || !gv->has_shape) return false;
+      ValueInfo copy = *gv;
+      copy.name = d;
+      if (dv == nullptr) {
+        g_.value_infos.push_back(std::move(copy));
+      } else {
+        for (ValueInfo& v : g_.value_infos) if (v.name == d) v = copy;
+        for (ValueInfo& v : g_.outputs) if (v.name == d) v = copy;
+      }
+    }
+    p.op_type = "MaxPoolReluGrad";
+    p.domain = kOntrain;
+    p.inputs.push_back(mp.outputs[0]);
+    p.outputs[0] = d;
+    removed_.insert(u.node);
+    Import(kOntrain);
+    return true;
+  }
+
+  Model& m_;
+  Graph& g_;
+  const GraphPartition& part_;
+  const std::vector<IExecutionProvider*>& providers_;
+  std::map<std::string, std::vector<Use>> uses_;
+  std::set<std::string> outputs_;
+  std::map<std::string, size_t> producer_;
+  std::set<size_t> removed_;
+};
+
+}  // namespace
+
+KernelFusionCounts FuseKernels(Model* model, const GraphPartition& partition,
+                               const std::vector<IExecutionProvider*>& providers) {
+  return Fuser(model, partition, providers).Run();
+}
+
+}  // namespace ontrain

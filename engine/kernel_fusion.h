@@ -1,0 +1,37 @@
+// Kernel fusions the executor applies to the graph it runs (never to the model a session saves or exports):
+// pairs of nodes that one kernel computes in a single pass over the data, with the same bits as the pair.
+//
+// - Conv + Relu -> com.microsoft FusedConv (activation "Relu"), as ONNX Runtime fuses them for inference.
+//   A training graph also reads the Conv's output in ReluGrad(dY, X); those ReluGrads read the Relu's
+//   output instead, which is positive exactly where its input is (Relu(NaN) is 0 and fails the test too),
+//   so the Conv's output is no longer needed and is never written to memory.
+// - MaxPoolGrad + ReluGrad, where the MaxPool pooled ReluGrad's X or Relu(X) -> ai.ontrain
+//   MaxPoolReluGrad(dY, Indices, Y): the gradient scattered only from windows whose pooled value Y is
+//   positive, instead of a scatter into zeros followed by a pass over X that zeroes again where X <= 0.
+//
+// The benchmark CNN's first layer writes a [64, 32, 26, 26] tensor (5.5 MB, larger than a core's L2 cache):
+// each fusion removes one pass that reads and writes a tensor of that size.
+//
+// A pair fuses only where the intermediate value is read by nothing else and is not a graph output, both
+// nodes run on the same provider, and that provider has a kernel for the fused op at the input's dtype.
+#pragma once
+
+#include <vector>
+
+#include "engine/partition.h"
+#include "graph/graph.h"
+#include "providers/execution_provider.h"
+
+namespace ontrain {
+
+struct KernelFusionCounts {
+  int conv_relu = 0;
+  int maxpool_relu_grad = 0;
+  int total() const { return conv_relu + maxpool_relu_grad; }
+};
+
+// Fuses in place; `partition` is `model`'s before fusing (a fused model must be partitioned again).
+KernelFusionCounts FuseKernels(Model* model, const GraphPartition& partition,
+                               const std::vector<IExecutionProvider*>& providers);
+
+}  // namespace ontrain

@@ -1,0 +1,240 @@
+// The executor's kernel fusions (engine/kernel_fusion.h): a fused graph gives the same bits as the same
+// graph run node by node, the fused ops replace exactly the pairs the rules allow, and a FusedConv whose
+// activation the CPU provider lacks is a clear error.
+#include "engine/kernel_fusion.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/executor.h"
+#include "graph/builder.h"
+#include "gtest/gtest.h"
+#include "providers/cpu/cpu_provider.h"
+#include "tests/test_util.h"
+
+namespace ontrain {
+namespace {
+
+// Values in [-1, 1) with exact zeros mixed in (a fifth of them), so that convolutions of zero patches with
+// zero biases give exact zeros, where ReLU's gradient is shut.
+std::vector<float> Values(int64_t n, uint32_t seed, bool zeros = true) {
+  std::vector<float> v(n);
+  for (float& f : v) {
+    seed = seed * 1664525u + 1013904223u;
+    f = static_cast<float>(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+    if (zeros && (seed >> 3) % 5 == 0) f = 0.0f;
+  }
+  return v;
+}
+
+std::vector<onnx::AttributeProto> ConvAttrs(int64_t k, int64_t stride, int64_t pad, int64_t group) {
+  return {AttrInts("kernel_shape", {k, k}), AttrInts("strides", {stride, stride}), AttrInts("pads", {pad, pad, pad, pad}),
+          AttrInt("group", group)};
+}
+
+struct Runs {
+  std::vector<Tensor> fused, plain;
+  std::vector<std::string> fused_ops;  // the fused executor's graph, "domain::op" per node
+};
+
+Runs RunBoth(const Model& m, const NamedTensors& feeds, int threads = 1) {
+  Runs r;
+  auto cpu = CpuExecutionProvider::Create({threads}).value();
+  for (bool fuse : {true, false}) {
+    ExecutorOptions options;
+    options.providers = {cpu.get()};
+    options.fuse_kernels = fuse;
+    auto ex = Executor::Create(m, options);
+    EXPECT_TRUE(ex.ok()) << ex.status().ToString();
+    if (!ex.ok()) return r;
+    std::vector<Tensor> out;
+    for (int run = 0; run < 2; ++run) {  // the second from the planned arenas
+      Status s = ex.value()->Run(ToNamedValues(feeds), ex.value()->output_names(), &out);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+    if (fuse) {
+      for (const Node& n : ex.value()->graph().nodes) r.fused_ops.push_back(n.domain + "::" + n.op_type);
+    }
+    (fuse ? r.fused : r.plain) = std::move(out);
+  }
+  return r;
+}
+
+void ExpectSameBits(const Runs& r) {
+  ASSERT_EQ(r.fused.size(), r.plain.size());
+  for (size_t i = 0; i < r.fused.size(); ++i) {
+    ASSERT_EQ(r.fused[i].shape(), r.plain[i].shape()) << "output " << i;
+    ASSERT_EQ(r.fused[i].dtype(), r.plain[i].dtype()) << "output " << i;
+    const size_t bytes = static_cast<size_t>(r.fused[i].NumElements()) * DTypeSize(r.fused[i].dtype());
+    EXPECT_EQ(std::memcmp(r.fused[i].raw_data(), r.plain[i].raw_data(), bytes), 0) << "output " << i << " differs";
+  }
+}
+
+int Count(const Runs& r, const std::string& op) {
+  int n = 0;
+  for (const std::string& o : r.fused_ops) n += o == op;
+  return n;
+}
+
+// The benchmark CNN's first layer as a training graph writes it: Conv -> Relu -> MaxPool forward, and
+// MaxPoolGrad -> ReluGrad(dY, Conv's output) -> ConvGrad backward.
+Model CnnLayer(int64_t n, int64_t c, int64_t h, int64_t m, bool conv_output_is_graph_output, bool grad_read_twice) {
+  const int64_t oh = h - 2, ph = oh / 2;
+  Model md;
+  md.opset_imports[""] = 17;
+  md.opset_imports["com.microsoft"] = 1;
+  Graph& g = md.graph;
+  g.inputs = {TensorInfo("x", DType::kFloat32, {n, c, h, h}), TensorInfo("w", DType::kFloat32, {m, c, 3, 3}),
+              TensorInfo("b", DType::kFloat32, {m}), TensorInfo("dz", DType::kFloat32, {n, m, ph, ph})};
+  g.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"c"}, ConvAttrs(3, 1, 0, 1), "conv"));
+  g.nodes.push_back(MakeNode("Relu", {"c"}, {"y"}, {}, "relu"));
+  g.nodes.push_back(MakeNode("MaxPool", {"y"}, {"z", "i"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pool"));
+  g.nodes.push_back(MakeNode("MaxPoolGrad", {"dz", "i"}, {"dy"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pool_grad"));
+  g.nodes.push_back(MakeNode("ReluGrad", {"dy", "c"}, {"dc"}, {}, "relu_grad", "com.microsoft"));
+  g.nodes.push_back(MakeNode("ConvGrad", {"dc", "x", "w"}, {"dx", "dw", "db"}, ConvAttrs(3, 1, 0, 1), "conv_grad", "com.microsoft"));
+  g.value_infos = {TensorInfo("dy", DType::kFloat32, {n, m, oh, oh})};
+  g.outputs = {TensorInfo("z", DType::kFloat32, {n, m, ph, ph}), TensorInfo("dc", DType::kFloat32, {n, m, oh, oh}),
+               TensorInfo("dx", DType::kFloat32, {n, c, h, h}), TensorInfo("dw", DType::kFloat32, {m, c, 3, 3}),
+               TensorInfo("db", DType::kFloat32, {m})};
+  if (conv_output_is_graph_output) g.outputs.push_back(TensorInfo("c", DType::kFloat32, {n, m, oh, oh}));
+  if (grad_read_twice) {
+    g.nodes.push_back(MakeNode("Neg", {"dy"}, {"neg_dy"}, {}, "neg"));
+    g.outputs.push_back(TensorInfo("neg_dy", DType::kFloat32, {n, m, oh, oh}));
+  }
+  return md;
+}
+
+NamedTensors CnnFeeds(int64_t n, int64_t c, int64_t h, int64_t m) {
+  const int64_t ph = (h - 2) / 2;
+  std::vector<float> b = Values(m, 3, false);
+  b[0] = b[m / 2] = 0.0f;  // with zero patches of x: exact zeros out of the convolution
+  std::vector<float> x = Values(n * c * h * h, 1);
+  for (int64_t i = 0; i < c * h * h / 2; ++i) x[i] = 0.0f;  // half of image 0
+  return {{"x", Tensor::FromVector(x, {n, c, h, h})},
+          {"w", Tensor::FromVector(Values(m * c * 9, 2), {m, c, 3, 3})},
+          {"b", Tensor::FromVector(b, {m})},
+          {"dz", Tensor::FromVector(Values(n * m * ph * ph, 4), {n, m, ph, ph})}};
+}
+
+TEST(KernelFusionTest, CnnLayerFusesBothPairsWithTheSameBits) {
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    Runs r = RunBoth(CnnLayer(4, 3, 14, 16, false, false), CnnFeeds(4, 3, 14, 16), threads);
+    EXPECT_EQ(Count(r, "com.microsoft::FusedConv"), 1);
+    EXPECT_EQ(Count(r, "ai.ontrain::MaxPoolReluGrad"), 1);
+    EXPECT_EQ(Count(r, "::Relu") + Count(r, "com.microsoft::ReluGrad") + Count(r, "::Conv") + Count(r, "::MaxPoolGrad"), 0);
+    EXPECT_EQ(r.fused_ops.size(), 4u);  // FusedConv, MaxPool, MaxPoolReluGrad, ConvGrad
+    ExpectSameBits(r);
+  }
+}
+
+// An intermediate value that is a graph output or has another reader keeps its pair apart.
+TEST(KernelFusionTest, ValuesReadElsewhereAreNotFused) {
+  {
+    SCOPED_TRACE("the Conv's output is a graph output");
+    Runs r = RunBoth(CnnLayer(2, 3, 10, 8, true, false), CnnFeeds(2, 3, 10, 8));
+    EXPECT_EQ(Count(r, "com.microsoft::FusedConv"), 0);
+    EXPECT_EQ(Count(r, "::Conv"), 1);
+    EXPECT_EQ(Count(r, "::Relu"), 1);
+    // MaxPoolGrad's output is read only by ReluGrad, whose X is the Relu's input: still fused.
+    EXPECT_EQ(Count(r, "ai.ontrain::MaxPoolReluGrad"), 1);
+    ExpectSameBits(r);
+  }
+  {
+    SCOPED_TRACE("MaxPoolGrad's output has a second reader");
+    Runs r = RunBoth(CnnLayer(2, 3, 10, 8, false, true), CnnFeeds(2, 3, 10, 8));
+    EXPECT_EQ(Count(r, "com.microsoft::FusedConv"), 1);
+    EXPECT_EQ(Count(r, "ai.ontrain::MaxPoolReluGrad"), 0);
+    EXPECT_EQ(Count(r, "::MaxPoolGrad"), 1);
+    EXPECT_EQ(Count(r, "com.microsoft::ReluGrad"), 1);
+    ExpectSameBits(r);
+  }
+}
+
+// ReluGrad whose X is the pooled tensor itself, and one whose X is unrelated to the MaxPool (not fused: the
+// pooled values say nothing about it).
+TEST(KernelFusionTest, MaxPoolReluGradNeedsTheMaskOfThePooledTensor) {
+  for (bool pooled : {true, false}) {
+    SCOPED_TRACE(pooled ? "X is the pooled tensor" : "X is another tensor");
+    const int64_t n = 2, c = 5, h = 8;
+    Model md;
+    md.opset_imports[""] = 17;
+    md.opset_imports["com.microsoft"] = 1;
+    Graph& g = md.graph;
+    g.inputs = {TensorInfo("p", DType::kFloat32, {n, c, h, h}), TensorInfo("q", DType::kFloat32, {n, c, h, h}),
+                TensorInfo("dz", DType::kFloat32, {n, c, h / 2, h / 2})};
+    g.nodes.push_back(MakeNode("MaxPool", {"p"}, {"z", "i"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pool"));
+    g.nodes.push_back(MakeNode("MaxPoolGrad", {"dz", "i"}, {"dp"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pg"));
+    g.nodes.push_back(MakeNode("ReluGrad", {"dp", pooled ? "p" : "q"}, {"d"}, {}, "rg", "com.microsoft"));
+    g.value_infos = {TensorInfo("dp", DType::kFloat32, {n, c, h, h})};
+    g.outputs = {TensorInfo("z", DType::kFloat32, {n, c, h / 2, h / 2}), TensorInfo("d", DType::kFloat32, {n, c, h, h})};
+    Runs r = RunBoth(md, {{"p", Tensor::FromVector(Values(n * c * h * h, 7), {n, c, h, h})},
+                          {"q", Tensor::FromVector(Values(n * c * h * h, 8), {n, c, h, h})},
+                          {"dz", Tensor::FromVector(Values(n * c * h * h / 4, 9), {n, c, h / 2, h / 2})}});
+    EXPECT_EQ(Count(r, "ai.ontrain::MaxPoolReluGrad"), pooled ? 1 : 0);
+    ExpectSameBits(r);
+  }
+}
+
+// FusedConv on every path of the Conv kernel, against Conv then Relu: the benchmark CNN's one-channel stem,
+// 16 channels (vector rows), 32 -> 64 on 13x13 (row tiles), stride 2, 1x1, depthwise, grouped, and float64.
+TEST(KernelFusionTest, FusedConvMatchesConvThenRelu) {
+  struct Case {
+    int64_t n, c, h, m, k, stride, pad, group;
+    DType dtype;
+  };
+  const Case cases[] = {
+      {2, 1, 28, 32, 3, 1, 0, 1, DType::kFloat32}, {2, 16, 16, 16, 3, 1, 1, 1, DType::kFloat32},
+      {2, 32, 13, 64, 3, 1, 0, 1, DType::kFloat32}, {2, 16, 12, 32, 3, 2, 1, 1, DType::kFloat32},
+      {2, 8, 9, 12, 1, 1, 0, 1, DType::kFloat32},   {2, 8, 10, 8, 3, 1, 1, 8, DType::kFloat32},
+      {2, 6, 9, 10, 3, 1, 1, 2, DType::kFloat32},   {2, 3, 9, 5, 3, 1, 1, 1, DType::kFloat64},
+  };
+  for (const Case& t : cases) {
+    SCOPED_TRACE("c " + std::to_string(t.c) + " h " + std::to_string(t.h) + " m " + std::to_string(t.m) + " k " +
+                 std::to_string(t.k) + " stride " + std::to_string(t.stride) + " group " + std::to_string(t.group));
+    Model md;
+    md.opset_imports[""] = 17;
+    const Shape xs = {t.n, t.c, t.h, t.h}, ws = {t.m, t.c / t.group, t.k, t.k};
+    md.graph.inputs = {TensorInfo("x", t.dtype, xs), TensorInfo("w", t.dtype, ws), TensorInfo("b", t.dtype, {t.m})};
+    md.graph.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"c"}, ConvAttrs(t.k, t.stride, t.pad, t.group), "conv"));
+    md.graph.nodes.push_back(MakeNode("Relu", {"c"}, {"y"}, {}, "relu"));
+    md.graph.outputs = {TensorInfo("y", t.dtype, {})};
+    auto tensor = [&](std::vector<float> v, const Shape& s) {
+      if (t.dtype == DType::kFloat32) return Tensor::FromVector(v, s);
+      return Tensor::FromVector(std::vector<double>(v.begin(), v.end()), s);
+    };
+    std::vector<float> b = Values(t.m, 3, false);
+    b[0] = 0.0f;
+    Runs r = RunBoth(md, {{"x", tensor(Values(ShapeNumElements(xs), 1), xs)},
+                          {"w", tensor(Values(ShapeNumElements(ws), 2), ws)},
+                          {"b", tensor(b, {t.m})}});
+    EXPECT_EQ(r.fused_ops, std::vector<std::string>{"com.microsoft::FusedConv"});
+    ExpectSameBits(r);
+  }
+}
+
+// ONNX Runtime writes FusedConv with other activations too; the CPU provider runs only Relu and says so.
+TEST(KernelFusionTest, FusedConvWithAnotherActivationIsAClearError) {
+  Model md;
+  md.opset_imports[""] = 17;
+  md.opset_imports["com.microsoft"] = 1;
+  md.graph.inputs = {TensorInfo("x", DType::kFloat32, {1, 2, 5, 5}), TensorInfo("w", DType::kFloat32, {3, 2, 3, 3})};
+  md.graph.outputs = {TensorInfo("y", DType::kFloat32, {})};
+  auto attrs = ConvAttrs(3, 1, 1, 1);
+  attrs.push_back(AttrString("activation", "Tanh"));
+  md.graph.nodes.push_back(MakeNode("FusedConv", {"x", "w"}, {"y"}, attrs, "fc", "com.microsoft"));
+  auto cpu = CpuExecutionProvider::Create({}).value();
+  auto ex = Executor::Create(md, cpu.get());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  std::vector<Tensor> out;
+  Status s = ex.value()->Run({{"x", Tensor::FromVector(Values(50, 1), {1, 2, 5, 5})},
+                              {"w", Tensor::FromVector(Values(54, 2), {3, 2, 3, 3})}},
+                             {"y"}, &out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("activation \"Tanh\" is not supported"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("fc"), std::string::npos) << s.ToString();
+}
+
+}  // namespace
+}  // namespace ontrain
