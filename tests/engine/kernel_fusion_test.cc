@@ -4,6 +4,7 @@
 #include "engine/kernel_fusion.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -178,7 +179,8 @@ TEST(KernelFusionTest, MaxPoolReluGradNeedsTheMaskOfThePooledTensor) {
 }
 
 // FusedConv on every path of the Conv kernel, against Conv then Relu: the benchmark CNN's one-channel stem,
-// 16 channels (vector rows), 32 -> 64 on 13x13 (row tiles), stride 2, 1x1, depthwise, grouped, and float64.
+// 16 channels (vector rows), 32 -> 64 on 13x13 (row tiles), stride 2, 1x1, depthwise, grouped, and float64;
+// a NaN in each input, whose outputs ReLU makes 0.
 TEST(KernelFusionTest, FusedConvMatchesConvThenRelu) {
   struct Case {
     int64_t n, c, h, m, k, stride, pad, group;
@@ -206,7 +208,9 @@ TEST(KernelFusionTest, FusedConvMatchesConvThenRelu) {
     };
     std::vector<float> b = Values(t.m, 3, false);
     b[0] = 0.0f;
-    Runs r = RunBoth(md, {{"x", tensor(Values(ShapeNumElements(xs), 1), xs)},
+    std::vector<float> x = Values(ShapeNumElements(xs), 1);
+    x[t.h + 1] = std::numeric_limits<float>::quiet_NaN();  // NaN outputs, which ReLU makes 0
+    Runs r = RunBoth(md, {{"x", tensor(x, xs)},
                           {"w", tensor(Values(ShapeNumElements(ws), 2), ws)},
                           {"b", tensor(b, {t.m})}});
     EXPECT_EQ(r.fused_ops, std::vector<std::string>{"com.microsoft::FusedConv"});

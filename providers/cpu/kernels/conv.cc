@@ -3,6 +3,8 @@
 // by the direct kernel of direct_conv.h, elsewhere as
 // kh * kw GEMMs over the padded-rows layout of conv_geometry.h (or one GEMM over that layout's patch matrix
 // when there are few input channels).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
 
@@ -21,6 +23,18 @@ namespace {
 // Conv, and com.microsoft FusedConv with activation "Relu" (the engine's Conv + Relu fusion,
 // engine/fusion.h; ONNX Runtime writes the same node): the activation is applied to each image's output
 // right after it is computed, while it is in cache, as Relu computes it (x > 0 ? x : 0).
+// y = max(y, 0), 16 floats a step (the scalar loop took 3% of the benchmark CNN's step). vmaxps returns its
+// second operand, +0, for a NaN or a zero of either sign in the first: what x > 0 ? x : 0 gives.
+__attribute__((target("avx512f"))) void ReluInPlaceAvx512(float* y, int64_t n) {
+  const __m512 zero = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_max_ps(_mm512_loadu_ps(y + i), zero));
+  if (i < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(y + i, tail, _mm512_max_ps(_mm512_maskz_loadu_ps(tail, y + i), zero));
+  }
+}
+
 class ConvKernel : public OpKernel {
  public:
   explicit ConvKernel(const NodeInfo& info)
@@ -180,6 +194,12 @@ class ConvKernel : public OpKernel {
  private:
   template <typename T>
   static void ReluInPlace(T* y, int64_t n) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (DirectConv2D::Available()) {  // AVX-512F
+        ReluInPlaceAvx512(y, n);
+        return;
+      }
+    }
     for (int64_t i = 0; i < n; ++i) y[i] = y[i] > T(0) ? y[i] : T(0);
   }
 
