@@ -145,7 +145,8 @@ class Fuser {
     const int relu = ProducerOf(pooled);
     const bool masks_pooled = r.inputs[1] == pooled;
     const bool masks_relu_input = relu >= 0 && g_.nodes[relu].op_type == "Relu" &&
-                                  NormalizeDomain(g_.nodes[relu].domain) == "" && g_.nodes[relu].inputs[0] == r.inputs[1];
+                                  NormalizeDomain(g_.nodes[relu].domain).empty() &&
+                                  g_.nodes[relu].inputs[0] == r.inputs[1];
     if (!masks_pooled && !masks_relu_input) return false;
     if (!Runs(Provider(grad), kOntrain, "MaxPoolReluGrad", TypeOf(p.inputs[0]))) return false;
     // The kernel sizes dX from its output's declared shape (the pooled input's), as MaxPoolGrad does.

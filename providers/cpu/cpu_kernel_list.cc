@@ -26,7 +26,7 @@ constexpr int kLatest = 21;  // newest ai.onnx version whose changelog was check
 const char* kOnnx = "";
 const char* kMs = "com.microsoft";
 const char* kPreview = "ai.onnx.preview.training";
-const char* kOntrain = "ai.ontrain";  // the engine's own fused ops (engine/fusion.h)
+const char* kOntrain = "ai.ontrain";  // the engine's own fused ops (engine/kernel_fusion.h)
 }  // namespace
 
 std::vector<KernelDef> CpuKernelList() {

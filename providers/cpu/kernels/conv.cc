@@ -1,4 +1,5 @@
-// Conv and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for 1-D, 2-D and 3-D inputs;
+// Conv (and FusedConv with ReLU) and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for
+// 1-D, 2-D and 3-D inputs;
 // stride-1 2-D convolutions of float32 on AVX-512 CPUs (and stride-2 3x3 ones where its row tiles take them)
 // by the direct kernel of direct_conv.h, elsewhere as
 // kh * kw GEMMs over the padded-rows layout of conv_geometry.h (or one GEMM over that layout's patch matrix
@@ -20,9 +21,6 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
-// Conv, and com.microsoft FusedConv with activation "Relu" (the engine's Conv + Relu fusion,
-// engine/fusion.h; ONNX Runtime writes the same node): the activation is applied to each image's output
-// right after it is computed, while it is in cache, as Relu computes it (x > 0 ? x : 0).
 // y = max(y, 0), 16 floats a step (the scalar loop took 3% of the benchmark CNN's step). vmaxps returns its
 // second operand, +0, for a NaN or a zero of either sign in the first: what x > 0 ? x : 0 gives.
 __attribute__((target("avx512f"))) void ReluInPlaceAvx512(float* y, int64_t n) {
@@ -35,6 +33,9 @@ __attribute__((target("avx512f"))) void ReluInPlaceAvx512(float* y, int64_t n) {
   }
 }
 
+// Conv, and com.microsoft FusedConv with activation "Relu" (the engine's Conv + Relu fusion,
+// engine/kernel_fusion.h; ONNX Runtime writes the same node): the activation is applied to each image's
+// output right after it is computed, while it is in cache, as Relu computes it (x > 0 ? x : 0).
 class ConvKernel : public OpKernel {
  public:
   explicit ConvKernel(const NodeInfo& info)
