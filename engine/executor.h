@@ -88,6 +88,9 @@ class Executor {
   // The graph it runs: the model's, constants folded and kernels fused.
   const Graph& graph() const { return graph_; }
   const std::vector<IExecutionProvider*>& providers() const { return providers_; }
+  // How many gradients are written straight into their accumulation buffer on runs whose InPlaceAccumulatorV2
+  // overwrites it (see FindAccumulatorTargets in executor.cc).
+  size_t num_accumulator_targets() const;
   // How many memory plans exist (one per distinct set of feed shapes seen).
   size_t num_plans() const { return plans_.size(); }
   // Arena bytes of the plan used by the last run, over all devices (0 before the first planned run).
@@ -108,6 +111,8 @@ class Executor {
   Executor() = default;
   Status Bind(const NamedValues& feeds);
   Status MakeConstants(const Graph& g);
+  void FindAccumulatorTargets();
+  const Tensor* AccumulatorBufferFor(int value, DType dtype, const Shape& shape) const;
   Status RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes);
   Status PlaceOutputs(Step* step, MemoryArenas* arenas, std::vector<size_t>* sizes);
   Status RunCopy(size_t pos, MemoryArenas* arenas, std::vector<size_t>* sizes);
@@ -126,6 +131,13 @@ class Executor {
   std::vector<int> last_use_;          // by value id: last step position reading it
   std::vector<bool> keep_;             // by value id: graph outputs, alive to the end of a run
   std::vector<bool> written_;          // by value id: some node may write it in place (no views of it)
+  // By value id of a gradient that an InPlaceAccumulatorV2 overwrites its buffer with: the buffer's and the
+  // overwrite flag's value ids. When a run's flag is true the gradient's producer writes straight into the
+  // buffer, and the accumulator finds nothing to copy (FindAccumulatorTargets in executor.cc).
+  struct AccumulatorTarget {
+    int buffer = -1, flag = -1;
+  };
+  std::vector<AccumulatorTarget> accumulator_target_;
   std::vector<int> slot_provider_;     // by slot: the provider whose arena holds it
   std::vector<int> slot_value_;        // by slot: the value it holds (-1 for scratch)
   std::vector<std::string> required_inputs_;

@@ -38,7 +38,9 @@ class InPlaceAccumulatorKernel : public OpKernel {
     Status s = DispatchFloat(buf.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       using C = ComputeType<T>;
-      if (overwrite) {
+      if (overwrite && v.raw_data() == buf.raw_data() && v.shape() == buf.shape()) {
+        // The executor had the value's producer write into the buffer (Executor::FindAccumulatorTargets).
+      } else if (overwrite) {
         StridedCopy(v.raw_data(), BroadcastStrides(v.shape(), buf.shape()), buf.shape(), sizeof(T), buf.raw_data(),
                     ctx.thread_pool());
       } else {

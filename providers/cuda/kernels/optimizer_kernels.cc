@@ -24,7 +24,9 @@ class AccumulatorKernel : public DelegatingKernel {
     const Tensor &buf = *ctx.input(0), &v = *ctx.input(1);
     bool overwrite = ctx.input(2) && ctx.input(2)->NumElements() > 0 && ctx.input(2)->data<bool>()[0];
     float* pb = const_cast<float*>(buf.data<float>());  // in place: the session's gradient buffer
-    if (overwrite) {
+    if (overwrite && v.raw_data() == buf.raw_data() && v.shape() == buf.shape()) {
+      // The executor had the value's producer write into the buffer (Executor::FindAccumulatorTargets).
+    } else if (overwrite) {
       ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(buf.shape(), {buf.shape(), v.shape()}));
       ONT_RETURN_IF_ERROR(CudaStatus(StridedCopy(v.raw_data(), pb, s, 4, r.stream), "StridedCopy"));
     } else {
