@@ -47,6 +47,9 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, "", "MaxPoolGrad") && FuseMaxPoolReluGrad(i)) ++counts.maxpool_relu_grad;
     }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (Is(i, "", "Where") && FuseClipGrad(i)) ++counts.clip_grad;
+    }
     std::vector<Node> kept;
     kept.reserve(g_.nodes.size() - removed_.size());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -174,6 +177,61 @@ class Fuser {
     p.inputs.push_back(mp.outputs[0]);
     p.outputs[0] = d;
     removed_.insert(u.node);
+    Import(kOntrain);
+    return true;
+  }
+
+  // A scalar (rank 0) initializer that no feed can replace, or nullptr.
+  const Tensor* ScalarConstant(const std::string& v) const {
+    auto it = g_.initializers.find(v);
+    if (it == g_.initializers.end() || !it->second.shape().empty() || g_.FindInput(v) != nullptr) return nullptr;
+    return &it->second;
+  }
+
+  // Where(M, dY, fill) with M = And(GreaterOrEqual(X, min), LessOrEqual(X, max)) (either order) or one of the
+  // comparisons alone, as autodiff writes Clip's gradient: each mask read by nothing else, min, max and fill
+  // scalar constants (so they change no shape), X and dY of one dtype: ai.ontrain ClipGrad(dY, X, min, max,
+  // fill).
+  bool FuseClipGrad(size_t where) {
+    Node& w = g_.nodes[where];
+    if (w.inputs.size() != 3 || w.outputs.size() != 1 || w.outputs[0].empty()) return false;
+    auto single = [&](const std::string& v) { const std::vector<Use>* r = Readers(v); return r && r->size() == 1; };
+    // The comparison producing `v` (read only by `reader`): its X, and its bound into *lo or *hi.
+    std::string x, lo, hi;
+    std::vector<size_t> parts;
+    auto comparison = [&](const std::string& v) {
+      const int c = ProducerOf(v);
+      if (c < 0 || removed_.count(c) || !single(v) || Provider(c) != Provider(where)) return false;
+      const Node& n = g_.nodes[c];
+      const bool ge = Is(c, "", "GreaterOrEqual"), le = Is(c, "", "LessOrEqual");
+      if ((!ge && !le) || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+      if (!x.empty() && n.inputs[0] != x) return false;
+      std::string& bound = ge ? lo : hi;
+      if (!bound.empty() || ScalarConstant(n.inputs[1]) == nullptr) return false;
+      x = n.inputs[0];
+      bound = n.inputs[1];
+      parts.push_back(static_cast<size_t>(c));
+      return true;
+    };
+    const int m = ProducerOf(w.inputs[0]);
+    if (m < 0) return false;
+    if (Is(m, "", "And")) {
+      const Node& a = g_.nodes[m];
+      if (a.inputs.size() != 2 || !single(w.inputs[0]) || Provider(m) != Provider(where) ||
+          !comparison(a.inputs[0]) || !comparison(a.inputs[1])) {
+        return false;
+      }
+      parts.push_back(static_cast<size_t>(m));
+    } else if (!comparison(w.inputs[0])) {
+      return false;
+    }
+    const std::string& dy = w.inputs[1];
+    if (ScalarConstant(w.inputs[2]) == nullptr || TypeOf(x) != TypeOf(dy) || x.empty()) return false;
+    if (!Runs(Provider(where), kOntrain, "ClipGrad", TypeOf(dy))) return false;
+    w.op_type = "ClipGrad";
+    w.domain = kOntrain;
+    w.inputs = {dy, x, lo, hi, w.inputs[2]};
+    for (size_t p : parts) removed_.insert(p);
     Import(kOntrain);
     return true;
   }

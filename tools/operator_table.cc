@@ -55,7 +55,7 @@ std::string MakeOperatorTable(const std::vector<KernelDef>& cpu, const std::vect
       "is stale. Each cell gives the opset versions served and the dtypes of the input that selects the\n"
       "kernel; an empty cell means the provider has no kernel, and the planner runs the node on the CPU.\n"
       "Ops are in the ONNX domain unless prefixed (`com.microsoft::` is ONNX Runtime's contrib and training\n"
-      "domain, `ai.ontrain::` the fused ops the executor substitutes for node pairs, engine/kernel_fusion.h).\n";
+      "domain, `ai.ontrain::` the fused ops the executor substitutes for groups of nodes, engine/kernel_fusion.h).\n";
   int total_cpu = 0, total_cuda = 0;
   const std::pair<Kind, const char*> sections[] = {{Kind::kForward, "Forward ops"},
                                                    {Kind::kGradient, "Gradient ops"},

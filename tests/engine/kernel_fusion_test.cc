@@ -1,14 +1,16 @@
 // The executor's kernel fusions (engine/kernel_fusion.h): a fused graph gives the same bits as the same
-// graph run node by node, the fused ops replace exactly the pairs the rules allow, and a FusedConv whose
+// graph run node by node, the fused ops replace exactly the groups the rules allow, and a FusedConv whose
 // activation the CPU provider lacks is a clear error.
 #include "engine/kernel_fusion.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "engine/executor.h"
+#include "graph/artifacts.h"
 #include "graph/builder.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
@@ -238,6 +240,144 @@ TEST(KernelFusionTest, FusedConvWithAnotherActivationIsAClearError) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.ToString().find("activation \"Tanh\" is not supported"), std::string::npos) << s.ToString();
   EXPECT_NE(s.ToString().find("fc"), std::string::npos) << s.ToString();
+}
+
+// Clip's gradient as autodiff writes it: Where(And(GreaterOrEqual(X, min), LessOrEqual(X, max)), dY, 0).
+struct ClipGradCase {
+  const char* name;
+  bool ge = true, le = true, le_first = false;
+  DType dtype = DType::kFloat32;
+  Shape x_shape = {5, 8};
+};
+
+Model ClipGradModel(const ClipGradCase& t, const Shape& dy_shape) {
+  Model md;
+  md.opset_imports[""] = 17;
+  Graph& g = md.graph;
+  g.inputs = {TensorInfo("x", t.dtype, t.x_shape), TensorInfo("dy", t.dtype, dy_shape)};
+  auto scalar = [&](double v) {
+    return t.dtype == DType::kFloat32 ? Tensor::FromVector<float>({static_cast<float>(v)}, {})
+                                      : Tensor::FromVector<double>({v}, {});
+  };
+  g.AddInitializer("lo", scalar(0.0));
+  g.AddInitializer("hi", scalar(6.0));
+  g.AddInitializer("zero", scalar(0.0));
+  std::vector<Node> cmp;
+  if (t.ge) cmp.push_back(MakeNode("GreaterOrEqual", {"x", "lo"}, {"ge"}, {}, "ge"));
+  if (t.le) cmp.push_back(MakeNode("LessOrEqual", {"x", "hi"}, {"le"}, {}, "le"));
+  if (t.le_first) std::swap(cmp.front(), cmp.back());
+  for (Node& n : cmp) g.nodes.push_back(n);
+  std::string mask = t.ge ? "ge" : "le";
+  if (t.ge && t.le) {
+    g.nodes.push_back(MakeNode("And", {cmp[0].outputs[0], cmp[1].outputs[0]}, {"inside"}, {}, "and"));
+    mask = "inside";
+  }
+  g.nodes.push_back(MakeNode("Where", {mask, "dy", "zero"}, {"dx"}, {}, "where"));
+  g.outputs = {TensorInfo("dx", t.dtype, {})};
+  return md;
+}
+
+// X with the bounds themselves, the floats next to them, -0, infinities and NaN; dY with a NaN.
+NamedTensors ClipGradFeeds(const ClipGradCase& t, const Shape& dy_shape) {
+  std::vector<float> x = Values(ShapeNumElements(t.x_shape), 11, false);
+  for (float& v : x) v *= 8.0f;  // [-8, 8): both sides of both bounds
+  const float special[] = {0.0f, -0.0f, 6.0f, std::nextafter(6.0f, 7.0f), std::nextafter(6.0f, 5.0f),
+                           std::nextafter(0.0f, -1.0f), std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  for (size_t i = 0; i < sizeof special / sizeof special[0] && i < x.size(); ++i) x[i] = special[i];
+  std::vector<float> dy = Values(ShapeNumElements(dy_shape), 12, false);
+  dy[dy.size() - 1] = std::numeric_limits<float>::quiet_NaN();
+  auto tensor = [&](const std::vector<float>& v, const Shape& s) {
+    if (t.dtype == DType::kFloat32) return Tensor::FromVector(v, s);
+    return Tensor::FromVector(std::vector<double>(v.begin(), v.end()), s);
+  };
+  return {{"x", tensor(x, t.x_shape)}, {"dy", tensor(dy, dy_shape)}};
+}
+
+TEST(KernelFusionTest, ClipGradientFusesWithTheSameBits) {
+  const ClipGradCase cases[] = {
+      {"both bounds"},
+      {"LessOrEqual first", true, true, true},
+      {"min only", true, false},
+      {"max only", false, true},
+      {"float64", true, true, false, DType::kFloat64},
+      {"X broadcast along dY's rows", true, true, false, DType::kFloat32, {5, 1}},
+  };
+  for (const ClipGradCase& t : cases) {
+    SCOPED_TRACE(t.name);
+    const Shape dy_shape = {5, 8};
+    Runs r = RunBoth(ClipGradModel(t, dy_shape), ClipGradFeeds(t, dy_shape));
+    EXPECT_EQ(r.fused_ops, std::vector<std::string>{"ai.ontrain::ClipGrad"});
+    ASSERT_EQ(r.fused.size(), 1u);
+    EXPECT_EQ(r.fused[0].shape(), dy_shape);
+    ExpectSameBits(r);
+  }
+}
+
+TEST(KernelFusionTest, ClipGradientNotFusedWhereItCouldDiffer) {
+  const ClipGradCase both{"both"};
+  const Shape dy_shape = {5, 8};
+  {
+    SCOPED_TRACE("the mask is a graph output");
+    Model md = ClipGradModel(both, dy_shape);
+    md.graph.outputs.push_back(TensorInfo("inside", DType::kBool, {}));
+    Runs r = RunBoth(md, ClipGradFeeds(both, dy_shape));
+    EXPECT_EQ(Count(r, "ai.ontrain::ClipGrad"), 0);
+    ExpectSameBits(r);
+  }
+  {
+    SCOPED_TRACE("a bound can be fed");
+    Model md = ClipGradModel(both, dy_shape);
+    md.graph.inputs.push_back(TensorInfo("hi", DType::kFloat32, {}));
+    Runs r = RunBoth(md, ClipGradFeeds(both, dy_shape));
+    EXPECT_EQ(Count(r, "ai.ontrain::ClipGrad"), 0);
+    ExpectSameBits(r);
+  }
+  {
+    SCOPED_TRACE("the fill has a dimension (it could broadcast)");
+    Model md = ClipGradModel(both, dy_shape);
+    md.graph.initializers["zero"] = Tensor::FromVector<float>({0.0f}, {1});
+    Runs r = RunBoth(md, ClipGradFeeds(both, dy_shape));
+    EXPECT_EQ(Count(r, "ai.ontrain::ClipGrad"), 0);
+    ExpectSameBits(r);
+  }
+  {
+    SCOPED_TRACE("the comparisons test different tensors");
+    Model md = ClipGradModel(both, dy_shape);
+    md.graph.nodes[1].inputs[0] = "dy";
+    Runs r = RunBoth(md, ClipGradFeeds(both, dy_shape));
+    EXPECT_EQ(Count(r, "ai.ontrain::ClipGrad"), 0);
+    ExpectSameBits(r);
+  }
+}
+
+// The pattern is the one autodiff writes: a training model made from a ReLU6 layer runs ClipGrad.
+TEST(KernelFusionTest, ClipGradientOfAGeneratedTrainingModelIsFused) {
+  Model fwd;
+  fwd.opset_imports[""] = 17;
+  fwd.graph.inputs = {TensorInfo("x", DType::kFloat32, {4, 6})};
+  fwd.graph.AddInitializer("w", Tensor::FromVector(Values(6 * 5, 21, false), {6, 5}));
+  fwd.graph.AddInitializer("lo", Tensor::FromVector<float>({0.0f}, {}));
+  fwd.graph.AddInitializer("hi", Tensor::FromVector<float>({0.5f}, {}));
+  fwd.graph.nodes = {MakeNode("MatMul", {"x", "w"}, {"h"}, {}, "mm"), MakeNode("Clip", {"h", "lo", "hi"}, {"y"}, {}, "relu6")};
+  fwd.graph.outputs = {TensorInfo("y", DType::kFloat32, {4, 5})};
+  ArtifactOptions options;
+  options.loss = LossKind::kMSE;
+  auto a = GenerateArtifacts(fwd, options);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const Model& training = a.value().training;
+  NamedTensors feeds;
+  uint32_t seed = 30;
+  for (const ValueInfo& v : training.graph.inputs) {
+    Shape s;
+    for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 4);
+    if (v.dtype == DType::kBool) feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
+    else feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed, false), s)});
+  }
+  Runs r = RunBoth(training, feeds);
+  EXPECT_EQ(Count(r, "ai.ontrain::ClipGrad"), 1);
+  EXPECT_EQ(Count(r, "::Where") + Count(r, "::And") + Count(r, "::GreaterOrEqual") + Count(r, "::LessOrEqual"), 0);
+  ExpectSameBits(r);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Gradient kernels of elementwise ops (com.microsoft domain, as ONNX Runtime's gradient builder emits them):
-// ReluGrad, SigmoidGrad, TanhGrad, GeluGrad, FastGeluGrad, LeakyReluGrad, DropoutGrad, and Scale.
+// ReluGrad, SigmoidGrad, TanhGrad, GeluGrad, FastGeluGrad, LeakyReluGrad, DropoutGrad, and Scale; and
+// ai.ontrain ClipGrad, which the executor fuses from Clip's gradient (engine/kernel_fusion.h).
 #include <cmath>
+#include <limits>
 
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
@@ -73,6 +75,52 @@ class ActivationGradKernel : public OpKernel {
  private:
   GradKind kind_;
   float alpha_;
+};
+
+// ai.ontrain ClipGrad(dY, X, min?, max?, fill) -> dX = (min <= X and X <= max) ? dY : fill, dY and X of one
+// dtype and broadcast together, min, max and fill scalars, at least one bound given. It computes
+// Where(And(GreaterOrEqual(X, min), LessOrEqual(X, max)), dY, fill) (or the Where of one comparison) in one
+// pass. An absent bound is an infinite one, whose test fails only where X is NaN, as the other bound's does.
+class ClipGradKernel : public OpKernel {
+ public:
+  explicit ClipGradKernel(const NodeInfo&) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* fill, RequireInput(ctx, 4, "fill"));
+    if (dy->dtype() != x->dtype()) {
+      return InvalidArgument("dY ", DTypeName(dy->dtype()), " and X ", DTypeName(x->dtype()), " must have one dtype");
+    }
+    lo_ = -std::numeric_limits<double>::infinity();
+    hi_ = std::numeric_limits<double>::infinity();
+    if (const Tensor* t = ctx.input(2)) {
+      ONT_ASSIGN_OR_RETURN(lo_, ReadScalar(*t, "min"));
+    }
+    if (const Tensor* t = ctx.input(3)) {
+      ONT_ASSIGN_OR_RETURN(hi_, ReadScalar(*t, "max"));
+    }
+    ONT_ASSIGN_OR_RETURN(fill_, ReadScalar(*fill, "fill"));
+    ONT_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes({dy->shape(), x->shape()}));
+    return ctx.DeclareOutput(0, dy->dtype(), shape);
+  }
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &x = *ctx.input(1);
+    return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      using C = ComputeType<T>;
+      // The bounds and fill were read from tensors of X's and dY's dtype: they convert back exactly.
+      const C lo = static_cast<C>(lo_), hi = static_cast<C>(hi_);
+      const T fill = static_cast<T>(static_cast<C>(fill_));
+      MapBinary<T, T, T>(dy, x, ctx.output(0), ctx.thread_pool(), [lo, hi, fill](T g, T v) {
+        const C c = static_cast<C>(v);
+        return (c >= lo) & (c <= hi) ? g : fill;
+      });
+      return Status::OK();
+    });
+  }
+
+ private:
+  double lo_ = 0, hi_ = 0, fill_ = 0;
 };
 
 // DropoutGrad(dY, mask, ratio?, training_mode?): dX = mask ? dY / (1 - ratio) : 0 in training mode with a
@@ -154,6 +202,7 @@ StatusOr<std::unique_ptr<OpKernel>> MakeActGrad(const NodeInfo& i) {
 }  // namespace
 
 KernelFactory kReluGrad = MakeActGrad<GradKind::kRelu>;
+KernelFactory kClipGrad = MakeKernel<ClipGradKernel>;
 KernelFactory kSigmoidGrad = MakeActGrad<GradKind::kSigmoid>;
 KernelFactory kTanhGrad = MakeActGrad<GradKind::kTanh>;
 KernelFactory kGeluGrad = MakeActGrad<GradKind::kGelu>;

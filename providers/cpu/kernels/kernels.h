@@ -79,6 +79,7 @@ extern KernelFactory kAveragePoolGrad;
 
 // grad_elementwise.cc
 extern KernelFactory kReluGrad;
+extern KernelFactory kClipGrad;
 extern KernelFactory kSigmoidGrad;
 extern KernelFactory kTanhGrad;
 extern KernelFactory kGeluGrad;
