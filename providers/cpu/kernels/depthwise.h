@@ -1,7 +1,7 @@
 // Depthwise 2-D convolution (group == input channels == output channels) computed directly: one small
 // window per channel does not suit im2col + GEMM, whose per-channel calls cost more than the arithmetic.
 // Each output or gradient element is summed over the window positions in a fixed order, whatever the
-// thread count. Planes (image, channel) run in parallel; dW runs channels in parallel.
+// thread count. Planes (image, channel) run in parallel; dW, and dX with dW, run channels in parallel.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,11 @@ void DepthwiseBackwardData(const T* dy, const T* w, T* dx, int64_t n, int64_t c,
 template <typename T>
 void DepthwiseBackwardWeights(const T* dy, const T* x, T* dw, int64_t n, int64_t c, const int64_t* in,
                               const int64_t* out, const WindowAttrs& geo, ThreadPool* pool);
+// dX and dW, either of them null when not wanted: one pass over dY where the vector kernels run both, with
+// the results of the two functions above.
+template <typename T>
+void DepthwiseBackward(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t n, int64_t c, const int64_t* in,
+                       const int64_t* out, const WindowAttrs& geo, ThreadPool* pool);
 
 }  // namespace cpu
 }  // namespace ontrain

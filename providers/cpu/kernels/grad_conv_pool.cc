@@ -112,13 +112,9 @@ class ConvGradKernel : public OpKernel {
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
       T* scratch = static_cast<T*>(ctx.scratch());
       const bool depthwise = IsDepthwise2D(c, m, group_, in_.size());
-      if (depthwise && dx) {
-        DepthwiseBackwardData<T>(dy.data<T>(), w.data<T>(), dx->data<T>(), n, c, in_.data(), out_.data(), geo_,
-                                 ctx.thread_pool());
-      }
-      if (depthwise && dw) {
-        DepthwiseBackwardWeights<T>(dy.data<T>(), x.data<T>(), dw->data<T>(), n, c, in_.data(), out_.data(), geo_,
-                                    ctx.thread_pool());
+      if (depthwise && (dx || dw)) {
+        DepthwiseBackward<T>(dy.data<T>(), x.data<T>(), w.data<T>(), dx ? dx->data<T>() : nullptr,
+                             dw ? dw->data<T>() : nullptr, n, c, in_.data(), out_.data(), geo_, ctx.thread_pool());
       }
       // 1. dX: images in parallel, each with its own patch matrix (the same calls whatever the threads).
       if constexpr (std::is_same_v<T, float>) {
