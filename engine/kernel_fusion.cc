@@ -50,6 +50,10 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, "", "Where") && FuseClipGrad(i)) ++counts.clip_grad;
     }
+    // After MaxPoolReluGrad's rule, which finds the MaxPool by its op type.
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (Is(i, kMs, "FusedConv") && FuseConvMaxPool(i)) ++counts.conv_max_pool;
+    }
     std::vector<Node> kept;
     kept.reserve(g_.nodes.size() - removed_.size());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -78,11 +82,25 @@ class Fuser {
     return providers_[p]->kernel_registry().Find(domain, op, 1, {t, t, t}).ok();
   }
 
-  // The readers of `v`, or none when it is a graph output.
-  const std::vector<Use>* Readers(const std::string& v) const {
+  // The readers of `v` that are still in the graph (uses_ follows every rewiring), or nullptr when it is a
+  // graph output or has none.
+  const std::vector<Use>* Readers(const std::string& v) {
     if (v.empty() || outputs_.count(v)) return nullptr;
     auto it = uses_.find(v);
-    return it == uses_.end() ? nullptr : &it->second;
+    if (it == uses_.end()) return nullptr;
+    live_.clear();
+    for (const Use& u : it->second) {
+      if (!removed_.count(u.node) && g_.nodes[u.node].inputs[u.input] == v) live_.push_back(u);
+    }
+    return live_.empty() ? nullptr : &live_;
+  }
+
+  // Points input k of node i at `v`, keeping uses_ current.
+  void Rewire(size_t i, size_t k, const std::string& v) {
+    Node& n = g_.nodes[i];
+    if (k == n.inputs.size()) n.inputs.push_back(v);
+    else n.inputs[k] = v;
+    uses_[v].push_back({i, k});
   }
 
   void Import(const char* domain) {
@@ -113,7 +131,7 @@ class Fuser {
     c.domain = kMs;
     c.attributes["activation"] = AttrString("activation", "Relu");
     c.outputs[0] = y;
-    for (size_t r : grads) g_.nodes[r].inputs[1] = y;
+    for (size_t r : grads) Rewire(r, 1, y);
     removed_.insert(static_cast<size_t>(relu));
     Import(kMs);
     return true;
@@ -174,8 +192,38 @@ class Fuser {
     }
     p.op_type = "MaxPoolReluGrad";
     p.domain = kOntrain;
-    p.inputs.push_back(mp.outputs[0]);
+    Rewire(grad, p.inputs.size(), mp.outputs[0]);
     p.outputs[0] = d;
+    removed_.insert(u.node);
+    Import(kOntrain);
+    return true;
+  }
+
+  // FusedConv(activation Relu) -> Y -> MaxPool(Y) -> (Z, I?), Y read by nothing else, the pooling 2x2 windows
+  // at stride 2 without pads or dilation (floor mode, row-major indices): ai.ontrain FusedConvMaxPool -> (Z, I?).
+  bool FuseConvMaxPool(size_t conv) {
+    Node& c = g_.nodes[conv];
+    if (c.outputs.size() != 1 || c.inputs.size() > 3 || c.GetString("activation", "") != "Relu") return false;
+    const std::vector<Use>* readers = Readers(c.outputs[0]);
+    if (readers == nullptr || readers->size() != 1) return false;
+    const Use u = readers->front();
+    if (!Is(u.node, "", "MaxPool") || u.input != 0 || Provider(u.node) != Provider(conv)) return false;
+    const Node& mp = g_.nodes[u.node];
+    auto all = [](const std::vector<int64_t>& v, int64_t value, size_t size) {
+      if (v.empty()) return true;  // the default
+      return v.size() == size && std::all_of(v.begin(), v.end(), [value](int64_t e) { return e == value; });
+    };
+    const std::string pad = mp.GetString("auto_pad", "NOTSET");
+    if (mp.GetInts("kernel_shape") != std::vector<int64_t>{2, 2} || mp.GetInts("strides") != std::vector<int64_t>{2, 2} ||
+        !all(mp.GetInts("pads"), 0, 4) || !all(mp.GetInts("dilations"), 1, 2) || mp.GetInt("ceil_mode", 0) != 0 ||
+        mp.GetInt("storage_order", 0) != 0 || (pad != "NOTSET" && pad != "VALID") || mp.outputs.empty() ||
+        mp.outputs[0].empty()) {
+      return false;
+    }
+    if (!Runs(Provider(conv), kOntrain, "FusedConvMaxPool", TypeOf(c.inputs[0]))) return false;
+    c.op_type = "FusedConvMaxPool";
+    c.domain = kOntrain;
+    c.outputs = mp.outputs;
     removed_.insert(u.node);
     Import(kOntrain);
     return true;
@@ -241,6 +289,7 @@ class Fuser {
   const GraphPartition& part_;
   const std::vector<IExecutionProvider*>& providers_;
   std::map<std::string, std::vector<Use>> uses_;
+  std::vector<Use> live_;  // Readers' answer
   std::set<std::string> outputs_;
   std::map<std::string, size_t> producer_;
   std::set<size_t> removed_;

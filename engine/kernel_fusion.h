@@ -8,6 +8,9 @@
 // - MaxPoolGrad + ReluGrad, where the MaxPool pooled ReluGrad's X or Relu(X) -> ai.ontrain
 //   MaxPoolReluGrad(dY, Indices, Y): the gradient scattered only from windows whose pooled value Y is
 //   positive, instead of a scatter into zeros followed by a pass over X that zeroes again where X <= 0.
+// - FusedConv (Relu) + MaxPool with 2x2 windows at stride 2 -> ai.ontrain FusedConvMaxPool: each image's
+//   activations are pooled from a buffer of its thread, so the full-size activations (the benchmark CNN's
+//   5.5 MB) are never written to memory and read back.
 // - Clip's gradient as autodiff writes it, Where(And(GreaterOrEqual(X, min), LessOrEqual(X, max)), dY, 0)
 //   -> ai.ontrain ClipGrad(dY, X, min, max, 0): one pass instead of four, and no bool tensors (MobileNet's
 //   ReLU6 gradients: 2.0 ms of a 27 ms step in four passes).
@@ -31,7 +34,8 @@ struct KernelFusionCounts {
   int conv_relu = 0;
   int maxpool_relu_grad = 0;
   int clip_grad = 0;
-  int total() const { return conv_relu + maxpool_relu_grad + clip_grad; }
+  int conv_max_pool = 0;
+  int total() const { return conv_relu + maxpool_relu_grad + clip_grad + conv_max_pool; }
 };
 
 // Fuses in place; `partition` is `model`'s before fusing (a fused model must be partitioned again).

@@ -120,14 +120,16 @@ NamedTensors CnnFeeds(int64_t n, int64_t c, int64_t h, int64_t m) {
           {"dz", Tensor::FromVector(Values(n * m * ph * ph, 4), {n, m, ph, ph})}};
 }
 
-TEST(KernelFusionTest, CnnLayerFusesBothPairsWithTheSameBits) {
+TEST(KernelFusionTest, CnnLayerFusesAllThreeGroupsWithTheSameBits) {
   for (int threads : {1, 2}) {
     SCOPED_TRACE("threads " + std::to_string(threads));
     Runs r = RunBoth(CnnLayer(4, 3, 14, 16, false, false), CnnFeeds(4, 3, 14, 16), threads);
-    EXPECT_EQ(Count(r, "com.microsoft::FusedConv"), 1);
+    EXPECT_EQ(Count(r, "ai.ontrain::FusedConvMaxPool"), 1);
     EXPECT_EQ(Count(r, "ai.ontrain::MaxPoolReluGrad"), 1);
-    EXPECT_EQ(Count(r, "::Relu") + Count(r, "com.microsoft::ReluGrad") + Count(r, "::Conv") + Count(r, "::MaxPoolGrad"), 0);
-    EXPECT_EQ(r.fused_ops.size(), 4u);  // FusedConv, MaxPool, MaxPoolReluGrad, ConvGrad
+    EXPECT_EQ(Count(r, "::Relu") + Count(r, "com.microsoft::ReluGrad") + Count(r, "::Conv") + Count(r, "::MaxPoolGrad") +
+                  Count(r, "::MaxPool") + Count(r, "com.microsoft::FusedConv"),
+              0);
+    EXPECT_EQ(r.fused_ops.size(), 3u);  // FusedConvMaxPool, MaxPoolReluGrad, ConvGrad
     ExpectSameBits(r);
   }
 }
@@ -147,7 +149,9 @@ TEST(KernelFusionTest, ValuesReadElsewhereAreNotFused) {
   {
     SCOPED_TRACE("MaxPoolGrad's output has a second reader");
     Runs r = RunBoth(CnnLayer(2, 3, 10, 8, false, true), CnnFeeds(2, 3, 10, 8));
+    // ReluGrad stays and reads the Relu's output, so FusedConv's output is needed whole: no pooling inside.
     EXPECT_EQ(Count(r, "com.microsoft::FusedConv"), 1);
+    EXPECT_EQ(Count(r, "::MaxPool"), 1);
     EXPECT_EQ(Count(r, "ai.ontrain::MaxPoolReluGrad"), 0);
     EXPECT_EQ(Count(r, "::MaxPoolGrad"), 1);
     EXPECT_EQ(Count(r, "com.microsoft::ReluGrad"), 1);
@@ -216,6 +220,87 @@ TEST(KernelFusionTest, FusedConvMatchesConvThenRelu) {
                           {"w", tensor(Values(ShapeNumElements(ws), 2), ws)},
                           {"b", tensor(b, {t.m})}});
     EXPECT_EQ(r.fused_ops, std::vector<std::string>{"com.microsoft::FusedConv"});
+    ExpectSameBits(r);
+  }
+}
+
+// Conv + Relu + MaxPool(2x2, stride 2) on every path of the Conv kernel, against the three nodes: the pooled
+// values and their indices, with NaNs (which ReLU makes 0) and exact zeros (ties: the first maximum wins);
+// odd output sizes (the last row and column are not pooled), float64, and a MaxPool without Indices.
+TEST(KernelFusionTest, FusedConvMaxPoolMatchesTheThreeNodes) {
+  struct Case {
+    int64_t n, c, h, m, k, stride, pad, group;
+    DType dtype;
+    bool indices = true;
+  };
+  const Case cases[] = {
+      {3, 1, 28, 32, 3, 1, 0, 1, DType::kFloat32},  {2, 16, 16, 16, 3, 1, 1, 1, DType::kFloat32},
+      {2, 32, 13, 64, 3, 1, 0, 1, DType::kFloat32}, {2, 16, 12, 32, 3, 2, 1, 1, DType::kFloat32},
+      {2, 8, 9, 12, 1, 1, 0, 1, DType::kFloat32},   {2, 8, 10, 8, 3, 1, 1, 8, DType::kFloat32},
+      {2, 6, 9, 10, 3, 1, 1, 2, DType::kFloat32},   {2, 3, 9, 5, 3, 1, 1, 1, DType::kFloat64},
+      {2, 5, 11, 7, 3, 1, 0, 1, DType::kFloat32, false},
+  };
+  for (const Case& t : cases) {
+    SCOPED_TRACE("c " + std::to_string(t.c) + " h " + std::to_string(t.h) + " m " + std::to_string(t.m) + " k " +
+                 std::to_string(t.k) + " stride " + std::to_string(t.stride) + " group " + std::to_string(t.group));
+    Model md;
+    md.opset_imports[""] = 17;
+    const Shape xs = {t.n, t.c, t.h, t.h}, ws = {t.m, t.c / t.group, t.k, t.k};
+    md.graph.inputs = {TensorInfo("x", t.dtype, xs), TensorInfo("w", t.dtype, ws), TensorInfo("b", t.dtype, {t.m})};
+    md.graph.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"c"}, ConvAttrs(t.k, t.stride, t.pad, t.group), "conv"));
+    md.graph.nodes.push_back(MakeNode("Relu", {"c"}, {"y"}, {}, "relu"));
+    std::vector<std::string> pool_out = {"z"};
+    if (t.indices) pool_out.push_back("i");
+    md.graph.nodes.push_back(
+        MakeNode("MaxPool", {"y"}, pool_out, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pool"));
+    md.graph.outputs = {TensorInfo("z", t.dtype, {})};
+    if (t.indices) md.graph.outputs.push_back(TensorInfo("i", DType::kInt64, {}));
+    auto tensor = [&](std::vector<float> v, const Shape& s) {
+      if (t.dtype == DType::kFloat32) return Tensor::FromVector(v, s);
+      return Tensor::FromVector(std::vector<double>(v.begin(), v.end()), s);
+    };
+    std::vector<float> b = Values(t.m, 3, false);
+    b[0] = 0.0f;
+    std::vector<float> x = Values(ShapeNumElements(xs), 1);
+    x[t.h + 1] = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t i = 0; i < t.c * t.h * t.h / 2; ++i) x[ShapeNumElements(xs) - 1 - i] = 0.0f;  // zero windows
+    for (int threads : {1, 2}) {
+      Runs r = RunBoth(md, {{"x", tensor(x, xs)}, {"w", tensor(Values(ShapeNumElements(ws), 2), ws)}, {"b", tensor(b, {t.m})}},
+                       threads);
+      EXPECT_EQ(r.fused_ops, std::vector<std::string>{"ai.ontrain::FusedConvMaxPool"});
+      ExpectSameBits(r);
+    }
+  }
+}
+
+// Poolings other than 2x2 at stride 2 without pads, and activations read elsewhere, keep MaxPool apart.
+TEST(KernelFusionTest, FusedConvMaxPoolOnlyForItsPooling) {
+  struct Case {
+    const char* name;
+    std::vector<onnx::AttributeProto> attrs;
+    bool y_read_elsewhere = false;
+  };
+  const Case cases[] = {
+      {"stride 1", {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {1, 1})}},
+      {"3x3 windows", {AttrInts("kernel_shape", {3, 3}), AttrInts("strides", {2, 2})}},
+      {"pads", {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2}), AttrInts("pads", {1, 1, 1, 1})}},
+      {"ceil mode", {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2}), AttrInt("ceil_mode", 1)}},
+      {"column-major indices", {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2}), AttrInt("storage_order", 1)}},
+      {"activations also a graph output", {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, true},
+  };
+  for (const Case& t : cases) {
+    SCOPED_TRACE(t.name);
+    Model md;
+    md.opset_imports[""] = 17;
+    md.graph.inputs = {TensorInfo("x", DType::kFloat32, {2, 3, 9, 9}), TensorInfo("w", DType::kFloat32, {4, 3, 3, 3})};
+    md.graph.nodes.push_back(MakeNode("Conv", {"x", "w"}, {"c"}, ConvAttrs(3, 1, 1, 1), "conv"));
+    md.graph.nodes.push_back(MakeNode("Relu", {"c"}, {"y"}, {}, "relu"));
+    md.graph.nodes.push_back(MakeNode("MaxPool", {"y"}, {"z", "i"}, t.attrs, "pool"));
+    md.graph.outputs = {TensorInfo("z", DType::kFloat32, {}), TensorInfo("i", DType::kInt64, {})};
+    if (t.y_read_elsewhere) md.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {}));
+    Runs r = RunBoth(md, {{"x", Tensor::FromVector(Values(2 * 3 * 81, 1), {2, 3, 9, 9})},
+                          {"w", Tensor::FromVector(Values(4 * 27, 2), {4, 3, 3, 3})}});
+    EXPECT_EQ(r.fused_ops, (std::vector<std::string>{"com.microsoft::FusedConv", "::MaxPool"}));
     ExpectSameBits(r);
   }
 }

@@ -16,6 +16,8 @@
 #include "providers/cpu/kernels/direct_conv.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/pool.h"
+#include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
 namespace cpu {
@@ -36,16 +38,29 @@ __attribute__((target("avx512f"))) void ReluInPlaceAvx512(float* y, int64_t n) {
 // Conv, and com.microsoft FusedConv with activation "Relu" (the engine's Conv + Relu fusion,
 // engine/kernel_fusion.h; ONNX Runtime writes the same node): the activation is applied to each image's
 // output right after it is computed, while it is in cache, as Relu computes it (x > 0 ? x : 0).
+// ai.ontrain FusedConvMaxPool (the engine's FusedConv + MaxPool fusion) is FusedConv followed by MaxPool with
+// 2x2 windows at stride 2, no pads (its only pooling), outputs (Y, Indices?) as MaxPool's: each image's
+// activations go to a buffer of its thread and are pooled from there, never written to memory whole.
 class ConvKernel : public OpKernel {
  public:
   explicit ConvKernel(const NodeInfo& info)
-      : node_(*info.node), group_(info.node->GetInt("group", 1)), fused_(info.node->op_type == "FusedConv") {}
+      : node_(*info.node),
+        group_(info.node->GetInt("group", 1)),
+        fused_(info.node->op_type == "FusedConv" || info.node->op_type == "FusedConvMaxPool"),
+        pool_(info.node->op_type == "FusedConvMaxPool") {
+    pool_geo_.kernel = {2, 2};
+    pool_geo_.strides = {2, 2};
+    pool_geo_.dilations = {1, 1};
+    pool_geo_.pads = {0, 0, 0, 0};
+  }
 
   // X [N, C, in...], W [M, C/group, k...], B [M] -> Y [N, M, out...]
   Status Prepare(KernelContext& ctx) override {
     if (fused_) {
       const std::string act = node_.GetString("activation", "");
-      if (act != "Relu") return InvalidArgument("FusedConv activation \"", act, "\" is not supported (only Relu)");
+      if (act != "Relu") {
+        return InvalidArgument(node_.op_type, " activation \"", act, "\" is not supported (only Relu)");
+      }
       if (ctx.num_inputs() > 3 && ctx.input(3) != nullptr) return InvalidArgument("FusedConv's Z input is not supported");
     }
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
@@ -105,37 +120,72 @@ class ConvKernel : public OpKernel {
       }
     }
     slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
-    ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_) * DTypeSize(x->dtype()));
-    return ctx.DeclareOutput(0, x->dtype(), y);
+    if (!pool_) {
+      ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_) * DTypeSize(x->dtype()));
+      return ctx.DeclareOutput(0, x->dtype(), y);
+    }
+    if (in_.size() != 2) {
+      return InvalidArgument("FusedConvMaxPool pools two spatial dims; X ", ShapeToString(x->shape()), " has ",
+                             in_.size());
+    }
+    // MaxPool's output dims, floor((d - 2) / 2) + 1, and per thread one image's activations.
+    pooled_ = {out_[0] >= 2 ? (out_[0] - 2) / 2 + 1 : 0, out_[1] >= 2 ? (out_[1] - 2) / 2 + 1 : 0};
+    const Shape z = {x->dim(0), m, pooled_[0], pooled_[1]};
+    ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_ + slots_ * m * ShapeNumElements(out_)) *
+                       DTypeSize(x->dtype()));
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), z));
+    if (ctx.num_outputs() > 1 && ctx.output_requested(1)) return ctx.DeclareOutput(1, DType::kInt64, z);
+    return Status::OK();
   }
 
   // Images run in parallel, each with its own patch matrix; every image is computed by the same calls
-  // whatever the thread count, so the results do not depend on it.
+  // whatever the thread count, so the results do not depend on it. With pool_, each image's output goes to
+  // its thread's buffer and is pooled from there (Pool).
   Status Compute(KernelContext& ctx) override {
     const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
     const Tensor* b = ctx.input(2);
-    Tensor* y = ctx.output(0);
     return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
-      if (IsDepthwise2D(c, m, group_, in_.size())) {
-        DepthwiseForward<T>(x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y->data<T>(), n, c, in_.data(),
-                            out_.data(), geo_, ctx.thread_pool());
-        if (fused_) {
-          const int64_t image = m * ShapeNumElements(out_);
-          ParallelFor(ctx.thread_pool(), n, static_cast<double>(image), [&](int64_t i0, int64_t i1) {
-            ReluInPlace(y->data<T>() + i0 * image, (i1 - i0) * image);
-          });
-        }
-        return Status::OK();
-      }
       int64_t cg = c / group_, mg = m / group_;
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
+      T* scratch = static_cast<T*>(ctx.scratch());
+      // Where image i's output goes (a thread's slot of the scratch when pooled), and what follows it.
+      auto image_out = [&](int64_t i, int64_t slot) {
+        return pool_ ? scratch + col_ * slots_ + wr_ + slot * m * osize : ctx.output(0)->data<T>() + i * m * osize;
+      };
+      auto finish = [&](int64_t i, T* yi) {
+        if (fused_) ReluInPlace(yi, m * osize);
+        if (pool_) Pool(yi, i, m, ctx);
+      };
       std::atomic<int> next_slot{0};
+      if (IsDepthwise2D(c, m, group_, in_.size())) {
+        if (!pool_) {
+          T* y = ctx.output(0)->data<T>();
+          DepthwiseForward<T>(x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y, n, c, in_.data(), out_.data(),
+                              geo_, ctx.thread_pool());
+          if (fused_) {
+            const int64_t image = m * osize;
+            ParallelFor(ctx.thread_pool(), n, static_cast<double>(image),
+                        [&](int64_t i0, int64_t i1) { ReluInPlace(y + i0 * image, (i1 - i0) * image); });
+          }
+          return Status::OK();
+        }
+        ParallelFor(ctx.thread_pool(), n, 2.0 * static_cast<double>(m * ksize * osize), [&](int64_t i0, int64_t i1) {
+          const int64_t slot = next_slot++ % slots_;
+          for (int64_t i = i0; i < i1; ++i) {
+            T* yi = image_out(i, slot);
+            DepthwiseForward<T>(x.data<T>() + i * c * isize, w.data<T>(), b ? b->data<T>() : nullptr, yi, 1, c,
+                                in_.data(), out_.data(), geo_, nullptr);
+            finish(i, yi);
+          }
+        });
+        return Status::OK();
+      }
       double cost = 2.0 * static_cast<double>(m * cg * ksize * osize);
       if constexpr (std::is_same_v<T, float>) {
         if (direct_) {
-          float* packed = static_cast<float*>(ctx.scratch()) + col_ * slots_;
+          float* packed = scratch + col_ * slots_;
           const float* pw = w.data<float>();
           const int64_t kk = ksize;
           for (int64_t g = 0; g < group_; ++g) {
@@ -143,49 +193,54 @@ class ConvKernel : public OpKernel {
                             packed + g * dc_.packed_size());
           }
           ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
-            float* work = static_cast<float*>(ctx.scratch()) + (next_slot++ % slots_) * col_;
+            const int64_t slot = next_slot++ % slots_;
+            float* work = scratch + slot * col_;
             for (int64_t i = i0; i < i1; ++i) {
+              float* yi = image_out(i, slot);
               for (int64_t g = 0; g < group_; ++g) {
                 dc_.Run(x.data<float>() + (i * c + g * cg) * isize, packed + g * dc_.packed_size(),
-                        b ? b->data<float>() + g * mg : nullptr, y->data<float>() + (i * m + g * mg) * osize, work);
+                        b ? b->data<float>() + g * mg : nullptr, yi + g * mg * osize, work);
               }
-              if (fused_) ReluInPlace(y->data<float>() + i * m * osize, m * osize);
+              finish(i, yi);
             }
           });
           return Status::OK();
         }
       }
       if (padded_) {
-        T* wr = static_cast<T*>(ctx.scratch()) + col_ * slots_;
+        T* wr = scratch + col_ * slots_;
         if (!im2col_) rows_.SplitWeights(w.data<T>(), group_, mg, cg, wr);
         ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
-          T* work = static_cast<T*>(ctx.scratch()) + (next_slot++ % slots_) * col_;
+          const int64_t slot = next_slot++ % slots_;
+          T* work = scratch + slot * col_;
           for (int64_t i = i0; i < i1; ++i) {
-            ForwardPadded<T>(x.data<T>() + i * c * isize, wr, w.data<T>(), b ? b->data<T>() : nullptr, y->data<T>() + i * m * osize,
-                             c, m, work);
-            if (fused_) ReluInPlace(y->data<T>() + i * m * osize, m * osize);
+            T* yi = image_out(i, slot);
+            ForwardPadded<T>(x.data<T>() + i * c * isize, wr, w.data<T>(), b ? b->data<T>() : nullptr, yi, c, m, work);
+            finish(i, yi);
           }
         });
         return Status::OK();
       }
       ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
-        T* col = static_cast<T*>(ctx.scratch()) + (next_slot++ % slots_) * col_;
+        const int64_t slot = next_slot++ % slots_;
+        T* col = scratch + slot * col_;
         for (int64_t i = i0; i < i1; ++i) {
+          T* yi = image_out(i, slot);
           for (int64_t g = 0; g < group_; ++g) {
             const T* xg = x.data<T>() + (i * c + g * cg) * isize;
             Im2Col(xg, cg, in_, out_, geo_, col);
             // Y_g [mg, osize] = W_g [mg, cg*ksize] * col [cg*ksize, osize]
             Gemm<T>(false, false, mg, osize, cg * ksize, T(1), w.data<T>() + g * mg * cg * ksize, col, T(0),
-                    y->data<T>() + (i * m + g * mg) * osize, nullptr);
+                    yi + g * mg * osize, nullptr);
           }
           if (b) {
             for (int64_t j = 0; j < m; ++j) {
-              T* row = y->data<T>() + (i * m + j) * osize;
+              T* row = yi + j * osize;
               T bj = b->data<T>()[j];
               for (int64_t o = 0; o < osize; ++o) row[o] += bj;
             }
           }
-          if (fused_) ReluInPlace(y->data<T>() + i * m * osize, m * osize);
+          finish(i, yi);
         }
       });
       return Status::OK();
@@ -240,9 +295,35 @@ class ConvKernel : public OpKernel {
   }
 
 
+  // Pools image i's activations y [m, oh, ow] into outputs 0 and 1 (when requested) as MaxPool does from the
+  // whole tensor: VPlanesMaxPool2x2 where MaxPool takes it (float32 on AVX-512), else MaxPool2D; the indices
+  // (relative to y) moved by the image's offset.
+  template <typename T>
+  void Pool(const T* y, int64_t i, int64_t m, KernelContext& ctx) const {
+    const int64_t psize = ShapeNumElements(pooled_), osize = ShapeNumElements(out_);
+    if (psize == 0) return;
+    T* z = ctx.output(0)->data<T>() + i * m * psize;
+    Tensor* indices = ctx.num_outputs() > 1 ? ctx.output(1) : nullptr;
+    int64_t* ind = indices ? indices->data<int64_t>() + i * m * psize : nullptr;
+    const int64_t base = i * m * osize;
+    if constexpr (std::is_same_v<T, float>) {
+      if (VPlaneMaxPoolAvailable() && osize < (int64_t{1} << 31)) {
+        VPlanesMaxPool2x2(y, out_[0], out_[1], pooled_[0], pooled_[1], 0, m, z, ind, base);
+        return;
+      }
+    }
+    MaxPool2D<T>(y, z, ind, 0, m, m, out_, pooled_, pool_geo_, 0);
+    if (ind) {
+      for (int64_t k = 0; k < m * psize; ++k) ind[k] += base;
+    }
+  }
+
   const Node& node_;
   int64_t group_;
-  bool fused_;  // FusedConv: Relu after
+  bool fused_;  // FusedConv and FusedConvMaxPool: Relu after
+  bool pool_;   // FusedConvMaxPool: 2x2 max pooling at stride 2 after the Relu
+  WindowAttrs pool_geo_;
+  Shape pooled_;  // pool_: the pooled spatial dims
   WindowAttrs geo_;
   Shape in_, out_;
   bool padded_ = false;
@@ -334,9 +415,35 @@ class ConvTransposeKernel : public OpKernel {
   }
 
  private:
+  // Pools image i's activations y [m, oh, ow] into outputs 0 and 1 (when requested) as MaxPool does from the
+  // whole tensor: VPlanesMaxPool2x2 where MaxPool takes it (float32 on AVX-512), else MaxPool2D; the indices
+  // (relative to y) moved by the image's offset.
+  template <typename T>
+  void Pool(const T* y, int64_t i, int64_t m, KernelContext& ctx) const {
+    const int64_t psize = ShapeNumElements(pooled_), osize = ShapeNumElements(out_);
+    if (psize == 0) return;
+    T* z = ctx.output(0)->data<T>() + i * m * psize;
+    Tensor* indices = ctx.num_outputs() > 1 ? ctx.output(1) : nullptr;
+    int64_t* ind = indices ? indices->data<int64_t>() + i * m * psize : nullptr;
+    const int64_t base = i * m * osize;
+    if constexpr (std::is_same_v<T, float>) {
+      if (VPlaneMaxPoolAvailable() && osize < (int64_t{1} << 31)) {
+        VPlanesMaxPool2x2(y, out_[0], out_[1], pooled_[0], pooled_[1], 0, m, z, ind, base);
+        return;
+      }
+    }
+    MaxPool2D<T>(y, z, ind, 0, m, m, out_, pooled_, pool_geo_, 0);
+    if (ind) {
+      for (int64_t k = 0; k < m * psize; ++k) ind[k] += base;
+    }
+  }
+
   const Node& node_;
   int64_t group_;
-  bool fused_;  // FusedConv: Relu after
+  bool fused_;  // FusedConv and FusedConvMaxPool: Relu after
+  bool pool_;   // FusedConvMaxPool: 2x2 max pooling at stride 2 after the Relu
+  WindowAttrs pool_geo_;
+  Shape pooled_;  // pool_: the pooled spatial dims
   WindowAttrs geo_;
   Shape in_, out_;
 };
@@ -345,6 +452,7 @@ class ConvTransposeKernel : public OpKernel {
 
 KernelFactory kConv = MakeKernel<ConvKernel>;
 KernelFactory kFusedConv = MakeKernel<ConvKernel>;
+KernelFactory kFusedConvMaxPool = MakeKernel<ConvKernel>;
 KernelFactory kConvTranspose = MakeKernel<ConvTransposeKernel>;
 
 }  // namespace cpu

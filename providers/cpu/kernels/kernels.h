@@ -61,6 +61,7 @@ extern KernelFactory kResizeGrad;
 // conv.cc
 extern KernelFactory kConv;
 extern KernelFactory kFusedConv;
+extern KernelFactory kFusedConvMaxPool;
 extern KernelFactory kConvTranspose;
 
 // generate_ops.cc

@@ -8,6 +8,7 @@
 #include "providers/cpu/kernels/conv_geometry.h"
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/pool.h"
 #include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
@@ -81,6 +82,8 @@ class PoolBase : public OpKernel {
   WindowAttrs geo_;
   Shape in_, out_;
 };
+
+}  // namespace
 
 // MaxPool over two spatial dims without building windows: the same visiting order (kernel rows, then
 // columns), the same first-maximum rule and the same index of an all-padding window as ForEachWindow's
@@ -167,6 +170,13 @@ void MaxPool2D(const T* x, T* y, int64_t* ind, int64_t p0, int64_t p1, int64_t p
     }
   }
 }
+
+template void MaxPool2D<float>(const float*, float*, int64_t*, int64_t, int64_t, int64_t, const Shape&, const Shape&,
+                               const WindowAttrs&, int64_t);
+template void MaxPool2D<double>(const double*, double*, int64_t*, int64_t, int64_t, int64_t, const Shape&, const Shape&,
+                                const WindowAttrs&, int64_t);
+
+namespace {
 
 class MaxPoolKernel : public PoolBase {
  public:

@@ -298,14 +298,14 @@ __attribute__((target("avx512f"))) void ScatterAdd2Avx512(const float* s, int64_
 // order are the even and odd columns of its two rows.
 __attribute__((target("avx512f"))) void PlanesMaxPool2x2Avx512(const float* x, int64_t h, int64_t wd, int64_t oh,
                                                                int64_t ow, int64_t p0, int64_t p1, float* y,
-                                                               int64_t* ind) {
+                                                               int64_t* ind, int64_t ind_base) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
   const int64_t isize = h * wd;
   for (int64_t p = p0; p < p1; ++p) {
     const float* px = x + p * isize;
-    const __m512i base64 = _mm512_set1_epi64(p * isize);
+    const __m512i base64 = _mm512_set1_epi64(ind_base + p * isize);
     for (int64_t i = 0; i < oh; ++i) {
       const float* r0 = px + 2 * i * wd;
       const float* r1 = r0 + wd;
@@ -350,8 +350,8 @@ void VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t
 }
 
 void VPlanesMaxPool2x2(const float* x, int64_t h, int64_t wd, int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* y,
-                       int64_t* ind) {
-  PlanesMaxPool2x2Avx512(x, h, wd, oh, ow, p0, p1, y, ind);
+                       int64_t* ind, int64_t ind_base) {
+  PlanesMaxPool2x2Avx512(x, h, wd, oh, ow, p0, p1, y, ind, ind_base);
 }
 
 void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, int64_t readable,

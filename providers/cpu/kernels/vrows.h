@@ -116,12 +116,12 @@ void VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t
                    int64_t wd, int64_t p0, int64_t p1, float* y, int64_t* ind);
 
 // 2x2 max pooling at stride 2 of whole planes p0 .. p1 (no padding, dilation 1): plane p of x is h rows of
-// wd, of y oh rows of ow (2 oh <= h, 2 ow <= wd); y and ind (when not null; p * h * wd + the offset of the
-// first maximum) by VRowMaxPool's rule. 16 outputs per AVX-512 vector, the even and odd columns of both
+// wd, of y oh rows of ow (2 oh <= h, 2 ow <= wd); y and ind (when not null; ind_base + p * h * wd + the
+// offset of the first maximum) by VRowMaxPool's rule. 16 outputs per AVX-512 vector, the even and odd columns of both
 // window rows split by permutes; rows are read only up to column 2 ow - 1. Only where
 // VPlaneMaxPoolAvailable().
 void VPlanesMaxPool2x2(const float* x, int64_t h, int64_t wd, int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* y,
-                       int64_t* ind);
+                       int64_t* ind, int64_t ind_base = 0);
 
 // Stride-2 rows of patch matrices (1x1 and 3x3 convolutions at stride 2), `rows` rows of n: row t of d
 // (d_ld apart) = the even elements of row t of x (x_ld apart), d[j] = x[2 j] (VRowsGather2); and the even
