@@ -50,6 +50,9 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, "", "Where") && FuseClipGrad(i)) ++counts.clip_grad;
     }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (Is(i, kMs, "ConvGrad") && FuseMaxPoolReluConvGrad(i)) ++counts.max_pool_relu_conv_grad;
+    }
     // After MaxPoolReluGrad's rule, which finds the MaxPool by its op type.
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, kMs, "FusedConv") && FuseConvMaxPool(i)) ++counts.conv_max_pool;
@@ -131,13 +134,14 @@ class Fuser {
     c.domain = kMs;
     c.attributes["activation"] = AttrString("activation", "Relu");
     c.outputs[0] = y;
+    producer_[y] = conv;
     for (size_t r : grads) Rewire(r, 1, y);
     removed_.insert(static_cast<size_t>(relu));
     Import(kMs);
     return true;
   }
 
-  // The node producing `v` (before any fusion), or -1.
+  // The node producing `v` (kept current as fusions move outputs), or -1.
   int ProducerOf(const std::string& v) const {
     auto it = producer_.find(v);
     return it == producer_.end() ? -1 : static_cast<int>(it->second);
@@ -194,7 +198,32 @@ class Fuser {
     p.domain = kOntrain;
     Rewire(grad, p.inputs.size(), mp.outputs[0]);
     p.outputs[0] = d;
+    producer_[d] = grad;
     removed_.insert(u.node);
+    Import(kOntrain);
+    return true;
+  }
+
+  // ConvGrad(D, X, W) -> (none, dW, dB?) with D = ai.ontrain MaxPoolReluGrad(dZ, I, Z) read by nothing else:
+  // ai.ontrain MaxPoolReluConvGrad(dZ, I, Z, X, W), which makes D image by image in cache (where its weight
+  // gradient takes it so) instead of writing it whole. Only where dX is not wanted (a network's first layer):
+  // dX would need D whole again.
+  bool FuseMaxPoolReluConvGrad(size_t grad) {
+    Node& g = g_.nodes[grad];
+    if (g.inputs.size() != 3 || (!g.outputs.empty() && !g.outputs[0].empty())) return false;
+    const std::vector<Use>* readers = Readers(g.inputs[0]);
+    if (readers == nullptr || readers->size() != 1) return false;
+    const int p = ProducerOf(g.inputs[0]);
+    if (p < 0 || !Is(p, kOntrain, "MaxPoolReluGrad") || Provider(p) != Provider(grad)) return false;
+    const Node& mp = g_.nodes[p];
+    if (mp.inputs.size() != 3 || mp.outputs.size() != 1) return false;
+    if (!Runs(Provider(grad), kOntrain, "MaxPoolReluConvGrad", TypeOf(g.inputs[1]))) return false;
+    const std::vector<std::string> inputs = {mp.inputs[0], mp.inputs[1], mp.inputs[2], g.inputs[1], g.inputs[2]};
+    g.op_type = "MaxPoolReluConvGrad";
+    g.domain = kOntrain;
+    g.inputs.clear();
+    for (size_t k = 0; k < inputs.size(); ++k) Rewire(grad, k, inputs[k]);
+    removed_.insert(static_cast<size_t>(p));
     Import(kOntrain);
     return true;
   }
@@ -224,6 +253,9 @@ class Fuser {
     c.op_type = "FusedConvMaxPool";
     c.domain = kOntrain;
     c.outputs = mp.outputs;
+    for (const std::string& o : c.outputs) {
+      if (!o.empty()) producer_[o] = conv;
+    }
     removed_.insert(u.node);
     Import(kOntrain);
     return true;

@@ -176,6 +176,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kPreview, "Momentum", 1, 1, kFloat32, kMomentum, 0, Host({0, 1})},
       {kOntrain, "ClipGrad", 1, 1, kFloat, kClipGrad, 0, Host({2, 3, 4})},
       {kOntrain, "FusedConvMaxPool", 1, 1, kConvTypes, kFusedConvMaxPool},
+      {kOntrain, "MaxPoolReluConvGrad", 1, 1, kFloat32, kMaxPoolReluConvGrad},
       {kOntrain, "MaxPoolReluGrad", 1, 1, kFloat, kMaxPoolReluGrad},
       // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them
       {kMs, "AdamWOptimizer", 1, 1, kFloat32, kAdamWOptimizer, 2, Host({0, 1, 6}) | InPlace({2, 4, 5})},

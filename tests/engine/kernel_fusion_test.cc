@@ -82,24 +82,30 @@ int Count(const Runs& r, const std::string& op) {
 
 // The benchmark CNN's first layer as a training graph writes it: Conv -> Relu -> MaxPool forward, and
 // MaxPoolGrad -> ReluGrad(dY, Conv's output) -> ConvGrad backward.
-Model CnnLayer(int64_t n, int64_t c, int64_t h, int64_t m, bool conv_output_is_graph_output, bool grad_read_twice) {
-  const int64_t oh = h - 2, ph = oh / 2;
+// `first_layer`: ConvGrad without dX, as for a network's first layer; `k`: the window.
+Model CnnLayer(int64_t n, int64_t c, int64_t h, int64_t m, bool conv_output_is_graph_output, bool grad_read_twice,
+               bool first_layer = false, int64_t k = 3) {
+  const int64_t oh = h - k + 1, ph = oh / 2;
   Model md;
   md.opset_imports[""] = 17;
   md.opset_imports["com.microsoft"] = 1;
   Graph& g = md.graph;
-  g.inputs = {TensorInfo("x", DType::kFloat32, {n, c, h, h}), TensorInfo("w", DType::kFloat32, {m, c, 3, 3}),
+  g.inputs = {TensorInfo("x", DType::kFloat32, {n, c, h, h}), TensorInfo("w", DType::kFloat32, {m, c, k, k}),
               TensorInfo("b", DType::kFloat32, {m}), TensorInfo("dz", DType::kFloat32, {n, m, ph, ph})};
-  g.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"c"}, ConvAttrs(3, 1, 0, 1), "conv"));
+  g.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"c"}, ConvAttrs(k, 1, 0, 1), "conv"));
   g.nodes.push_back(MakeNode("Relu", {"c"}, {"y"}, {}, "relu"));
   g.nodes.push_back(MakeNode("MaxPool", {"y"}, {"z", "i"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pool"));
   g.nodes.push_back(MakeNode("MaxPoolGrad", {"dz", "i"}, {"dy"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pool_grad"));
   g.nodes.push_back(MakeNode("ReluGrad", {"dy", "c"}, {"dc"}, {}, "relu_grad", "com.microsoft"));
-  g.nodes.push_back(MakeNode("ConvGrad", {"dc", "x", "w"}, {"dx", "dw", "db"}, ConvAttrs(3, 1, 0, 1), "conv_grad", "com.microsoft"));
+  g.nodes.push_back(MakeNode("ConvGrad", {"dc", "x", "w"}, {first_layer ? "" : "dx", "dw", "db"}, ConvAttrs(k, 1, 0, 1),
+                             "conv_grad", "com.microsoft"));
   g.value_infos = {TensorInfo("dy", DType::kFloat32, {n, m, oh, oh})};
-  g.outputs = {TensorInfo("z", DType::kFloat32, {n, m, ph, ph}), TensorInfo("dc", DType::kFloat32, {n, m, oh, oh}),
-               TensorInfo("dx", DType::kFloat32, {n, c, h, h}), TensorInfo("dw", DType::kFloat32, {m, c, 3, 3}),
+  g.outputs = {TensorInfo("z", DType::kFloat32, {n, m, ph, ph}), TensorInfo("dw", DType::kFloat32, {m, c, k, k}),
                TensorInfo("db", DType::kFloat32, {m})};
+  if (!first_layer) {
+    g.outputs.push_back(TensorInfo("dc", DType::kFloat32, {n, m, oh, oh}));
+    g.outputs.push_back(TensorInfo("dx", DType::kFloat32, {n, c, h, h}));
+  }
   if (conv_output_is_graph_output) g.outputs.push_back(TensorInfo("c", DType::kFloat32, {n, m, oh, oh}));
   if (grad_read_twice) {
     g.nodes.push_back(MakeNode("Neg", {"dy"}, {"neg_dy"}, {}, "neg"));
@@ -108,14 +114,14 @@ Model CnnLayer(int64_t n, int64_t c, int64_t h, int64_t m, bool conv_output_is_g
   return md;
 }
 
-NamedTensors CnnFeeds(int64_t n, int64_t c, int64_t h, int64_t m) {
-  const int64_t ph = (h - 2) / 2;
+NamedTensors CnnFeeds(int64_t n, int64_t c, int64_t h, int64_t m, int64_t k = 3) {
+  const int64_t ph = (h - k + 1) / 2;
   std::vector<float> b = Values(m, 3, false);
   b[0] = b[m / 2] = 0.0f;  // with zero patches of x: exact zeros out of the convolution
   std::vector<float> x = Values(n * c * h * h, 1);
   for (int64_t i = 0; i < c * h * h / 2; ++i) x[i] = 0.0f;  // half of image 0
   return {{"x", Tensor::FromVector(x, {n, c, h, h})},
-          {"w", Tensor::FromVector(Values(m * c * 9, 2), {m, c, 3, 3})},
+          {"w", Tensor::FromVector(Values(m * c * k * k, 2), {m, c, k, k})},
           {"b", Tensor::FromVector(b, {m})},
           {"dz", Tensor::FromVector(Values(n * m * ph * ph, 4), {n, m, ph, ph})}};
 }
@@ -132,6 +138,26 @@ TEST(KernelFusionTest, CnnLayerFusesAllThreeGroupsWithTheSameBits) {
     EXPECT_EQ(r.fused_ops.size(), 3u);  // FusedConvMaxPool, MaxPoolReluGrad, ConvGrad
     ExpectSameBits(r);
   }
+}
+
+// A first layer (no dX): MaxPoolReluGrad goes into the ConvGrad too, its result made image by image for the
+// 3x3 direct weight gradient, or whole for a 5x5 window (the GEMM path).
+TEST(KernelFusionTest, FirstLayerFusesMaxPoolReluGradIntoConvGrad) {
+  for (int64_t k : {3, 5}) {
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("k " + std::to_string(k) + " threads " + std::to_string(threads));
+      Runs r = RunBoth(CnnLayer(5, 1, 16, 32, false, false, true, k), CnnFeeds(5, 1, 16, 32, k), threads);
+      EXPECT_EQ(r.fused_ops, (std::vector<std::string>{"ai.ontrain::FusedConvMaxPool", "ai.ontrain::MaxPoolReluConvGrad"}));
+      ExpectSameBits(r);
+    }
+  }
+  // With the scattered gradient also a graph output, the two stay apart.
+  Model md = CnnLayer(2, 1, 12, 8, false, false, true);
+  md.graph.outputs.push_back(TensorInfo("dc", DType::kFloat32, {2, 8, 10, 10}));
+  Runs r = RunBoth(md, CnnFeeds(2, 1, 12, 8));
+  EXPECT_EQ(Count(r, "ai.ontrain::MaxPoolReluConvGrad"), 0);
+  EXPECT_EQ(Count(r, "ai.ontrain::MaxPoolReluGrad"), 1);
+  ExpectSameBits(r);
 }
 
 // An intermediate value that is a graph output or has another reader keeps its pair apart.

@@ -72,8 +72,11 @@ extern KernelFactory kEyeLike;
 extern KernelFactory kCast;
 extern KernelFactory kCastLike;
 
-// grad_conv_pool.cc
+// grad_conv.cc
 extern KernelFactory kConvGrad;
+extern KernelFactory kMaxPoolReluConvGrad;
+
+// grad_pool.cc
 extern KernelFactory kMaxPoolGrad;
 extern KernelFactory kMaxPoolReluGrad;
 extern KernelFactory kAveragePoolGrad;

@@ -1,5 +1,5 @@
-// Gradients of convolution and pooling: ConvGrad (com.microsoft), MaxPoolGrad and AveragePoolGrad (ONNX
-// domain, opset 9, as ONNX Runtime registers them).
+// Gradient of convolution: ConvGrad (com.microsoft), and ai.ontrain MaxPoolReluConvGrad, the ConvGrad of
+// MaxPoolReluGrad's result (engine/kernel_fusion.h).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -10,6 +10,7 @@
 #include "providers/cpu/kernels/direct_conv.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
+#include "providers/cpu/kernels/pool.h"
 #include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
@@ -28,13 +29,26 @@ namespace {
 // (dilation 1) by DirectWeightGrad3x3 over padded images and dY transposed, chunk by chunk as the GEMMs.
 class ConvGradKernel : public OpKernel {
  public:
-  explicit ConvGradKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
+  explicit ConvGradKernel(const NodeInfo& info)
+      : node_(*info.node), group_(info.node->GetInt("group", 1)), pooled_(info.node->op_type == "MaxPoolReluConvGrad") {}
   Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 2, "W"));
+    const int xi = pooled_ ? 3 : 1;
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, pooled_ ? "dZ" : "dY"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, xi, "X"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, xi + 1, "W"));
     if (x->rank() < 3 || w->rank() != x->rank() || dy->rank() != x->rank()) {
-      return InvalidArgument("dY, X and W must have equal rank >= 3");
+      return InvalidArgument(pooled_ ? "dZ" : "dY", ", X and W must have equal rank >= 3");
+    }
+    if (pooled_) {
+      ONT_ASSIGN_OR_RETURN(const Tensor* idx, RequireInput(ctx, 1, "Indices"));
+      ONT_ASSIGN_OR_RETURN(const Tensor* z, RequireInput(ctx, 2, "Z"));
+      if (idx->dtype() != DType::kInt64 || idx->shape() != dy->shape() || z->shape() != dy->shape() ||
+          z->dtype() != DType::kFloat32 || dy->dtype() != DType::kFloat32 || x->dtype() != DType::kFloat32 ||
+          x->rank() != 4) {
+        return InvalidArgument("MaxPoolReluConvGrad takes float32 dZ and Z and int64 Indices of one shape, and a 4-D X; got dZ ",
+                               DTypeName(dy->dtype()), ShapeToString(dy->shape()), ", Indices ", DTypeName(idx->dtype()),
+                               ShapeToString(idx->shape()), ", Z ", DTypeName(z->dtype()), ShapeToString(z->shape()));
+      }
     }
     int64_t c = x->dim(1), m = w->dim(0);
     if (group_ <= 0 || c % group_ || m % group_ || w->dim(1) * group_ != c) {
@@ -45,8 +59,11 @@ class ConvGradKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(out_, geo_.OutputDims(in_));
     Shape expect = {x->dim(0), m};
     expect.insert(expect.end(), out_.begin(), out_.end());
-    if (dy->shape() != expect) {
+    if (!pooled_ && dy->shape() != expect) {
       return InvalidArgument("dY has shape ", ShapeToString(dy->shape()), ", expected ", ShapeToString(expect));
+    }
+    if (pooled_ && (dy->dim(0) != x->dim(0) || dy->dim(1) != m)) {
+      return InvalidArgument("dZ has shape ", ShapeToString(dy->shape()), ", expected [", x->dim(0), ", ", m, ", ...]");
     }
     // Scratch: one patch matrix per thread (dX); for dW, per thread the patch matrix of a chunk of images
     // and their dY laid out as [mg, images * O] (one GEMM per chunk), and each chunk's partial dW. The chunk
@@ -103,6 +120,11 @@ class ConvGradKernel : public OpKernel {
     int64_t elems = std::max(padded_ ? dxwork_ * slots_ : col_ * slots_, dw_elems);
     wr_offset_ = elems;
     if (padded_ && ctx.output_requested(0)) elems += dx_direct_ ? group_ * dxc_.packed_size() : w->NumElements();
+    // MaxPoolReluConvGrad: dY image by image into a buffer per thread where only the direct weight gradient
+    // reads it (one group, no dX), with each image's row sums for dB (doubles, two floats each); else dY whole.
+    per_image_ = pooled_ && dw_direct_ && group_ == 1 && !ctx.output_requested(0);
+    dy_offset_ = elems;
+    if (pooled_) elems += per_image_ ? slots_ * m * ShapeNumElements(out_) + 2 * n * m : ShapeNumElements(expect);
     ctx.RequestScratch(static_cast<size_t>(elems * elem));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, w->dtype(), w->shape()));
@@ -110,16 +132,32 @@ class ConvGradKernel : public OpKernel {
     return Status::OK();
   }
   Status Compute(KernelContext& ctx) override {
-    const Tensor &dy = *ctx.input(0), &x = *ctx.input(1), &w = *ctx.input(2);
+    const int xi = pooled_ ? 3 : 1;
+    const Tensor &x = *ctx.input(xi), &w = *ctx.input(xi + 1);
     Tensor *dx = ctx.output(0), *dw = ctx.output(1), *db = ctx.output(2);
     return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0), cg = c / group_, mg = m / group_;
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
       T* scratch = static_cast<T*>(ctx.scratch());
+      // dY: the input, or (MaxPoolReluConvGrad) MaxPoolReluGrad's result, whole or image by image.
+      const T* dyp = pooled_ ? scratch + dy_offset_ : ctx.input(0)->data<T>();
+      double* row_sums = per_image_ ? reinterpret_cast<double*>(scratch + dy_offset_ + slots_ * m * osize) : nullptr;
+      if constexpr (std::is_same_v<T, float>) {
+        if (pooled_ && !per_image_) {
+          Status st = Status::OK();
+          std::atomic<bool> bad{false};
+          ParallelFor(ctx.thread_pool(), n, 4.0 * static_cast<double>(m * osize), [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1 && !bad.load(std::memory_order_relaxed); ++i) {
+              if (!ScatterPooledImage(ctx, i, m, osize, scratch + dy_offset_ + i * m * osize)) bad.store(true);
+            }
+          });
+          if (bad.load()) return PooledIndexError();
+        }
+      }
       const bool depthwise = IsDepthwise2D(c, m, group_, in_.size());
       if (depthwise && (dx || dw)) {
-        DepthwiseBackward<T>(dy.data<T>(), x.data<T>(), w.data<T>(), dx ? dx->data<T>() : nullptr,
+        DepthwiseBackward<T>(dyp, x.data<T>(), w.data<T>(), dx ? dx->data<T>() : nullptr,
                              dw ? dw->data<T>() : nullptr, n, c, in_.data(), out_.data(), geo_, ctx.thread_pool());
       }
       // 1. dX: images in parallel, each with its own patch matrix (the same calls whatever the threads).
@@ -140,7 +178,7 @@ class ConvGradKernel : public OpKernel {
             float* work = scratch + (next_slot++ % slots_) * dxwork_;
             for (int64_t i = i0; i < i1; ++i) {
               for (int64_t g = 0; g < group_; ++g) {
-                dxc_.Run(dy.data<float>() + (i * m + g * mg) * osize, packed + g * dxc_.packed_size(), nullptr,
+                dxc_.Run(dyp + (i * m + g * mg) * osize, packed + g * dxc_.packed_size(), nullptr,
                          dx->data<float>() + (i * c + g * cg) * isize, work);
               }
             }
@@ -154,7 +192,7 @@ class ConvGradKernel : public OpKernel {
         ParallelFor(ctx.thread_pool(), n, 2.0 * static_cast<double>(m * cg * ksize * osize), [&](int64_t i0, int64_t i1) {
           T* work = scratch + (next_slot++ % slots_) * dxwork_;
           for (int64_t i = i0; i < i1; ++i) {
-            BackwardDataPadded<T>(dy.data<T>() + i * m * osize, wr, dx->data<T>() + i * c * isize, c, m, work);
+            BackwardDataPadded<T>(dyp + i * m * osize, wr, dx->data<T>() + i * c * isize, c, m, work);
           }
         });
       } else if (dx && !depthwise && !padded_) {
@@ -165,7 +203,7 @@ class ConvGradKernel : public OpKernel {
             std::fill(dx->data<T>() + i * c * isize, dx->data<T>() + (i + 1) * c * isize, T(0));
             for (int64_t g = 0; g < group_; ++g) {
               Gemm<T>(true, false, cg * ksize, osize, mg, T(1), w.data<T>() + g * mg * cg * ksize,
-                      dy.data<T>() + (i * m + g * mg) * osize, T(0), col, nullptr);
+                      dyp + (i * m + g * mg) * osize, T(0), col, nullptr);
               Col2Im(col, cg, in_, out_, geo_, dx->data<T>() + (i * c + g * cg) * isize);
             }
           }
@@ -188,7 +226,7 @@ class ConvGradKernel : public OpKernel {
               const int64_t i0 = halves == 1 ? 0 : h * half, i1 = halves == 1 ? n : std::min(n, i0 + half);
               T* dst = h == 0 ? out + g * mg * cg : partial;
               for (int64_t i = i0; i < i1; ++i) {
-                GemmLd<T>(false, true, mg, cg, osize, T(1), dy.data<T>() + (i * m + g * mg) * osize, osize,
+                GemmLd<T>(false, true, mg, cg, osize, T(1), dyp + (i * m + g * mg) * osize, osize,
                           x.data<T>() + (i * c + g * cg) * isize, isize, i == i0 ? T(0) : T(1), dst, cg);
               }
             }
@@ -202,6 +240,7 @@ class ConvGradKernel : public OpKernel {
       // 2b. Otherwise dW_g = sum over chunks of dY_g [mg, images*O] * col(X_g)^T [images*O, cg*K]: chunks in
       // parallel, each one GEMM (or DirectWeightGrad3x3) into its (transposed) partial, then the partials
       // added in chunk order.
+      std::atomic<bool> bad_index{false};
       if (dw && !depthwise && !dw_pointwise_ && chunks_ > 0) {
         const int64_t ck = cg * ksize, cols = padded_ ? rows_.n : osize;
         // Partial rows: pld apart (dw_direct_: the output channels padded to a multiple of 16).
@@ -216,7 +255,8 @@ class ConvGradKernel : public OpKernel {
             if (dw_direct_) {
               // Per chunk: its images padded and their dY transposed, then the direct kernel into the partial.
               ParallelFor(ctx.thread_pool(), chunks_, cost, [&](int64_t k0, int64_t k1) {
-                float* xp = scratch + (next_slot++ % slots_) * per_slot;
+                const int slot = next_slot++ % slots_;
+                float* xp = scratch + slot * per_slot;
                 float* dyt = xp + dwk_.copy_size(chunk_);
                 // The images read where they lie (c * isize apart) by RunInPlace where it applies, or without
                 // pads in one group (the chunk's images, image_size() apart, are x itself); else copied padded.
@@ -228,8 +268,17 @@ class ConvGradKernel : public OpKernel {
                     if (!in_place && !as_padded) {
                       dwk_.PadImage(x.data<float>() + (i * c + g * cg) * isize, xp + (i - i0) * dwk_.image_size());
                     }
-                    dwk_.TransposeOutputGrad(dy.data<float>() + (i * m + g * mg) * osize,
-                                             dyt + (i - i0) * dwk_.transposed_size());
+                    const float* dyi = dyp + (i * m + g * mg) * osize;
+                    if (per_image_) {  // this image's dY into the thread's buffer, and its row sums for dB
+                      float* buf = scratch + dy_offset_ + (slot % slots_) * m * osize;
+                      if (!ScatterPooledImage(ctx, i, m, osize, buf)) {
+                        bad_index.store(true);
+                        continue;
+                      }
+                      for (int64_t j = 0; j < m; ++j) row_sums[i * m + j] = VRowSum(buf + j * osize, osize);
+                      dyi = buf;
+                    }
+                    dwk_.TransposeOutputGrad(dyi, dyt + (i - i0) * dwk_.transposed_size());
                   }
                   if (in_place) {
                     dwk_.RunInPlace(x.data<float>() + (i0 * c + g * cg) * isize, c * isize, dyt, i1 - i0,
@@ -249,7 +298,7 @@ class ConvGradKernel : public OpKernel {
               const int64_t i0 = k * chunk_, i1 = std::min(n, i0 + chunk_), ld = (i1 - i0) * cols;
               for (int64_t i = i0; i < i1; ++i) {
                 const T* xi = x.data<T>() + (i * c + g * cg) * isize;
-                const T* dyi = dy.data<T>() + (i * m + g * mg) * osize;
+                const T* dyi = dyp + (i * m + g * mg) * osize;
                 if (padded_) {
                   // A 1x1 window without pads: the image is its own padded plane (no copy).
                   const T* src = xi;
@@ -294,6 +343,7 @@ class ConvGradKernel : public OpKernel {
           });
         }
       }
+      if (bad_index.load()) return PooledIndexError();
       // dB: per channel, the images' rows summed in double in LaneSum's fixed order (vectorized; one running
       // float sum was a 4-cycle add chain per element, 1.6 ms of the benchmark CNN's first ConvGrad).
       if (db) {
@@ -301,8 +351,9 @@ class ConvGradKernel : public OpKernel {
           for (int64_t j = j0; j < j1; ++j) {
             double s = 0;
             for (int64_t i = 0; i < n; ++i) {
-              const T* row = dy.data<T>() + (i * m + j) * osize;
-              if constexpr (std::is_same_v<T, float>) s += VRowSum(row, osize);
+              const T* row = dyp + (i * m + j) * osize;
+              if (per_image_) s += row_sums[i * m + j];
+              else if constexpr (std::is_same_v<T, float>) s += VRowSum(row, osize);
               else s += LaneSum(osize, [row](int64_t o) { return static_cast<double>(row[o]); });
             }
             db->data<T>()[j] = static_cast<T>(s);
@@ -315,6 +366,32 @@ class ConvGradKernel : public OpKernel {
   }
 
  private:
+  // MaxPoolReluGrad's dX for image i (MaxPoolReluConvGrad; float32): each of its m planes zeroed, then dZ
+  // scattered to the indices where Z is positive, the adds of MaxPoolGradKernel in the same order. False
+  // when an index leaves its plane (MaxPool's never do).
+  bool ScatterPooledImage(KernelContext& ctx, int64_t i, int64_t m, int64_t osize, float* out) const {
+    const Tensor& dz = *ctx.input(0);
+    const int64_t psize = dz.dim(0) * dz.dim(1) > 0 ? dz.NumElements() / (dz.dim(0) * dz.dim(1)) : 0;
+    const float* g = dz.data<float>() + i * m * psize;
+    const float* z = ctx.input(2)->data<float>() + i * m * psize;
+    const int64_t* k = ctx.input(1)->data<int64_t>() + i * m * psize;
+    for (int64_t j = 0; j < m; ++j) {
+      float* plane = out + j * osize;
+      std::fill(plane, plane + osize, 0.0f);
+      const int64_t base = (i * m + j) * osize;
+      for (int64_t e = j * psize; e < (j + 1) * psize; ++e) {
+        const int64_t at = k[e] - base;
+        if (at < 0 || at >= osize) return false;
+        plane[at] = plane[at] + KeepIfPositive(g[e], z[e]);
+      }
+    }
+    return true;
+  }
+
+  Status PooledIndexError() const {
+    return InvalidArgument("Indices point outside their own [N, C] plane of the pooled tensor; MaxPool's never do");
+  }
+
   // 1 MB: one Zen 5 core's L2; also more chunks to share between threads (the ResNet's ConvGrad at 2 threads
   // 28.4 -> 27.3 ms, peak RSS 197 -> 163 MB, against 4 MB).
   static constexpr int64_t kChunkBytes = int64_t{1} << 20;
@@ -387,6 +464,10 @@ class ConvGradKernel : public OpKernel {
   DirectConv2D dxc_;
   bool dw_direct_ = false;  // dW by DirectWeightGrad3x3 (dwk_)
   bool dw_pointwise_ = false;  // dW of a 1x1 window at stride 1 without pads: one GEMM per image
+  // MaxPoolReluConvGrad(dZ, Indices, Z, X, W): ConvGrad of MaxPoolReluGrad(dZ, Indices, Z).
+  bool pooled_ = false;
+  bool per_image_ = false;  // pooled_: dY per image in a thread's buffer (else whole, at dy_offset_)
+  int64_t dy_offset_ = 0;   // pooled_: where dY's buffers start in the scratch
   DirectWeightGrad3x3 dwk_;
   int64_t dxwork_ = 0, wr_offset_ = 0;  // padded rows, dX: work elements per thread; where the split weights are
   int64_t col_ = 0;
@@ -394,207 +475,10 @@ class ConvGradKernel : public OpKernel {
   int64_t chunk_ = 1, chunks_ = 0;
 };
 
-// g where z > 0, else +0 (NaN z included), by masking g's bits rather than by a branch.
-inline float KeepIfPositive(float g, float z) {
-  uint32_t b;
-  std::memcpy(&b, &g, sizeof b);
-  b &= 0u - static_cast<uint32_t>(z > 0.0f);
-  std::memcpy(&g, &b, sizeof g);
-  return g;
-}
-
-// dX's shape is not a function of dY: it is the forward input's shape, which the graph declares for this
-// node's output (batch taken from dY), as ONNX Runtime's kernels read it.
-StatusOr<Shape> PoolGradOutputShape(const NodeInfo& info, const Tensor& dy) {
-  const ValueInfo* v = info.output_infos.empty() ? nullptr : info.output_infos[0];
-  if (v == nullptr || !v->has_shape || v->dims.size() != dy.shape().size()) {
-    return InvalidArgument("the graph must declare the shape of output \"",
-                           info.node->outputs.empty() ? "" : info.node->outputs[0],
-                           "\" (the pooled input's shape) for a pooling gradient");
-  }
-  Shape s;
-  for (size_t d = 0; d < v->dims.size(); ++d) {
-    if (d == 0) s.push_back(dy.dim(0));
-    else if (v->dims[d].known()) s.push_back(v->dims[d].value);
-    else return InvalidArgument("output \"", v->name, "\" has a symbolic dimension ", d, "; a static shape is needed");
-  }
-  return s;
-}
-
-// MaxPoolGrad(dY, Indices), and ai.ontrain MaxPoolReluGrad(dY, Indices, Y): MaxPoolGrad with only the dY
-// elements whose pooled value Y (MaxPool's output) is positive. It is ReluGrad(MaxPoolGrad(dY, Indices), X)
-// in one pass where MaxPool pooled Relu(X) or pooled X itself (engine/kernel_fusion.h): the pooled value is
-// X's element at the index (or its Relu), positive exactly where ReluGrad lets the sum through; elsewhere
-// both give 0. Reading Y beside dY costs a quarter of reading X at the scattered indices.
-class MaxPoolGradKernel : public OpKernel {
- public:
-  explicit MaxPoolGradKernel(const NodeInfo& info) : info_(info), masked_(info.node->op_type == "MaxPoolReluGrad") {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* idx, RequireInput(ctx, 1, "Indices"));
-    if (idx->dtype() != DType::kInt64 || idx->shape() != dy->shape()) return InvalidArgument("Indices must be int64 like dY");
-    ONT_ASSIGN_OR_RETURN(Shape s, PoolGradOutputShape(info_, *dy));
-    if (masked_) {
-      ONT_ASSIGN_OR_RETURN(const Tensor* y, RequireInput(ctx, 2, "Y"));
-      if (y->dtype() != dy->dtype() || y->shape() != dy->shape()) {
-        return InvalidArgument("Y is ", DTypeName(y->dtype()), ShapeToString(y->shape()), ", dY is ", DTypeName(dy->dtype()),
-                               ShapeToString(dy->shape()));
-      }
-    }
-    return ctx.DeclareOutput(0, dy->dtype(), s);
-  }
-  Status Compute(KernelContext& ctx) override {
-    const Tensor &dy = *ctx.input(0), &idx = *ctx.input(1);
-    const Tensor* mask = masked_ ? ctx.input(2) : nullptr;
-    Tensor* dx = ctx.output(0);
-    return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      T* p = dx->data<T>();
-      const int64_t n = dx->NumElements();
-      const int64_t* ix = idx.data<int64_t>();
-      const T* my = mask ? mask->data<T>() : nullptr;
-      // Whether dY element i reaches dX: always, or where its pooled value is positive (ReluGrad's test).
-      auto open = [my](int64_t i) {
-        if constexpr (std::is_same_v<T, double>) return my == nullptr || my[i] > 0.0;
-        else return my == nullptr || static_cast<float>(my[i]) > 0.0f;
-      };
-      // By planes, in parallel: each [N, C] plane of dX zeroed and then scattered into while it is in cache.
-      // That is the serial scatter's result whenever every index of a dY plane points into the same dX
-      // plane (as MaxPool's do); an index elsewhere sends the whole op to the serial loop below.
-      const int64_t planes = dy.rank() >= 3 && dx->rank() >= 3 ? dy.dim(0) * dy.dim(1) : 0;
-      if (planes > 0 && dx->dim(0) * dx->dim(1) == planes) {
-        const int64_t isize = n / planes, osize = dy.NumElements() / planes;
-        std::atomic<bool> elsewhere{false};
-        ParallelFor(ctx.thread_pool(), planes, 4.0 * static_cast<double>(isize + 2 * osize), [&](int64_t p0, int64_t p1) {
-          for (int64_t q = p0; q < p1 && !elsewhere.load(std::memory_order_relaxed); ++q) {
-            T* plane = p + q * isize;
-            std::fill(plane, plane + isize, static_cast<T>(0.0f));
-            const T* g = dy.data<T>() + q * osize;
-            const T* z = my ? my + q * osize : nullptr;
-            const int64_t* k = ix + q * osize;
-            for (int64_t i = 0; i < osize; ++i) {
-              const int64_t at = k[i] - q * isize;
-              if (at < 0 || at >= isize) {
-                elsewhere.store(true, std::memory_order_relaxed);
-                break;
-              }
-              float add = static_cast<float>(g[i]);
-              if constexpr (std::is_same_v<T, float>) {
-                // Without a branch: windows open and shut at random (ReLU's signs; a branch on them cost
-                // 7x). A dX element is reached only from windows that agree (their pooled value is the
-                // element's), so the +0 a shut window adds leaves it +0, as ReluGrad would.
-                if (z != nullptr) add = KeepIfPositive(add, z[i]);
-              } else if (!open(q * osize + i)) {
-                add = 0.0f;
-              }
-              plane[at] = static_cast<T>(static_cast<float>(plane[at]) + add);
-            }
-          }
-        });
-        if (!elsewhere.load()) return Status::OK();
-      }
-      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(0.0f);
-      for (int64_t i = 0; i < dy.NumElements(); ++i) {
-        int64_t k = idx.data<int64_t>()[i];
-        if (k < 0 || k >= n) return InvalidArgument("index ", k, " at position ", i, " is outside dX (", n, " elements)");
-        if (open(i)) p[k] = static_cast<T>(static_cast<float>(p[k]) + static_cast<float>(dy.data<T>()[i]));
-      }
-      return Status::OK();
-    });
-  }
-
- private:
-  NodeInfo info_;
-  bool masked_;  // MaxPoolReluGrad
-};
-
-// Spreads each dY element evenly over its pooling window (the count as the forward pass divided by).
-class AveragePoolGradKernel : public OpKernel {
- public:
-  explicit AveragePoolGradKernel(const NodeInfo& info)
-      : info_(info), count_include_pad_(info.node->GetInt("count_include_pad", 0) != 0) {}
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
-    // dX's shape: X's when given as input 1 (ontrain's extension for pooled dims known only at run time;
-    // only its shape is read), else the graph's declared output shape, as in ONNX Runtime.
-    Shape s;
-    if (const Tensor* x = ctx.input(1)) {
-      s = x->shape();
-    } else {
-      ONT_ASSIGN_OR_RETURN(s, PoolGradOutputShape(info_, *dy));
-    }
-    if (s.size() < 3 || s.size() != dy->shape().size()) {
-      return InvalidArgument("dX shape ", ShapeToString(s), " does not match dY ", ShapeToString(dy->shape()));
-    }
-    in_.assign(s.begin() + 2, s.end());
-    geo_ = WindowAttrs::FromNode(*info_.node, {});
-    if (geo_.kernel.size() != in_.size()) return InvalidArgument("kernel_shape does not match the spatial rank");
-    ONT_ASSIGN_OR_RETURN(Shape out, geo_.OutputDims(in_));
-    Shape expect = {dy->dim(0), s[1]};
-    expect.insert(expect.end(), out.begin(), out.end());
-    if (dy->shape() != expect) return InvalidArgument("dY has shape ", ShapeToString(dy->shape()), ", expected ", ShapeToString(expect));
-    out_ = out;
-    return ctx.DeclareOutput(0, dy->dtype(), s);
-  }
-  Status Compute(KernelContext& ctx) override {
-    const Tensor& dy = *ctx.input(0);
-    Tensor* dx = ctx.output(0);
-    return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      size_t nd = in_.size();
-      int64_t planes = dy.dim(0) * dy.dim(1), isize = ShapeNumElements(in_), osize = ShapeNumElements(out_);
-      int64_t ksize = ShapeNumElements(geo_.kernel);
-      std::vector<float> acc(static_cast<size_t>(isize));
-      Shape oidx(nd), kidx(nd), offs(ksize);
-      for (int64_t p = 0; p < planes; ++p) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        std::fill(oidx.begin(), oidx.end(), 0);
-        for (int64_t o = 0; o < osize; ++o) {
-          int64_t inside = 0, padded = 0;
-          for (int64_t kk = 0; kk < ksize; ++kk) {
-            int64_t r = kk, off = 0;
-            bool in = true, in_pad = true;
-            for (size_t d = nd; d-- > 0;) {
-              kidx[d] = r % geo_.kernel[d];
-              r /= geo_.kernel[d];
-            }
-            for (size_t d = 0; d < nd; ++d) {
-              int64_t q = oidx[d] * geo_.strides[d] - geo_.pads[d] + kidx[d] * geo_.dilations[d];
-              if (q < -geo_.pads[d] || q >= in_[d] + geo_.pads[d + nd]) in_pad = false;
-              if (q < 0 || q >= in_[d]) in = false;
-              off = off * in_[d] + q;
-            }
-            padded += in_pad;
-            offs[inside] = off;
-            inside += in;
-          }
-          int64_t count = count_include_pad_ ? padded : inside;
-          float g = count ? static_cast<float>(dy.data<T>()[p * osize + o]) / count : 0.0f;
-          for (int64_t k = 0; k < inside; ++k) acc[offs[k]] += g;
-          for (size_t d = nd; d-- > 0;) {
-            if (++oidx[d] < out_[d]) break;
-            oidx[d] = 0;
-          }
-        }
-        for (int64_t i = 0; i < isize; ++i) dx->data<T>()[p * isize + i] = static_cast<T>(acc[i]);
-      }
-      return Status::OK();
-    });
-  }
-
- private:
-  NodeInfo info_;
-  bool count_include_pad_;
-  WindowAttrs geo_;
-  Shape in_, out_;
-};
-
 }  // namespace
 
 KernelFactory kConvGrad = MakeKernel<ConvGradKernel>;
-KernelFactory kMaxPoolGrad = MakeKernel<MaxPoolGradKernel>;
-KernelFactory kMaxPoolReluGrad = MakeKernel<MaxPoolGradKernel>;
-KernelFactory kAveragePoolGrad = MakeKernel<AveragePoolGradKernel>;
+KernelFactory kMaxPoolReluConvGrad = MakeKernel<ConvGradKernel>;
 
 }  // namespace cpu
 }  // namespace ontrain
