@@ -1,4 +1,5 @@
-// Executor: creation (partition, plan, constants), kernel and copy steps, and the arenas (binding: executor_bind.cc).
+// Executor: creation (partition, plan, constants), kernel and copy steps, and the arenas (binding, and the
+// accumulation buffer a gradient is written into on a run: executor_bind.cc).
 #include "engine/executor.h"
 
 #include <algorithm>
@@ -184,27 +185,6 @@ void Executor::FindAccumulatorTargets() {
     }
     accumulator_target_[grad] = {buffer, flag};
   }
-}
-
-size_t Executor::num_accumulator_targets() const {
-  size_t n = 0;
-  for (const AccumulatorTarget& t : accumulator_target_) n += t.buffer >= 0;
-  return n;
-}
-
-const Tensor* Executor::AccumulatorBufferFor(int value, DType dtype, const Shape& shape) const {
-  const AccumulatorTarget& t = accumulator_target_[value];
-  if (t.buffer < 0) return nullptr;
-  const Value& flag = values_[t.flag];
-  const Value& buffer = values_[t.buffer];
-  if (!flag.defined() || flag.is_sequence() || flag.tensor().dtype() != DType::kBool ||
-      flag.tensor().NumElements() < 1 || !flag.tensor().data<bool>()[0]) {
-    return nullptr;
-  }
-  if (!buffer.defined() || buffer.is_sequence() || buffer.tensor().dtype() != dtype || buffer.tensor().shape() != shape) {
-    return nullptr;
-  }
-  return &buffer.tensor();
 }
 
 Status Executor::MakeConstants(const Graph& g) {

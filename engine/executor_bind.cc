@@ -1,5 +1,6 @@
 // Executor::Bind: feeds checked against the graph's inputs (dtype, static dims, symbolic dims bound
-// consistently, sequences on their device) and the key of their shapes, which selects the memory plan.
+// consistently, sequences on their device) and the key of their shapes, which selects the memory plan; and
+// the accumulation buffer a gradient is written into on a run (see FindAccumulatorTargets in executor.cc).
 #include <charconv>
 
 #include "engine/executor.h"
@@ -114,6 +115,27 @@ Status Executor::Bind(const NamedValues& feeds) {
     }
   }
   return Status::OK();
+}
+
+size_t Executor::num_accumulator_targets() const {
+  size_t n = 0;
+  for (const AccumulatorTarget& t : accumulator_target_) n += t.buffer >= 0;
+  return n;
+}
+
+const Tensor* Executor::AccumulatorBufferFor(int value, DType dtype, const Shape& shape) const {
+  const AccumulatorTarget& t = accumulator_target_[value];
+  if (t.buffer < 0) return nullptr;
+  const Value& flag = values_[t.flag];
+  const Value& buffer = values_[t.buffer];
+  if (!flag.defined() || flag.is_sequence() || flag.tensor().dtype() != DType::kBool ||
+      flag.tensor().NumElements() < 1 || !flag.tensor().data<bool>()[0]) {
+    return nullptr;
+  }
+  if (!buffer.defined() || buffer.is_sequence() || buffer.tensor().dtype() != dtype || buffer.tensor().shape() != shape) {
+    return nullptr;
+  }
+  return &buffer.tensor();
 }
 
 }  // namespace ontrain

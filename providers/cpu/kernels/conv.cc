@@ -415,35 +415,8 @@ class ConvTransposeKernel : public OpKernel {
   }
 
  private:
-  // Pools image i's activations y [m, oh, ow] into outputs 0 and 1 (when requested) as MaxPool does from the
-  // whole tensor: VPlanesMaxPool2x2 where MaxPool takes it (float32 on AVX-512), else MaxPool2D; the indices
-  // (relative to y) moved by the image's offset.
-  template <typename T>
-  void Pool(const T* y, int64_t i, int64_t m, KernelContext& ctx) const {
-    const int64_t psize = ShapeNumElements(pooled_), osize = ShapeNumElements(out_);
-    if (psize == 0) return;
-    T* z = ctx.output(0)->data<T>() + i * m * psize;
-    Tensor* indices = ctx.num_outputs() > 1 ? ctx.output(1) : nullptr;
-    int64_t* ind = indices ? indices->data<int64_t>() + i * m * psize : nullptr;
-    const int64_t base = i * m * osize;
-    if constexpr (std::is_same_v<T, float>) {
-      if (VPlaneMaxPoolAvailable() && osize < (int64_t{1} << 31)) {
-        VPlanesMaxPool2x2(y, out_[0], out_[1], pooled_[0], pooled_[1], 0, m, z, ind, base);
-        return;
-      }
-    }
-    MaxPool2D<T>(y, z, ind, 0, m, m, out_, pooled_, pool_geo_, 0);
-    if (ind) {
-      for (int64_t k = 0; k < m * psize; ++k) ind[k] += base;
-    }
-  }
-
   const Node& node_;
   int64_t group_;
-  bool fused_;  // FusedConv and FusedConvMaxPool: Relu after
-  bool pool_;   // FusedConvMaxPool: 2x2 max pooling at stride 2 after the Relu
-  WindowAttrs pool_geo_;
-  Shape pooled_;  // pool_: the pooled spatial dims
   WindowAttrs geo_;
   Shape in_, out_;
 };
