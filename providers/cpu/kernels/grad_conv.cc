@@ -124,7 +124,9 @@ class ConvGradKernel : public OpKernel {
     // reads it (one group, no dX), with each image's row sums for dB (doubles, two floats each); else dY whole.
     per_image_ = pooled_ && dw_direct_ && group_ == 1 && !ctx.output_requested(0);
     dy_offset_ = elems;
-    if (pooled_) elems += per_image_ ? slots_ * m * ShapeNumElements(out_) + 2 * n * m : ShapeNumElements(expect);
+    // The row sums start at an even float offset, so that the doubles are aligned (the scratch itself is).
+    sums_offset_ = (dy_offset_ + slots_ * m * ShapeNumElements(out_) + 1) / 2 * 2;
+    if (pooled_) elems = per_image_ ? sums_offset_ + 2 * n * m : elems + ShapeNumElements(expect);
     ctx.RequestScratch(static_cast<size_t>(elems * elem));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, w->dtype(), w->shape()));
@@ -142,7 +144,7 @@ class ConvGradKernel : public OpKernel {
       T* scratch = static_cast<T*>(ctx.scratch());
       // dY: the input, or (MaxPoolReluConvGrad) MaxPoolReluGrad's result, whole or image by image.
       const T* dyp = pooled_ ? scratch + dy_offset_ : ctx.input(0)->data<T>();
-      double* row_sums = per_image_ ? reinterpret_cast<double*>(scratch + dy_offset_ + slots_ * m * osize) : nullptr;
+      double* row_sums = per_image_ ? reinterpret_cast<double*>(scratch + sums_offset_) : nullptr;
       if constexpr (std::is_same_v<T, float>) {
         if (pooled_ && !per_image_) {
           Status st = Status::OK();
@@ -468,6 +470,7 @@ class ConvGradKernel : public OpKernel {
   bool pooled_ = false;
   bool per_image_ = false;  // pooled_: dY per image in a thread's buffer (else whole, at dy_offset_)
   int64_t dy_offset_ = 0;   // pooled_: where dY's buffers start in the scratch
+  int64_t sums_offset_ = 0; // per_image_: where the images' row sums (doubles) start
   DirectWeightGrad3x3 dwk_;
   int64_t dxwork_ = 0, wr_offset_ = 0;  // padded rows, dX: work elements per thread; where the split weights are
   int64_t col_ = 0;
