@@ -8,6 +8,7 @@
 
 #include "engine/kernel_fusion.h"
 #include "engine/memory_plan.h"
+#include "engine/op_flops.h"
 #include "engine/op_profile.h"
 #include "engine/pool_tuner.h"
 #include "providers/cpu/thread_pool.h"
@@ -345,8 +346,7 @@ Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>
     if (OpProfileByShape()) {
       for (int i = 0; i < st.ctx.num_inputs(); ++i) key += st.ctx.input(i) ? " " + ShapeToString(st.ctx.input(i)->shape()) : " -";
     }
-    AddOpTime(key,
-              std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    AddOpTime(key, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count(), MatrixFlops(n, st.ctx));
   } else if (Status s = provider->Run(*st.kernel, st.ctx); !s.ok()) {
     return s.WithContext(n.Describe());
   }

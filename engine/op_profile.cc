@@ -25,12 +25,13 @@ void EnableOpProfile(bool on, bool shapes) {
 bool OpProfileEnabled() { return enabled.load(std::memory_order_relaxed); }
 bool OpProfileByShape() { return by_shape.load(std::memory_order_relaxed); }
 
-void AddOpTime(const std::string& op, int64_t nanos) {
+void AddOpTime(const std::string& op, int64_t nanos, int64_t flops) {
   std::lock_guard<std::mutex> lock(mu);
   OpTime& t = Tally()[op];
   t.op = op;
   t.calls++;
   t.nanos += nanos;
+  t.flops += flops;
 }
 
 std::vector<OpTime> OpProfile() {

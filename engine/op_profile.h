@@ -13,13 +13,14 @@ struct OpTime {
   std::string op;      // "domain::Op" or "Op"
   int64_t calls = 0;
   int64_t nanos = 0;
+  int64_t flops = 0;  // matrix FLOPs of all calls (op_flops.h); 0 for other ops
 };
 
 // by_shape: tally per op type and input shapes ("MatMul [64,784] [784,128]") instead of per op type.
 void EnableOpProfile(bool on, bool by_shape = false);
 bool OpProfileEnabled();
 bool OpProfileByShape();
-void AddOpTime(const std::string& op, int64_t nanos);
+void AddOpTime(const std::string& op, int64_t nanos, int64_t flops = 0);
 // Every op seen, by total time, largest first.
 std::vector<OpTime> OpProfile();
 void ResetOpProfile();

@@ -25,6 +25,13 @@ thread count: {"workload", "provider", "threads", "steps_per_s", "peak_rss_mb", 
 "pytorch_steps_per_s" and "pytorch_peak_rss_mb", and "ort_forward_ms", "step_over_ort_forward" and
 "ort_web_steps_per_s", when compared.
 
+The floor (CPU rows): a short profiled `ontrain bench` counts the step's matrix FLOPs (MatMul, Gemm, the
+convolutions and their gradients, from the shapes run) and measures one core's FMA peak; "floor ms" is
+the time those FLOPs take at that peak on the row's cores, the least any engine can need; "/floor" is
+ontrain's step over it, and "cap" PyTorch's step over it: the ratio to PyTorch that a step of exactly the
+floor would reach, so a ratio target above the cap cannot be met on this CPU. The records carry
+"matrix_gflop_per_step", "peak_gflops_per_core", "floor_ms", "step_over_floor" and "ratio_at_floor".
+
 Workloads (the issue's four, then three architectures as people build them):
   mlp_small    MLP 784-128-10 (ReLU), batch 64
   mlp_large    MLP 784-512-512-10, batch 128
@@ -212,15 +219,37 @@ def example_input(name, shape):
     return torch.zeros(*shape, dtype=torch.long) if name in TOKENS else torch.rand(*shape) * 2 - 1
 
 
+def cpu_core(vendor, family, model):
+    """The core generation of the x86 CPUs this machine kind has shown (the VM hides the model name), where
+    known: it decides the vector throughput (Zen 4 runs 512-bit FMAs at half the rate of Zen 5)."""
+    if vendor == "AuthenticAMD" and family == 25:
+        return "Zen 4" if 0x10 <= model <= 0x1f or 0x60 <= model <= 0x7f or 0xa0 <= model <= 0xaf else "Zen 3"
+    if vendor == "AuthenticAMD" and family == 26:
+        return "Zen 5"
+    if vendor == "GenuineIntel" and family == 6:
+        return {143: "Sapphire Rapids", 207: "Emerald Rapids", 173: "Granite Rapids", 106: "Ice Lake"}.get(model)
+    return None
+
+
 def cpu_description():
-    model, flags = "unknown CPU", set()
+    model, flags, fields = "unknown CPU", set(), {}
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name") and model == "unknown CPU":
-                model = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name" and model == "unknown CPU":
+                model = value.strip()
+            if key == "flags":
+                flags = set(value.split())
+            if key in ("vendor_id", "cpu family", "model") and key not in fields:
+                fields[key] = value.strip()
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
+    try:
+        family, number = int(fields.get("cpu family", "")), int(fields.get("model", ""))
+        core = cpu_core(fields.get("vendor_id"), family, number)
+        model += " (%sfamily %d model %d)" % (core + ", " if core else "", family, number)
+    except ValueError:
+        pass
     return "%s, %d cores, %s" % (model, os.cpu_count(), isa)
 
 
@@ -282,6 +311,19 @@ def time_ontrain(ontrain, artifacts, provider, batch, threads, steps):
         return json.load(open(f.name)), None
 
 
+def matrix_floor(ontrain, artifacts, batch):
+    """The workload's matrix FLOPs per step and one core's FMA peak, from a short profiled `ontrain bench`
+    at one thread (the FLOPs depend only on the shapes), or None where it cannot run."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        r = subprocess.run([ontrain, "bench", "--artifacts", artifacts, "--threads", "1", "--batch-size", str(batch),
+                            "--steps", "5", "--warmup", "3", "--profile", "--json", f.name],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rec = json.load(open(f.name)) if r.returncode == 0 else {}
+    if "matrix_gflop_per_step" not in rec:
+        return None
+    return rec["matrix_gflop_per_step"], rec["peak_gflops_per_core"]
+
+
 def ort_dir():
     """tools/ort_reference in the source tree (also under `bazel run`), with its npm packages installed."""
     src = os.environ.get("BUILD_WORKSPACE_DIRECTORY", ROOT)
@@ -327,6 +369,9 @@ def main():
     head = "%-12s %-6s %3s %10s %8s %9s" % ("workload", "prov", "thr", "st/s", "RSS MB", "allocs/st")
     if args.compare_pytorch:
         head += " %10s %8s %6s" % ("torch st/s", "torch MB", "ratio")
+    head += " %8s %6s" % ("floor ms", "/floor")
+    if args.compare_pytorch:
+        head += " %6s" % "cap"
     if args.compare_ort:
         head += " %9s %10s %9s" % ("ORT fw ms", "step/fw", "ORT-web")
     print(head)
@@ -346,6 +391,7 @@ def main():
         artifacts = os.path.join(d, "artifacts")
         subprocess.run([args.ontrain, "generate", "--model", forward, "--out", artifacts, "--eps", "1e-8",
                         "--weight-decay", "0.01", "--adam-mode", "0"], check=True, stdout=subprocess.DEVNULL)
+        floor = matrix_floor(args.ontrain, artifacts, shape[0])
         for provider in args.providers.split(","):
             if provider in skipped:
                 continue
@@ -362,6 +408,18 @@ def main():
                     rec["pytorch_steps_per_s"], rec["pytorch_peak_rss_mb"] = time_pytorch_isolated(name, threads, args.steps)
                     line += " %10.1f %8.1f %6.2f" % (rec["pytorch_steps_per_s"], rec["pytorch_peak_rss_mb"],
                                                      rec["steps_per_s"] / rec["pytorch_steps_per_s"])
+                if floor and provider == "cpu":
+                    # The least time any engine needs for the step's matrix products on this many cores, and
+                    # the ratio to PyTorch that a step of exactly that time would give.
+                    rec["matrix_gflop_per_step"], rec["peak_gflops_per_core"] = floor
+                    rec["floor_ms"] = 1e3 * floor[0] / (floor[1] * threads)
+                    rec["step_over_floor"] = 1e3 / rec["steps_per_s"] / rec["floor_ms"]
+                    line += " %8.3f %6.2f" % (rec["floor_ms"], rec["step_over_floor"])
+                    if "pytorch_steps_per_s" in rec:
+                        rec["ratio_at_floor"] = 1e3 / rec["pytorch_steps_per_s"] / rec["floor_ms"]
+                        line += " %6.2f" % rec["ratio_at_floor"]
+                elif provider == "cpu":
+                    line += " %8s %6s" % ("-", "-") + (" %6s" % "-" if args.compare_pytorch else "")
                 if args.compare_ort and provider == "cpu":
                     o = time_ort(name, forward, artifacts, shape, threads, args.steps)
                     rec["ort_forward_ms"] = o["forward_ms"]

@@ -176,6 +176,42 @@ TEST_F(CliTest, ResumeReproducesAnUninterruptedRunBitForBit) {
   EXPECT_THAT(Slurp(a + "/run/training.svg"), HasSubstr("<svg"));
 }
 
+// A number after `"key": ` in a one-line JSON record; NaN when absent.
+double JsonNumber(const std::string& json, const std::string& key) {
+  size_t at = json.find("\"" + key + "\": ");
+  return at == std::string::npos ? std::nan("") : std::stod(json.substr(at + key.size() + 4));
+}
+
+// `ontrain bench` on the built-in MLP (784-256-10, batch 16): a step allocates nothing after warm-up, and
+// --profile counts the step's matrix FLOPs as worked out by hand and sets the floor from them.
+TEST_F(CliTest, BenchTimesStepsAndCountsTheirMatrixWork) {
+  std::string dir = Tmp("cli_bench");
+  ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  const std::string plain = dir + "/plain.json", profiled = dir + "/profiled.json";
+  ::testing::internal::CaptureStdout();
+  Status a = cli::Bench({"--artifacts", dir, "--threads", "1", "--batch-size", "16", "--steps", "5", "--warmup", "3",
+                         "--json", plain});
+  Status b = cli::Bench({"--artifacts", dir, "--threads", "1", "--batch-size", "16", "--steps", "5", "--warmup", "3",
+                         "--profile", "--json", profiled});
+  const std::string said = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(a.ok()) << a.ToString();
+  ASSERT_TRUE(b.ok()) << b.ToString();
+  const std::string j = Slurp(plain), p = Slurp(profiled);
+  EXPECT_GT(JsonNumber(j, "steps_per_s"), 0.0) << j;
+  EXPECT_EQ(JsonNumber(j, "allocs_per_step"), 0.0) << j;
+  EXPECT_EQ(j.find("floor_ms"), std::string::npos) << "the floor needs --profile";
+  // Forward: 16x784 by 784x256 and 16x256 by 256x10. Backward: both weight gradients and the hidden
+  // layer's input gradient (16x10 by 10x256); none for the data input.
+  const double flops = 2.0 * 16 * (784 * 256 + 256 * 10) + 2.0 * 16 * (784 * 256 + 256 * 10) + 2.0 * 16 * 10 * 256;
+  EXPECT_NEAR(JsonNumber(p, "matrix_gflop_per_step"), flops / 1e9, flops / 1e9 * 1e-5) << p;
+  const double peak = JsonNumber(p, "peak_gflops_per_core");
+  EXPECT_GT(peak, 0.1) << p;
+  EXPECT_EQ(JsonNumber(p, "cores"), 1.0) << p;
+  EXPECT_NEAR(JsonNumber(p, "floor_ms"), flops / 1e9 / peak * 1e3, flops / 1e9 / peak * 1e3 * 1e-4) << p;
+  EXPECT_THAT(said, HasSubstr("matrix ops (MatMul, Gemm, convolutions, their gradients)"));
+  EXPECT_THAT(said, HasSubstr("GFLOP/s"));
+}
+
 TEST_F(CliTest, SigintSavesACheckpointAndStops) {
   std::string dir = Tmp("cli_sigint");
   ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());

@@ -4,13 +4,15 @@
 // --batch-size. Prints the median step time with its 10th and 90th percentiles, the steps per second that
 // the median gives, the median of each part, peak RSS and C++ heap allocations per step after warm-up;
 // --json FILE writes the same; --profile adds kernel time per op type, --profile-shapes per op type and
-// input shapes.
+// input shapes, both with the GFLOP/s of the matrix ops and the step against its floor: the step's matrix
+// FLOPs (engine/op_flops.h) at the FMA peak measured on this core, on the cores the run used.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 
 
 #include "core/file_io.h"
@@ -130,16 +132,42 @@ Status Bench(const std::vector<std::string>& args) {
               allocs_per_step);
   // The optimizer graph follows the training graph's choice; their times are decided together.
   std::printf("  intra-op pool per step: %s\n", o.session->train_executor().PoolChoice().c_str());
+  // Matrix work: its FLOPs per step against one core's measured FMA peak, the floor no engine can beat.
+  std::string profile_json;
   if (f.Has("profile") || f.Has("profile-shapes")) {
     EnableOpProfile(false);
-    double total = 0;
-    for (const OpTime& t : OpProfile()) total += static_cast<double>(t.nanos);
-    std::printf("%-48s %8s %10s %7s\n", "op", "calls", "ms/step", "share");
+    double total = 0, matrix_nanos = 0, matrix_flops = 0;
     for (const OpTime& t : OpProfile()) {
-      std::printf("%-48s %8lld %10.3f %6.1f%%\n", t.op.c_str(), static_cast<long long>(t.calls / steps),
-                  static_cast<double>(t.nanos) / 1e6 / static_cast<double>(steps), 100.0 * static_cast<double>(t.nanos) / total);
+      total += static_cast<double>(t.nanos);
+      if (t.flops > 0) {
+        matrix_nanos += static_cast<double>(t.nanos);
+        matrix_flops += static_cast<double>(t.flops);
+      }
     }
-    std::printf("kernels: %.3f ms/step of the %.3f ms median step\n", total / 1e6 / static_cast<double>(steps), median);
+    const double per_step = 1.0 / static_cast<double>(steps);
+    std::printf("%-48s %8s %10s %7s %9s\n", "op", "calls", "ms/step", "share", "GFLOP/s");
+    for (const OpTime& t : OpProfile()) {
+      std::printf("%-48s %8lld %10.3f %6.1f%%", t.op.c_str(), static_cast<long long>(t.calls / steps),
+                  static_cast<double>(t.nanos) / 1e6 * per_step, 100.0 * static_cast<double>(t.nanos) / total);
+      if (t.flops > 0 && t.nanos > 0) std::printf(" %9.1f", static_cast<double>(t.flops) / static_cast<double>(t.nanos));
+      std::printf("\n");
+    }
+    std::printf("kernels: %.3f ms/step of the %.3f ms median step\n", total / 1e6 * per_step, median);
+    if (matrix_flops > 0) {
+      const char* isa = "";
+      const double peak = FmaPeakGflops(&isa);
+      const int cores = threads > 0 ? static_cast<int>(threads)
+                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      const double gflop = matrix_flops * per_step / 1e9, matrix_ms = matrix_nanos / 1e6 * per_step;
+      const double floor_ms = gflop / (peak * cores) * 1e3;
+      std::printf("matrix ops (MatMul, Gemm, convolutions, their gradients): %.3f GFLOP/step in %.3f ms, %.1f "
+                  "GFLOP/s; one core's %s FMA peak %.1f GFLOP/s, so on %d core%s they need at least %.3f ms: the "
+                  "median step is %.2fx that floor\n",
+                  gflop, matrix_ms, gflop / matrix_ms * 1e3, isa, peak, cores, cores == 1 ? "" : "s", floor_ms,
+                  median / floor_ms);
+      profile_json = StrCat(", \"matrix_gflop_per_step\": ", gflop, ", \"matrix_ms_per_step\": ", matrix_ms,
+                            ", \"peak_gflops_per_core\": ", peak, ", \"cores\": ", cores, ", \"floor_ms\": ", floor_ms);
+    }
   }
   if (f.Has("json")) {
     std::string json = StrCat("{\"artifacts\": \"", f.Get("artifacts"), "\", \"providers\": \"", providers,
@@ -147,7 +175,7 @@ Status Bench(const std::vector<std::string>& args) {
                               ", \"median_ms\": ", median, ", \"p10_ms\": ", p10, ", \"p90_ms\": ", p90,
                               ", \"steps_per_s\": ", 1000.0 / median, ", \"train_step_ms\": ", Percentile(train_ms, 0.5),
                               ", \"optimizer_step_ms\": ", Percentile(opt_ms, 0.5), ", \"peak_rss_mb\": ", peak_rss_mb,
-                              ", \"allocs_per_step\": ", allocs_per_step, ", \"last_loss\": ", loss, "}\n");
+                              ", \"allocs_per_step\": ", allocs_per_step, ", \"last_loss\": ", loss, profile_json, "}\n");
     ONT_RETURN_IF_ERROR(WriteFileAtomically(f.Get("json"), json));
   }
   return Status::OK();

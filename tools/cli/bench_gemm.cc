@@ -128,6 +128,14 @@ Share MeasureShare(const PeakLoop& p, int64_t m, int64_t n, int64_t k, ThreadPoo
 
 }  // namespace
 
+double FmaPeakGflops(const char** isa) {
+  const PeakLoop loop = ChoosePeakLoop();
+  std::vector<double> peaks;
+  for (int r = 0; r < kRounds; ++r) peaks.push_back(MeasurePeak(loop));
+  if (isa != nullptr) *isa = loop.isa;
+  return Median(peaks);
+}
+
 Status BenchGemm(int threads) {
   const PeakLoop loop = ChoosePeakLoop();
   std::vector<double> peaks;
