@@ -369,14 +369,20 @@ class ConvGradKernel : public OpKernel {
 
  private:
   // MaxPoolReluGrad's dX for image i (MaxPoolReluConvGrad; float32): each of its m planes zeroed, then dZ
-  // scattered to the indices where Z is positive, the adds of MaxPoolGradKernel in the same order. False
-  // when an index leaves its plane (MaxPool's never do).
+  // scattered to the indices where Z is positive, the adds of MaxPoolGradKernel in the same order (or the
+  // same bits by VPlanesMaxUnpool2x2 where every index lies in its 2x2 window). False when an index leaves
+  // its plane (MaxPool's never do).
   bool ScatterPooledImage(KernelContext& ctx, int64_t i, int64_t m, int64_t osize, float* out) const {
     const Tensor& dz = *ctx.input(0);
     const int64_t psize = dz.dim(0) * dz.dim(1) > 0 ? dz.NumElements() / (dz.dim(0) * dz.dim(1)) : 0;
     const float* g = dz.data<float>() + i * m * psize;
     const float* z = ctx.input(2)->data<float>() + i * m * psize;
     const int64_t* k = ctx.input(1)->data<int64_t>() + i * m * psize;
+    // 2x2 windows at stride 2 (what the fusion pools): written whole by a select per element.
+    if (out_.size() == 2 && dz.rank() == 4 && 2 * dz.dim(2) <= out_[0] && 2 * dz.dim(3) <= out_[1] &&
+        VPlaneMaxPoolAvailable() && VPlanesMaxUnpool2x2(g, z, k, i * m * osize, out_[0], out_[1], dz.dim(2), dz.dim(3), 0, m, out)) {
+      return true;
+    }
     for (int64_t j = 0; j < m; ++j) {
       float* plane = out + j * osize;
       std::fill(plane, plane + osize, 0.0f);

@@ -337,6 +337,68 @@ __attribute__((target("avx512f"))) void PlanesMaxPool2x2Avx512(const float* x, i
   }
 }
 
+// VPlanesMaxUnpool2x2 on AVX-512: per pooled row, 16 windows a step. Each window's element of offset d
+// from its top-left (0, 1, wd, wd + 1) takes the window's value, the other three +0; the even and odd
+// columns of both output rows are interleaved by permutes, as PlanesMaxPool2x2Avx512 splits them.
+__attribute__((target("avx512f"))) bool PlanesMaxUnpool2x2Avx512(const float* g, const float* z, const int64_t* ind,
+                                                                 int64_t ind_base, int64_t h, int64_t wd, int64_t oh,
+                                                                 int64_t ow, int64_t p0, int64_t p1, float* x) {
+  const __m512i lo_mix = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_mix = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512i lanes2 = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i one = _mm512_set1_epi32(1), row = _mm512_set1_epi32(static_cast<int32_t>(wd)),
+                row1 = _mm512_set1_epi32(static_cast<int32_t>(wd + 1));
+  const int64_t isize = h * wd, osize = oh * ow;
+  for (int64_t p = p0; p < p1; ++p) {
+    float* px = x + p * isize;
+    const __m512i base64 = _mm512_set1_epi64(ind_base + p * isize);
+    for (int64_t i = 0; i < oh; ++i) {
+      float* r0 = px + 2 * i * wd;
+      float* r1 = r0 + wd;
+      const int64_t o = p * osize + i * ow;
+      for (int64_t j = 0; j < ow; j += 16) {
+        const int64_t m = std::min<int64_t>(16, ow - j), span = 2 * m;
+        const __mmask16 valid = static_cast<__mmask16>((1u << m) - 1);
+        const __mmask16 lo = static_cast<__mmask16>(span >= 16 ? 0xffffu : (1u << span) - 1);
+        const __mmask16 hi = static_cast<__mmask16>(span > 16 ? (span >= 32 ? 0xffffu : (1u << (span - 16)) - 1) : 0u);
+        // The indices as offsets from the windows' top-left corners, in int32 (a lane outside `valid`
+        // reads nothing and is never tested).
+        const __m512i i0 = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(valid & 0xff), ind + o + j), base64);
+        const __m512i i1 = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(valid >> 8), ind + o + j + 8), base64);
+        // Offsets outside 0 .. INT32_MAX (unsigned compare: negatives too) cannot lie in their window; the
+        // truncation below would hide them.
+        const __m512i lim = _mm512_set1_epi64(std::numeric_limits<int32_t>::max());
+        const __mmask8 v0 = static_cast<__mmask8>(valid & 0xff), v1 = static_cast<__mmask8>(valid >> 8);
+        if (_mm512_mask_cmpgt_epu64_mask(v0, i0, lim) | _mm512_mask_cmpgt_epu64_mask(v1, i1, lim)) return false;
+        const __m512i off = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(i0)), _mm512_cvtepi64_epi32(i1), 1);
+        const __m512i d = _mm512_sub_epi32(off, _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * wd + 2 * j)), lanes2));
+        const __mmask16 at00 = _mm512_mask_cmpeq_epi32_mask(valid, d, _mm512_setzero_si512());
+        const __mmask16 at01 = _mm512_mask_cmpeq_epi32_mask(valid, d, one);
+        const __mmask16 at10 = _mm512_mask_cmpeq_epi32_mask(valid, d, row);
+        const __mmask16 at11 = _mm512_mask_cmpeq_epi32_mask(valid, d, row1);
+        if (static_cast<__mmask16>(at00 | at01 | at10 | at11) != valid) return false;
+        // The window's value: dY, shut (+0) where the pooled value is not positive; then +0 + value, the
+        // scatter's addition into a zeroed plane (-0 becomes +0, NaN stays NaN).
+        __m512 v = _mm512_maskz_loadu_ps(valid, g + o + j);
+        if (z != nullptr) v = _mm512_maskz_mov_ps(_mm512_mask_cmp_ps_mask(valid, _mm512_maskz_loadu_ps(valid, z + o + j), zero, _CMP_GT_OQ), v);
+        v = _mm512_add_ps(zero, v);
+        const __m512 e0 = _mm512_maskz_mov_ps(at00, v), o0 = _mm512_maskz_mov_ps(at01, v);
+        const __m512 e1 = _mm512_maskz_mov_ps(at10, v), o1 = _mm512_maskz_mov_ps(at11, v);
+        _mm512_mask_storeu_ps(r0 + 2 * j, lo, _mm512_permutex2var_ps(e0, lo_mix, o0));
+        _mm512_mask_storeu_ps(r0 + 2 * j + 16, hi, _mm512_permutex2var_ps(e0, hi_mix, o0));
+        _mm512_mask_storeu_ps(r1 + 2 * j, lo, _mm512_permutex2var_ps(e1, lo_mix, o1));
+        _mm512_mask_storeu_ps(r1 + 2 * j + 16, hi, _mm512_permutex2var_ps(e1, hi_mix, o1));
+      }
+      // The columns no window covers (an odd width).
+      for (int64_t c = 2 * ow; c < wd; ++c) r0[c] = r1[c] = 0.0f;
+    }
+    // The rows no window covers (an odd height).
+    std::fill(px + 2 * oh * wd, px + isize, 0.0f);
+  }
+  return true;
+}
+
 }  // namespace
 
 bool VPlaneMaxPoolAvailable() {
@@ -352,6 +414,14 @@ void VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t
 void VPlanesMaxPool2x2(const float* x, int64_t h, int64_t wd, int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* y,
                        int64_t* ind, int64_t ind_base) {
   PlanesMaxPool2x2Avx512(x, h, wd, oh, ow, p0, p1, y, ind, ind_base);
+}
+
+bool VPlanesMaxUnpool2x2(const float* g, const float* z, const int64_t* ind, int64_t ind_base, int64_t h, int64_t wd,
+                         int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* x) {
+  // Rows of fewer than 8 windows leave most of each vector empty: the scatter was faster there (CNN, pooled
+  // rows of 5: 0.23 against 0.32 ms).
+  if (ow < 8) return false;
+  return PlanesMaxUnpool2x2Avx512(g, z, ind, ind_base, h, wd, oh, ow, p0, p1, x);
 }
 
 void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, int64_t readable,

@@ -123,6 +123,17 @@ void VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t
 void VPlanesMaxPool2x2(const float* x, int64_t h, int64_t wd, int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* y,
                        int64_t* ind, int64_t ind_base = 0);
 
+// The gradient of VPlanesMaxPool2x2, where the ReLU before the pooling may be fused in (MaxPoolReluGrad):
+// plane p of x (h rows of wd) from planes of g, z and ind (oh rows of ow; ind as VPlanesMaxPool2x2 wrote
+// it, from ind_base). Every element of a window is written: the one ind names gets +0 + g (or +0 + the
+// masked g, g where z > 0 and +0 elsewhere, when z is not null), the rest +0, as are the rows and columns
+// no window covers. That is the bits of zeroing the plane and adding each g at its index, since windows do
+// not overlap. Returns false, with the planes partly written, when an index lies outside its own window,
+// and at once for rows of fewer than 8 windows (ow < 8), where it is slower: the caller then scatters.
+// Only where VPlaneMaxPoolAvailable().
+bool VPlanesMaxUnpool2x2(const float* g, const float* z, const int64_t* ind, int64_t ind_base, int64_t h, int64_t wd,
+                         int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* x);
+
 // Stride-2 rows of patch matrices (1x1 and 3x3 convolutions at stride 2), `rows` rows of n: row t of d
 // (d_ld apart) = the even elements of row t of x (x_ld apart), d[j] = x[2 j] (VRowsGather2); and the even
 // elements of row t of d += row t of s, d[2 j] += s[j] (VRowsScatterAdd2: each element one addition, so the
