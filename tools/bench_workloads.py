@@ -290,10 +290,56 @@ def time_pytorch(name, cls, shape, threads, steps):
     return per_s, peak_rss_mb()
 
 
-def time_pytorch_isolated(name, threads, steps):
+OPENBLAS_PROBE = """
+import ctypes, torch
+path = next(l.split()[-1] for l in open("/proc/self/maps") if "libopenblas" in l)
+lib = ctypes.CDLL(path)
+lib.openblas_get_corename.restype = ctypes.c_char_p
+print(lib.openblas_get_corename().decode())
+"""
+
+# OpenBLAS kernel sets that use this machine kind's vector units (AVX2 and up).
+OPENBLAS_VECTOR_CORES = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"}
+
+
+def openblas_for_pytorch():
+    """The OPENBLAS_CORETYPE PyTorch's child processes get, or None, and a line saying which kernels
+    PyTorch's OpenBLAS runs. Debian's OpenBLAS 0.3.21 picks its kernels at run time from the CPU's family
+    and treats a family it does not know (AMD's Zen 5, family 26) as Barcelona: SSE2 kernels, about 3x
+    slower GEMMs, a PyTorch that would flatter ontrain. Where it picks a kernel set without AVX2 on a CPU
+    that has AVX2, the children are given the best set the CPU supports, and the probe is repeated to see
+    that it took."""
+    def probe(env):
+        r = subprocess.run([sys.executable, "-c", OPENBLAS_PROBE], env=env, capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else None
+    detected = probe(dict(os.environ))
+    if detected is None:
+        return None, "OpenBLAS kernels: unknown (the probe failed)"
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    best = ("Cooperlake" if "avx512_bf16" in flags else "SkylakeX" if "avx512f" in flags else
+            "Haswell" if "avx2" in flags and "fma" in flags else None)
+    if os.environ.get("OPENBLAS_CORETYPE") or detected.lower() in OPENBLAS_VECTOR_CORES or best is None:
+        return None, "OpenBLAS kernels: %s (%s)" % (
+            detected, "OPENBLAS_CORETYPE from the environment" if os.environ.get("OPENBLAS_CORETYPE") else "detected")
+    forced = probe(dict(os.environ, OPENBLAS_CORETYPE=best))
+    if forced is None or forced.lower() != best.lower():
+        sys.exit("PyTorch's OpenBLAS runs %s kernels on a CPU with %s and OPENBLAS_CORETYPE=%s did not take (%s): "
+                 "comparing against it would flatter ontrain" % (detected, best, best, forced))
+    return best, "OpenBLAS kernels: %s (OPENBLAS_CORETYPE: OpenBLAS detected %s, without AVX2)" % (forced, detected)
+
+
+def time_pytorch_isolated(name, threads, steps, coretype=None):
     """time_pytorch in a child process whose OpenBLAS and OpenMP pools have `threads` threads: PyTorch's
-    set_num_threads does not reach OpenBLAS, which otherwise uses every core even at "1 thread"."""
+    set_num_threads does not reach OpenBLAS, which otherwise uses every core even at "1 thread"; and with
+    OPENBLAS_CORETYPE=coretype where openblas_for_pytorch chose one."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--pytorch-worker", name, str(threads), str(steps)],
                          env=env, check=True, capture_output=True, text=True).stdout
     per_s, rss = out.strip().splitlines()[-1].split()
@@ -363,9 +409,10 @@ def main():
         blas = torch.__config__.show()
         if "OpenBLAS" not in blas and "MKL" not in blas:
             sys.exit("PyTorch is not using an optimized BLAS; install libopenblas0-pthread")
+    coretype, blas_line = openblas_for_pytorch() if args.compare_pytorch else (None, "")
     work = tempfile.mkdtemp(prefix="ontrain-bench-")
     records, skipped = [], {}
-    print("CPU: %s; PyTorch %s" % (cpu_description(), torch.__version__))
+    print("CPU: %s; PyTorch %s%s" % (cpu_description(), torch.__version__, "; " + blas_line if blas_line else ""))
     head = "%-12s %-6s %3s %10s %8s %9s" % ("workload", "prov", "thr", "st/s", "RSS MB", "allocs/st")
     if args.compare_pytorch:
         head += " %10s %8s %6s" % ("torch st/s", "torch MB", "ratio")
@@ -405,7 +452,7 @@ def main():
                 line = "%-12s %-6s %3d %10.1f %8.1f %9.1f" % (name, provider, threads, rec["steps_per_s"],
                                                            rec["peak_rss_mb"], rec["allocs_per_step"])
                 if args.compare_pytorch and provider == "cpu":
-                    rec["pytorch_steps_per_s"], rec["pytorch_peak_rss_mb"] = time_pytorch_isolated(name, threads, args.steps)
+                    rec["pytorch_steps_per_s"], rec["pytorch_peak_rss_mb"] = time_pytorch_isolated(name, threads, args.steps, coretype)
                     line += " %10.1f %8.1f %6.2f" % (rec["pytorch_steps_per_s"], rec["pytorch_peak_rss_mb"],
                                                      rec["steps_per_s"] / rec["pytorch_steps_per_s"])
                 if floor and provider == "cpu":
