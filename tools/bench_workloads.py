@@ -213,6 +213,7 @@ WORKLOADS = [("mlp_small", MlpSmall, (64, 784)), ("mlp_large", MlpLarge, (128, 7
              ("transformer", Transformer, (16, 64, 128)), ("resnet", ResNet, (32, 3, 32, 32)),
              ("mobilenet", MobileNet, (32, 3, 32, 32)), ("gpt", Gpt, (16, 64))]
 TOKENS = {"gpt"}  # workloads whose input is token ids
+ISSUE_WORKLOADS = ("mlp_small", "mlp_large", "cnn", "transformer")  # 2x PyTorch; the rest: ahead of it
 
 
 def example_input(name, shape):
@@ -388,6 +389,47 @@ def time_ort(name, forward, artifacts, shape, threads, steps):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def verdicts(records):
+    """Lines saying, for the CPU rows, which of the issue's targets held in this run and which did not,
+    and where a ratio target is out of reach on this CPU (PyTorch's step over the matrix floor, the cap,
+    is below it)."""
+    cpu = [r for r in records if r["provider"] == "cpu"]
+    lines = []
+    if any("pytorch_steps_per_s" in r for r in cpu):
+        held, short = [], []
+        for r in cpu:
+            if "pytorch_steps_per_s" not in r:
+                continue
+            want = 2.0 if r["workload"] in ISSUE_WORKLOADS else 1.0
+            ratio = r["steps_per_s"] / r["pytorch_steps_per_s"]
+            what = "%s at %d thread%s" % (r["workload"], r["threads"], "" if r["threads"] == 1 else "s")
+            if ratio >= want:
+                held.append(what)
+                continue
+            why = "%.2fx, %s %.0fx" % (ratio, "target" if want > 1 else "ahead of PyTorch:", want)
+            if "ratio_at_floor" in r:
+                cap = r["ratio_at_floor"]
+                why += "; cap %.2f%s" % (cap, ": out of reach on this CPU" if cap < want else "")
+            short.append("%s (%s)" % (what, why))
+        lines.append("PyTorch target (2x on the issue's four workloads, ahead on the others): held for %d of %d%s" %
+                     (len(held), len(held) + len(short), "; short: " + ", ".join(short) if short else ""))
+    over = ["%s at %d (%.2f)" % (r["workload"], r["threads"], r["step_over_ort_forward"]) for r in cpu
+            if r.get("step_over_ort_forward", 0) > 3.0]
+    if any("step_over_ort_forward" in r for r in cpu):
+        lines.append("step <= 3x ONNX Runtime's forward: %s" % ("held everywhere" if not over else "above 3 for " + ", ".join(over)))
+    by = {(r["workload"], r["threads"]): r["steps_per_s"] for r in cpu}
+    slower = ["%s (%.1f against %.1f steps/s)" % (w, by[(w, 2)], by[(w, 1)]) for w, t in by if t == 1 and (w, 2) in by
+              and by[(w, 2)] <= by[(w, 1)]]
+    if any(t == 2 for _, t in by):
+        lines.append("2 threads faster than 1: %s" % ("everywhere" if not slower else "not for " + ", ".join(slower)))
+    allocs = [r["workload"] for r in cpu if r["allocs_per_step"] > 0]
+    lines.append("heap allocations per step: %s" % ("0 everywhere" if not allocs else "not 0 for " + ", ".join(allocs)))
+    rss = [r["workload"] for r in cpu if "pytorch_peak_rss_mb" in r and r["peak_rss_mb"] > r["pytorch_peak_rss_mb"]]
+    if any("pytorch_peak_rss_mb" in r for r in cpu):
+        lines.append("peak RSS at most PyTorch's: %s" % ("everywhere" if not rss else "not for " + ", ".join(rss)))
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1,2")
@@ -481,6 +523,8 @@ def main():
                 records.append(rec)
     for what, why in skipped.items():
         print("not measured: %s: %s" % (what, why))
+    for line in verdicts(records):
+        print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(records, f, indent=1)
