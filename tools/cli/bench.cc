@@ -153,7 +153,10 @@ Status Bench(const std::vector<std::string>& args) {
       std::printf("\n");
     }
     std::printf("kernels: %.3f ms/step of the %.3f ms median step\n", total / 1e6 * per_step, median);
-    if (matrix_flops > 0) {
+    // Only where every kernel ran on the CPU: a device provider's profile times its queueing, not its work.
+    bool cpu_only = true;
+    for (IExecutionProvider* p : o.providers.ordered) cpu_only &= p->name() == "CPU";
+    if (matrix_flops > 0 && cpu_only) {
       const char* isa = "";
       const double peak = FmaPeakGflops(&isa);
       const int cores = threads > 0 ? static_cast<int>(threads)

@@ -380,7 +380,7 @@ class ConvGradKernel : public OpKernel {
     const int64_t* k = ctx.input(1)->data<int64_t>() + i * m * psize;
     // 2x2 windows at stride 2 (what the fusion pools): written whole by a select per element.
     if (out_.size() == 2 && dz.rank() == 4 && 2 * dz.dim(2) <= out_[0] && 2 * dz.dim(3) <= out_[1] &&
-        VPlaneMaxPoolAvailable() && VPlanesMaxUnpool2x2(g, z, k, i * m * osize, out_[0], out_[1], dz.dim(2), dz.dim(3), 0, m, out)) {
+        VPlanesMaxUnpool2x2(g, z, k, i * m * osize, out_[0], out_[1], dz.dim(2), dz.dim(3), 0, m, out)) {
       return true;
     }
     for (int64_t j = 0; j < m; ++j) {

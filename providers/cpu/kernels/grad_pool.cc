@@ -75,10 +75,10 @@ class MaxPoolGradKernel : public OpKernel {
       const int64_t planes = dy.rank() >= 3 && dx->rank() >= 3 ? dy.dim(0) * dy.dim(1) : 0;
       if (planes > 0 && dx->dim(0) * dx->dim(1) == planes) {
         const int64_t isize = n / planes, osize = dy.NumElements() / planes;
-        // 2x2 windows at stride 2 (float32, AVX-512): whole planes by a select per element, where every index
-        // lies in its own window; else (false) the scatter below rewrites the planes.
+        // 2x2 windows at stride 2 (float32): whole planes by a select per element where VPlanesMaxUnpool2x2
+        // takes them; else (false) the scatter below rewrites the planes.
         const bool windows2x2 = std::is_same_v<T, float> && dy.rank() == 4 && dx->rank() == 4 &&
-                                2 * dy.dim(2) <= dx->dim(2) && 2 * dy.dim(3) <= dx->dim(3) && VPlaneMaxPoolAvailable();
+                                2 * dy.dim(2) <= dx->dim(2) && 2 * dy.dim(3) <= dx->dim(3);
         std::atomic<bool> elsewhere{false};
         ParallelFor(ctx.thread_pool(), planes, 4.0 * static_cast<double>(isize + 2 * osize), [&](int64_t p0, int64_t p1) {
           if constexpr (std::is_same_v<T, float>) {

@@ -349,6 +349,7 @@ __attribute__((target("avx512f"))) bool PlanesMaxUnpool2x2Avx512(const float* g,
   const __m512 zero = _mm512_setzero_ps();
   const __m512i one = _mm512_set1_epi32(1), row = _mm512_set1_epi32(static_cast<int32_t>(wd)),
                 row1 = _mm512_set1_epi32(static_cast<int32_t>(wd + 1));
+  const __m512i lim = _mm512_set1_epi64(std::numeric_limits<int32_t>::max());
   const int64_t isize = h * wd, osize = oh * ow;
   for (int64_t p = p0; p < p1; ++p) {
     float* px = x + p * isize;
@@ -368,7 +369,6 @@ __attribute__((target("avx512f"))) bool PlanesMaxUnpool2x2Avx512(const float* g,
         const __m512i i1 = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(valid >> 8), ind + o + j + 8), base64);
         // Offsets outside 0 .. INT32_MAX (unsigned compare: negatives too) cannot lie in their window; the
         // truncation below would hide them.
-        const __m512i lim = _mm512_set1_epi64(std::numeric_limits<int32_t>::max());
         const __mmask8 v0 = static_cast<__mmask8>(valid & 0xff), v1 = static_cast<__mmask8>(valid >> 8);
         if (_mm512_mask_cmpgt_epu64_mask(v0, i0, lim) | _mm512_mask_cmpgt_epu64_mask(v1, i1, lim)) return false;
         const __m512i off = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(i0)), _mm512_cvtepi64_epi32(i1), 1);
@@ -420,7 +420,7 @@ bool VPlanesMaxUnpool2x2(const float* g, const float* z, const int64_t* ind, int
                          int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* x) {
   // Rows of fewer than 8 windows leave most of each vector empty: the scatter was faster there (CNN, pooled
   // rows of 5: 0.23 against 0.32 ms).
-  if (ow < 8) return false;
+  if (ow < 8 || !VPlaneMaxPoolAvailable()) return false;
   return PlanesMaxUnpool2x2Avx512(g, z, ind, ind_base, h, wd, oh, ow, p0, p1, x);
 }
 

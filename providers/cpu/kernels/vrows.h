@@ -129,8 +129,8 @@ void VPlanesMaxPool2x2(const float* x, int64_t h, int64_t wd, int64_t oh, int64_
 // masked g, g where z > 0 and +0 elsewhere, when z is not null), the rest +0, as are the rows and columns
 // no window covers. That is the bits of zeroing the plane and adding each g at its index, since windows do
 // not overlap. Returns false, with the planes partly written, when an index lies outside its own window,
-// and at once for rows of fewer than 8 windows (ow < 8), where it is slower: the caller then scatters.
-// Only where VPlaneMaxPoolAvailable().
+// and at once without AVX-512F or for rows of fewer than 8 windows (ow < 8), where it is slower: the
+// caller then scatters.
 bool VPlanesMaxUnpool2x2(const float* g, const float* z, const int64_t* ind, int64_t ind_base, int64_t h, int64_t wd,
                          int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* x);
 
