@@ -276,12 +276,50 @@ bool InferRank(const Node& n, const std::map<std::string, const ValueInfo*>& kno
   return true;
 }
 
+// A domain ONNX has no schemas for: InferShapes moves there the nodes whose ONNX rule must not run (its
+// inference skips them) and types them itself.
+constexpr char kHiddenDomain[] = "ontrain.hidden";
+
+// ConvTranspose: libonnx 1.12's rule reads W's dim 1, and one kernel dim of W per spatial axis of X, without
+// checking W's rank (out-of-range reads; model_fuzzer found the crash). InferShapes keeps such a node hidden
+// until a round has shaped both its inputs and CheckConvTransposeRanks has passed them; inside a subgraph,
+// whose values ontrain does not type, it stays hidden.
+bool IsConvTranspose(const std::string& op_type, const std::string& domain) {
+  return op_type == "ConvTranspose" && (domain.empty() || domain == "ai.onnx");
+}
+
+Status CheckConvTransposeRanks(const Node& n, const ValueInfo& x, const ValueInfo& w) {
+  if (x.dims.size() < 3 || w.dims.size() != x.dims.size()) {
+    return InvalidArgument("node \"", n.name, "\" (ConvTranspose): X must have rank 3 or more and W the same rank, got X ",
+                           x.TypeString(), " (", n.inputs[0], ") and W ", w.TypeString(), " (", n.inputs[1], ")");
+  }
+  return Status::OK();
+}
+
+// A hidden ConvTranspose whose X is typed but not shaped (so ONNX's rule would give Y only X's type): that
+// type, so that nodes past it still get types.
+void InferHiddenConvTransposeType(const Node& n, const std::map<std::string, const ValueInfo*>& known,
+                                  std::vector<ValueInfo>* out) {
+  if (n.inputs.empty() || n.outputs.empty() || n.outputs[0].empty() || known.count(n.outputs[0])) return;
+  auto x = known.find(n.inputs[0]);
+  if (x == known.end() || x->second->dtype == DType::kUndefined) return;
+  ValueInfo y;
+  y.name = n.outputs[0];
+  y.dtype = x->second->dtype;
+  out->push_back(std::move(y));
+}
+
 // Attribute values on which libonnx 1.12's own inference faults instead of reporting: a zero stride divides
 // by zero in its Conv/pool rule (SIGFPE; the fuzzer found it). Checked in every graph ONNX will visit,
-// subgraphs included, so that such a model is an error naming the node.
-Status CheckInferenceHazards(const onnx::GraphProto& g) {
-  for (const onnx::NodeProto& n : g.node()) {
-    for (const onnx::AttributeProto& a : n.attribute()) {
+// subgraphs included, so that such a model is an error naming the node. ConvTranspose nodes in subgraphs
+// move to kHiddenDomain (`hid` says whether any did).
+Status CheckInferenceHazards(onnx::GraphProto* g, bool subgraph, bool* hid) {
+  for (onnx::NodeProto& n : *g->mutable_node()) {
+    if (subgraph && IsConvTranspose(n.op_type(), n.domain())) {
+      n.set_domain(kHiddenDomain);
+      *hid = true;
+    }
+    for (onnx::AttributeProto& a : *n.mutable_attribute()) {
       if (a.name() == "strides") {
         for (int64_t v : a.ints()) {
           if (v <= 0) {
@@ -289,11 +327,21 @@ Status CheckInferenceHazards(const onnx::GraphProto& g) {
           }
         }
       }
-      if (a.has_g()) ONT_RETURN_IF_ERROR(CheckInferenceHazards(a.g()));
-      for (const onnx::GraphProto& sub : a.graphs()) ONT_RETURN_IF_ERROR(CheckInferenceHazards(sub));
+      if (a.has_g()) ONT_RETURN_IF_ERROR(CheckInferenceHazards(a.mutable_g(), true, hid));
+      for (onnx::GraphProto& sub : *a.mutable_graphs()) ONT_RETURN_IF_ERROR(CheckInferenceHazards(&sub, true, hid));
     }
   }
   return Status::OK();
+}
+
+// Declares kHiddenDomain in `proto` once, so that ONNX skips that domain's nodes instead of failing on it.
+void ImportHiddenDomain(onnx::ModelProto* proto) {
+  for (const onnx::OperatorSetIdProto& o : proto->opset_import()) {
+    if (o.domain() == kHiddenDomain) return;
+  }
+  onnx::OperatorSetIdProto* opset = proto->add_opset_import();
+  opset->set_domain(kHiddenDomain);
+  opset->set_version(1);
 }
 
 // Runs ONNX's inference on `proto` in place. Data propagation (shapes computed by Shape/Gather/Concat
@@ -303,7 +351,9 @@ Status CheckInferenceHazards(const onnx::GraphProto& g) {
 // propagation follows only when every input such a node reads then has a type. Otherwise the copy's
 // result stands (fewer static shapes, no crash).
 Status RunOnnxInference(onnx::ModelProto* proto) {
-  ONT_RETURN_IF_ERROR(CheckInferenceHazards(proto->graph()));
+  bool hid = false;
+  ONT_RETURN_IF_ERROR(CheckInferenceHazards(proto->mutable_graph(), false, &hid));
+  if (hid) ImportHiddenDomain(proto);
   onnx::ShapeInferenceOptions options;
   options.check_type = true;
   options.error_mode = 1;  // throw on errors in known ops; unknown ops are skipped
@@ -354,7 +404,17 @@ Status InferShapes(Model* model) {
   // Seeds: types ontrain adds for com.microsoft outputs, so that ONNX's inference continues past them.
   // Each round can type one more layer of such nodes; a graph has at most as many layers as nodes.
   std::vector<ValueInfo> seeds;
-  for (size_t round = 0; round <= model->graph.nodes.size(); ++round) {
+  std::vector<ValueInfo> initializer_infos;  // W of a ConvTranspose is usually one
+  for (const auto& [name, t] : model->graph.initializers) {
+    ValueInfo v;
+    v.name = name;
+    v.dtype = t.dtype();
+    v.has_shape = true;
+    for (int64_t d : t.shape()) v.dims.push_back(Dim{d, ""});
+    initializer_infos.push_back(std::move(v));
+  }
+  std::set<size_t> cleared;  // ConvTranspose nodes whose input ranks CheckConvTransposeRanks passed
+  for (size_t round = 0; round <= 2 * model->graph.nodes.size(); ++round) {
     onnx::ModelProto proto = ModelToProto(*model);
     proto.mutable_graph()->clear_value_info();
     // com.microsoft LSTMTraining is ONNX's LSTM (layout 0) plus two outputs: ONNX infers its first three
@@ -362,15 +422,12 @@ Status InferShapes(Model* model) {
     // propagation crashes), the other two come from InferMicrosoftNode.
     bool hidden = false;
     for (int i = 0; i < proto.graph().node_size() && i < static_cast<int>(model->graph.nodes.size()); ++i) {
-      if (!IsPadWithAxes(model->graph.nodes[i], *model)) continue;  // node i of the proto is node i of the graph
-      proto.mutable_graph()->mutable_node(i)->set_domain("ontrain.hidden");
+      const Node& n = model->graph.nodes[i];  // node i of the proto is node i of the graph
+      if (!IsPadWithAxes(n, *model) && !(IsConvTranspose(n.op_type, n.domain) && !cleared.count(i))) continue;
+      proto.mutable_graph()->mutable_node(i)->set_domain(kHiddenDomain);
       hidden = true;
     }
-    if (hidden) {  // a domain ONNX has no schemas for: its nodes are skipped
-      onnx::OperatorSetIdProto* opset = proto.add_opset_import();
-      opset->set_domain("ontrain.hidden");
-      opset->set_version(1);
-    }
+    if (hidden) ImportHiddenDomain(&proto);
     for (onnx::NodeProto& node : *proto.mutable_graph()->mutable_node()) {
       if (node.domain() != "com.microsoft" || (node.op_type() != "LSTMTraining" && node.op_type() != "GRUTraining")) continue;
       const bool lstm = node.op_type() == "LSTMTraining";  // GRUTraining likewise: GRU plus one output
@@ -393,6 +450,20 @@ Status InferShapes(Model* model) {
     for (const ValueInfo& v : model->graph.inputs) known[v.name] = &v;
     for (const ValueInfo& v : model->graph.value_infos) known[v.name] = &v;
     for (const ValueInfo& v : model->graph.outputs) if (v.dtype != DType::kUndefined) known[v.name] = &v;
+    for (const ValueInfo& v : initializer_infos) known.emplace(v.name, &v);
+    // A hidden ConvTranspose whose inputs now have shapes: checked, and ONNX's rule runs in the next round.
+    bool unhid = false;
+    for (size_t i = 0; i < model->graph.nodes.size(); ++i) {
+      const Node& n = model->graph.nodes[i];
+      if (!IsConvTranspose(n.op_type, n.domain) || cleared.count(i) || n.inputs.size() < 2) continue;
+      auto x = known.find(n.inputs[0]);
+      auto w = known.find(n.inputs[1]);
+      if (x == known.end() || w == known.end() || !x->second->has_shape || !w->second->has_shape) continue;
+      ONT_RETURN_IF_ERROR(CheckConvTransposeRanks(n, *x->second, *w->second));
+      cleared.insert(i);
+      unhid = true;
+    }
+    if (unhid) continue;
     std::vector<ValueInfo> added;
     for (const Node& n : model->graph.nodes) {
       if (n.domain == "com.microsoft") InferMicrosoftNode(n, known, &added, true);
@@ -402,9 +473,11 @@ Status InferShapes(Model* model) {
       for (const Node& n : model->graph.nodes) InferRank(n, known, &added);
     }
     if (added.empty()) {  // and only then types without shapes, which would stop a later shape
-      for (const Node& n : model->graph.nodes) {
+      for (size_t i = 0; i < model->graph.nodes.size(); ++i) {
+        const Node& n = model->graph.nodes[i];
         if (n.domain == "com.microsoft") InferMicrosoftNode(n, known, &added, false);
         if (IsPadWithAxes(n, *model)) InferPadWithAxes(n, *model, known, &added, false);
+        if (IsConvTranspose(n.op_type, n.domain) && !cleared.count(i)) InferHiddenConvTransposeType(n, known, &added);
       }
     }
     if (added.empty()) break;

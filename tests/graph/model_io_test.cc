@@ -229,5 +229,72 @@ TEST(ShapeInferenceTest, RefusesZeroStridesBeforeOnnxDividesByThem) {
   EXPECT_THAT(s.message(), HasSubstr("node \"strided\" (Conv): strides must be positive, got 0"));
 }
 
+// libonnx 1.12's ConvTranspose rule reads W's dims without checking W's rank (a segfault found by
+// model_fuzzer): such a model is an error naming the node and both inputs' types.
+TEST(ShapeInferenceTest, RefusesConvTransposeWhoseWeightRankIsNotTheInputs) {
+  for (const std::vector<int64_t>& w_dims : {std::vector<int64_t>{2}, std::vector<int64_t>{2, 3}, std::vector<int64_t>{2, 3, 1, 1, 1}}) {
+    Model m;
+    m.opset_imports[""] = 17;
+    m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {1, 2, 4, 4}));
+    int64_t n = 1;
+    for (int64_t d : w_dims) n *= d;
+    m.graph.AddInitializer("w", Tensor::FromVector<float>(std::vector<float>(n, 0.5f), Shape(w_dims)));
+    m.graph.outputs.push_back(ValueInfo{"y"});
+    m.graph.nodes.push_back(MakeNode("ConvTranspose", {"x", "w"}, {"y"}, {}, "up"));
+    Status s = InferShapes(&m);
+    ASSERT_FALSE(s.ok()) << w_dims.size();
+    EXPECT_THAT(s.message(), HasSubstr("node \"up\" (ConvTranspose): X must have rank 3 or more and W the same rank"));
+    EXPECT_THAT(s.message(), HasSubstr("float32[1,2,4,4] (x)"));
+  }
+}
+
+// A decoder's ConvTranspose reads another's output: each is checked once its inputs have shapes, then ONNX's
+// rule shapes it. 2*(4-1)+3 = 9, then (9-1)+2 = 10.
+TEST(ShapeInferenceTest, ShapesChainedConvTransposes) {
+  Model m;
+  m.opset_imports[""] = 17;
+  m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {1, 2, 4, 4}));
+  m.graph.inputs.push_back(TensorInfo("w2", DType::kFloat32, {3, 1, 2, 2}));
+  m.graph.AddInitializer("w1", Tensor::FromVector<float>(std::vector<float>(54, 0.5f), {2, 3, 3, 3}));
+  m.graph.outputs.push_back(ValueInfo{"y"});
+  m.graph.nodes = {MakeNode("ConvTranspose", {"x", "w1"}, {"h"}, {AttrInts("strides", {2, 2})}, "up1"),
+                   MakeNode("Relu", {"h"}, {"r"}, {}, "relu"),
+                   MakeNode("ConvTranspose", {"r", "w2"}, {"y"}, {}, "up2")};
+  ASSERT_TRUE(InferShapes(&m).ok());
+  std::map<std::string, const ValueInfo*> v;
+  for (const ValueInfo& i : m.graph.value_infos) v[i.name] = &i;
+  for (const ValueInfo& i : m.graph.outputs) v[i.name] = &i;
+  ASSERT_TRUE(v.count("r") && v["r"]->has_shape);
+  EXPECT_EQ(v["r"]->TypeString(), "float32[1,3,9,9]");
+  ASSERT_TRUE(v.count("y") && v["y"]->has_shape);
+  EXPECT_EQ(v["y"]->TypeString(), "float32[1,1,10,10]");
+}
+
+// Inside a subgraph (which ontrain does not type) a ConvTranspose is kept from ONNX's rule: a rank-1 W there
+// crashed libonnx's inference of the If node's branch.
+TEST(ShapeInferenceTest, KeepsSubgraphConvTransposeFromOnnxsRule) {
+  Model m;
+  m.opset_imports[""] = 17;
+  m.graph.inputs.push_back(TensorInfo("c", DType::kBool, {}));
+  m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {1, 2, 4, 4}));
+  m.graph.AddInitializer("w", Tensor::FromVector<float>({0.5f, 0.5f}, {2}));
+  m.graph.outputs.push_back(ValueInfo{"y"});
+  onnx::AttributeProto branch;
+  branch.set_name("then_branch");
+  branch.set_type(onnx::AttributeProto::GRAPH);
+  onnx::NodeProto* ct = branch.mutable_g()->add_node();
+  ct->set_op_type("ConvTranspose");
+  ct->set_name("inner");
+  ct->add_input("x");
+  ct->add_input("w");
+  ct->add_output("t");
+  branch.mutable_g()->add_output()->set_name("t");
+  onnx::AttributeProto other = branch;
+  other.set_name("else_branch");
+  m.graph.nodes.push_back(MakeNode("If", {"c"}, {"y"}, {branch, other}, "if"));
+  Status s = InferShapes(&m);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
 }  // namespace
 }  // namespace ontrain
