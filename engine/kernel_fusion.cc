@@ -53,6 +53,10 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, kMs, "ConvGrad") && FuseMaxPoolReluConvGrad(i)) ++counts.max_pool_relu_conv_grad;
     }
+    // After ClipGrad's rule, whose fused node it reads.
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (Is(i, kMs, "BatchNormInternal") && FuseBatchNormActivation(i)) ++counts.batch_norm_act;
+    }
     // After MaxPoolReluGrad's rule, which finds the MaxPool by its op type.
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, kMs, "FusedConv") && FuseConvMaxPool(i)) ++counts.conv_max_pool;
@@ -103,7 +107,7 @@ class Fuser {
     Node& n = g_.nodes[i];
     if (k == n.inputs.size()) n.inputs.push_back(v);
     else n.inputs[k] = v;
-    uses_[v].push_back({i, k});
+    if (!v.empty()) uses_[v].push_back({i, k});
   }
 
   void Import(const char* domain) {
@@ -310,8 +314,107 @@ class Fuser {
     if (!Runs(Provider(where), kOntrain, "ClipGrad", TypeOf(dy))) return false;
     w.op_type = "ClipGrad";
     w.domain = kOntrain;
-    w.inputs = {dy, x, lo, hi, w.inputs[2]};
+    const std::vector<std::string> inputs = {dy, x, lo, hi, w.inputs[2]};
+    w.inputs.clear();
+    for (size_t k = 0; k < inputs.size(); ++k) Rewire(where, k, inputs[k]);  // uses_ follows (the BN fusion reads it)
     for (size_t p : parts) removed_.insert(p);
+    Import(kOntrain);
+    return true;
+  }
+
+  // BatchNormInternal(X, scale, B, ...) -> (Y, running stats, saved mean, saved inv_std); A = Relu(Y) or
+  // Clip(Y, min, max) -> Z; its gradient G = ReluGrad(dZ, Y or Z) or ai.ontrain ClipGrad(dZ, Y, min, max,
+  // fill) -> dY; BatchNormalizationGrad(dY, X, scale, saved mean, saved inv_std). Y read by A and G alone, dY
+  // by the BatchNormalizationGrad alone, the bounds and fill scalar float constants, Clip's bounds the ones
+  // ClipGrad tests: ai.ontrain BatchNormActivation -> (Z, stats, affine) and BatchNormActivationGrad(dZ, X,
+  // scale, saved mean, saved inv_std, affine). (ReluGrad may test Z for Y: Z > 0 exactly where Y > 0.)
+  bool FuseBatchNormActivation(size_t bn) {
+    Node& b = g_.nodes[bn];
+    if (b.inputs.size() < 5 || b.outputs.size() < 5 || b.outputs[0].empty() || b.outputs[3].empty() ||
+        b.outputs[4].empty() || TypeOf(b.inputs[0]) != DType::kFloat32) {
+      return false;
+    }
+    const std::vector<Use>* readers = Readers(b.outputs[0]);
+    if (readers == nullptr || readers->size() > 2) return false;
+    const std::vector<Use> y_readers = *readers;
+    int act = -1, grad = -1;
+    for (const Use& u : y_readers) {
+      if (u.input == 0 && act < 0 && (Is(u.node, "", "Relu") || Is(u.node, "", "Clip"))) act = static_cast<int>(u.node);
+      else if (u.input == 1 && grad < 0 && (Is(u.node, kMs, "ReluGrad") || Is(u.node, kOntrain, "ClipGrad"))) grad = static_cast<int>(u.node);
+      else return false;
+    }
+    if (act < 0) return false;
+    const Node& a = g_.nodes[act];
+    const bool relu = a.op_type == "Relu";
+    if (a.outputs.size() != 1 || a.outputs[0].empty()) return false;
+    if (grad < 0 && relu) {  // a ReluGrad that tests Z
+      const std::vector<Use>* z_readers = Readers(a.outputs[0]);
+      if (z_readers == nullptr) return false;
+      for (const Use& u : *z_readers) {
+        if (u.input == 1 && Is(u.node, kMs, "ReluGrad")) {
+          if (grad >= 0) return false;
+          grad = static_cast<int>(u.node);
+        }
+      }
+    }
+    if (grad < 0) return false;
+    const Node& gr = g_.nodes[grad];
+    if (relu != (gr.op_type == "ReluGrad") || gr.outputs.size() != 1 || gr.outputs[0].empty() || gr.inputs[0].empty()) {
+      return false;
+    }
+    std::vector<onnx::AttributeProto> attrs = {AttrString("activation", relu ? "Relu" : "Clip")};
+    if (!relu) {
+      if (a.inputs.size() != 3 || gr.inputs.size() != 5 || a.inputs[1] != gr.inputs[2] || a.inputs[2] != gr.inputs[3]) {
+        return false;
+      }
+      const Tensor* lo = ScalarConstant(a.inputs[1]);
+      const Tensor* hi = ScalarConstant(a.inputs[2]);
+      const Tensor* fill = ScalarConstant(gr.inputs[4]);
+      for (const Tensor* t : {lo, hi, fill}) {
+        if (t == nullptr || t->dtype() != DType::kFloat32) return false;
+      }
+      attrs.push_back(AttrFloat("min", lo->data<float>()[0]));
+      attrs.push_back(AttrFloat("max", hi->data<float>()[0]));
+      attrs.push_back(AttrFloat("fill", fill->data<float>()[0]));
+    }
+    const std::vector<Use>* dy_readers = Readers(gr.outputs[0]);
+    if (dy_readers == nullptr || dy_readers->size() != 1 || dy_readers->front().input != 0) return false;
+    const size_t bg = dy_readers->front().node;
+    if (!Is(bg, kMs, "BatchNormalizationGrad")) return false;
+    Node& d = g_.nodes[bg];
+    if (d.inputs.size() != 5 || d.inputs[1] != b.inputs[0] || d.inputs[2] != b.inputs[1] || d.inputs[3] != b.outputs[3] ||
+        d.inputs[4] != b.outputs[4]) {
+      return false;
+    }
+    const int p = Provider(bn);
+    if (Provider(act) != p || Provider(grad) != p || Provider(bg) != p ||
+        !Runs(p, kOntrain, "BatchNormActivation", DType::kFloat32) ||
+        !Runs(p, kOntrain, "BatchNormActivationGrad", DType::kFloat32)) {
+      return false;
+    }
+    std::string affine = b.outputs[0] + "/affine";  // a new value: a name nothing else has
+    while (producer_.count(affine) || uses_.count(affine) || g_.initializers.count(affine) || g_.FindInput(affine)) {
+      affine += "_";
+    }
+    const std::string dz = gr.inputs[0], z = a.outputs[0];
+    b.op_type = "BatchNormActivation";
+    b.domain = kOntrain;
+    for (size_t k = 0; k < attrs.size(); ++k) {
+      if (attrs[k].name() != "fill") b.attributes[attrs[k].name()] = attrs[k];
+    }
+    b.outputs.resize(5);
+    b.outputs[0] = z;
+    b.outputs.push_back(affine);
+    producer_[z] = bn;
+    producer_[affine] = bn;
+    d.op_type = "BatchNormActivationGrad";
+    d.domain = kOntrain;
+    d.attributes.clear();
+    for (const onnx::AttributeProto& at : attrs) d.attributes[at.name()] = at;
+    Rewire(bg, 0, dz);
+    Rewire(bg, 5, affine);
+    removed_.insert(static_cast<size_t>(act));
+    removed_.insert(static_cast<size_t>(grad));
     Import(kOntrain);
     return true;
   }

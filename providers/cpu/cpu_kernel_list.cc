@@ -174,6 +174,8 @@ std::vector<KernelDef> CpuKernelList() {
       {kPreview, "Adagrad", 1, 1, kFloat32, kAdagrad, 0, Host({0, 1})},
       {kPreview, "Adam", 1, 1, kFloat32, kAdam, 0, Host({0, 1})},
       {kPreview, "Momentum", 1, 1, kFloat32, kMomentum, 0, Host({0, 1})},
+      {kOntrain, "BatchNormActivation", 1, 1, kFloat32, kBatchNormActivation, 0, Host({5})},
+      {kOntrain, "BatchNormActivationGrad", 1, 1, kFloat32, kBatchNormActivationGrad},
       {kOntrain, "ClipGrad", 1, 1, kFloat, kClipGrad, 0, Host({2, 3, 4})},
       {kOntrain, "FusedConvMaxPool", 1, 1, kConvTypes, kFusedConvMaxPool},
       {kOntrain, "MaxPoolReluConvGrad", 1, 1, kFloat32, kMaxPoolReluConvGrad},

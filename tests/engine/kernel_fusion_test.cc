@@ -14,70 +14,21 @@
 #include "graph/builder.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
+#include "tests/engine/fusion_test_util.h"
 #include "tests/test_util.h"
 
 namespace ontrain {
 namespace {
 
-// Values in [-1, 1) with exact zeros mixed in (a fifth of them), so that convolutions of zero patches with
-// zero biases give exact zeros, where ReLU's gradient is shut.
-std::vector<float> Values(int64_t n, uint32_t seed, bool zeros = true) {
-  std::vector<float> v(n);
-  for (float& f : v) {
-    seed = seed * 1664525u + 1013904223u;
-    f = static_cast<float>(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
-    if (zeros && (seed >> 3) % 5 == 0) f = 0.0f;
-  }
-  return v;
-}
+using testing::Count;
+using testing::ExpectSameBits;
+using testing::RunBoth;
+using testing::Values;
+using Runs = testing::FusionRuns;
 
 std::vector<onnx::AttributeProto> ConvAttrs(int64_t k, int64_t stride, int64_t pad, int64_t group) {
   return {AttrInts("kernel_shape", {k, k}), AttrInts("strides", {stride, stride}), AttrInts("pads", {pad, pad, pad, pad}),
           AttrInt("group", group)};
-}
-
-struct Runs {
-  std::vector<Tensor> fused, plain;
-  std::vector<std::string> fused_ops;  // the fused executor's graph, "domain::op" per node
-};
-
-Runs RunBoth(const Model& m, const NamedTensors& feeds, int threads = 1) {
-  Runs r;
-  auto cpu = CpuExecutionProvider::Create({threads}).value();
-  for (bool fuse : {true, false}) {
-    ExecutorOptions options;
-    options.providers = {cpu.get()};
-    options.fuse_kernels = fuse;
-    auto ex = Executor::Create(m, options);
-    EXPECT_TRUE(ex.ok()) << ex.status().ToString();
-    if (!ex.ok()) return r;
-    std::vector<Tensor> out;
-    for (int run = 0; run < 2; ++run) {  // the second from the planned arenas
-      Status s = ex.value()->Run(ToNamedValues(feeds), ex.value()->output_names(), &out);
-      EXPECT_TRUE(s.ok()) << s.ToString();
-    }
-    if (fuse) {
-      for (const Node& n : ex.value()->graph().nodes) r.fused_ops.push_back(n.domain + "::" + n.op_type);
-    }
-    (fuse ? r.fused : r.plain) = std::move(out);
-  }
-  return r;
-}
-
-void ExpectSameBits(const Runs& r) {
-  ASSERT_EQ(r.fused.size(), r.plain.size());
-  for (size_t i = 0; i < r.fused.size(); ++i) {
-    ASSERT_EQ(r.fused[i].shape(), r.plain[i].shape()) << "output " << i;
-    ASSERT_EQ(r.fused[i].dtype(), r.plain[i].dtype()) << "output " << i;
-    const size_t bytes = static_cast<size_t>(r.fused[i].NumElements()) * DTypeSize(r.fused[i].dtype());
-    EXPECT_EQ(std::memcmp(r.fused[i].raw_data(), r.plain[i].raw_data(), bytes), 0) << "output " << i << " differs";
-  }
-}
-
-int Count(const Runs& r, const std::string& op) {
-  int n = 0;
-  for (const std::string& o : r.fused_ops) n += o == op;
-  return n;
 }
 
 // The benchmark CNN's first layer as a training graph writes it: Conv -> Relu -> MaxPool forward, and
@@ -476,7 +427,8 @@ TEST(KernelFusionTest, ClipGradientOfAGeneratedTrainingModelIsFused) {
   options.loss = LossKind::kMSE;
   auto a = GenerateArtifacts(fwd, options);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  const Model& training = a.value().training;
+  Model training = a.value().training;
+  testing::ExposeAccumulatedGradients(&training);
   NamedTensors feeds;
   uint32_t seed = 30;
   for (const ValueInfo& v : training.graph.inputs) {

@@ -1,6 +1,9 @@
-// Gradients of the normalizations (com.microsoft): BatchNormalizationGrad and LayerNormalizationGrad.
+// Gradients of the normalizations (com.microsoft): BatchNormalizationGrad and LayerNormalizationGrad; and
+// ai.ontrain BatchNormActivationGrad, which the executor fuses (engine/kernel_fusion.h).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <string>
 
 #include "providers/cpu/kernels/elementwise.h"
 #include "providers/cpu/kernels/kernels.h"
@@ -13,9 +16,22 @@ namespace {
 // (dY, X [N,C,...], scale [C], saved_mean [C], saved_inv_std [C]) -> (dX, dScale, dBias), with
 // x^ = (x - mean) * inv_std:  dBias = sum dY,  dScale = sum dY x^,
 // dX = scale * inv_std / M * (M dY - dBias - x^ dScale), M = N * spatial.
+//
+// ai.ontrain BatchNormActivationGrad (dZ, X, scale, mean, inv_std, affine) is the gradient of
+// BatchNormActivation (norm.cc): the first pass recomputes each row's activation input y = x * a + b from
+// `affine` (the forward's values, bit for bit) and applies the activation's gradient (ReluGrad's or
+// ClipGrad's, fill `fill`) to make the block's dY in its thread's buffer, where the second pass reads it as
+// BatchNormalizationGrad reads dY. dY is never written whole (the unfused pair wrote and read it back, and
+// the forward wrote y).
 class BatchNormGradKernel : public OpKernel {
  public:
-  explicit BatchNormGradKernel(const NodeInfo&) {}
+  explicit BatchNormGradKernel(const NodeInfo& info, bool fused = false)
+      : fused_(fused),
+        act_(info.node->GetString("activation", "") == "Relu" ? RowAct::kRelu : RowAct::kClip),
+        activation_(info.node->GetString("activation", "")),
+        lo_(info.node->GetFloat("min", 0.0f)),
+        hi_(info.node->GetFloat("max", 0.0f)),
+        fill_(info.node->GetFloat("fill", 0.0f)) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
@@ -23,6 +39,19 @@ class BatchNormGradKernel : public OpKernel {
     for (int i = 2; i < 5; ++i) {
       ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, i, i == 2 ? "scale" : i == 3 ? "mean" : "inv_std"));
       if (t->NumElements() != x->dim(1)) return InvalidArgument("input ", i, " must have ", x->dim(1), " elements");
+    }
+    if (fused_) {
+      if (activation_ != "Relu" && activation_ != "Clip") {
+        return InvalidArgument("activation must be Relu or Clip, got \"", activation_, "\"");
+      }
+      ONT_ASSIGN_OR_RETURN(const Tensor* affine, RequireInput(ctx, 5, "affine"));
+      if (x->dtype() != DType::kFloat32 || affine->dtype() != DType::kFloat32 || affine->NumElements() != 2 * x->dim(1)) {
+        return InvalidArgument("X must be float32 and affine float32 [2, ", x->dim(1), "], got ", DTypeName(x->dtype()),
+                               " and ", DTypeName(affine->dtype()), ShapeToString(affine->shape()));
+      }
+      slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
+      const int64_t n = x->dim(0), inner = n * x->dim(1) != 0 ? x->NumElements() / (n * x->dim(1)) : 0;
+      ctx.RequestScratch(static_cast<size_t>(NormChannelBlock(n, inner, 3) * n * inner * slots_) * sizeof(float));
     }
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     for (int i = 1; i < 3; ++i) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(i, x->dtype(), {x->dim(1)}));
@@ -38,13 +67,19 @@ class BatchNormGradKernel : public OpKernel {
       const T *pdy = dy.data<T>(), *px = x.data<T>();
       T* pdx = ctx.output(0) ? ctx.output(0)->data<T>() : nullptr;
       Tensor *dsc = ctx.output(1), *dbi = ctx.output(2);
+      const float* affine = fused_ ? ctx.input(5)->data<float>() : nullptr;  // Prepare: float32 only
+      std::atomic<int> next_slot{0};
       // Channels in parallel, in blocks read image by image (contiguous runs of the block's channels: one
       // row per image and channel, 128 KB apart, ran at a fifth of the memory's speed; a block's dY and X
       // stay in L2 for the second pass); each channel's sums in a fixed order (LaneSum per row, rows in
       // image order) whatever the blocks and threads.
-      const int64_t blk = NormChannelBlock(n, inner, 2);
+      const int64_t blk = NormChannelBlock(n, inner, affine != nullptr ? 3 : 2);
       ParallelFor(ctx.thread_pool(), c, 8.0 * static_cast<double>(n * inner), [&](int64_t c0, int64_t c1) {
         double db[kNormMaxBlock], ds[kNormMaxBlock], mean[kNormMaxBlock], inv[kNormMaxBlock], coef[kNormMaxBlock];
+        // Fused: the block's dY, row (b, j) at (b * blk + j) * inner of this thread's buffer (the pool runs at
+        // most one range per thread at a time).
+        float* dy_block = affine != nullptr ? static_cast<float*>(ctx.scratch()) + blk * n * inner * (next_slot++ % slots_)
+                                            : nullptr;
         for (int64_t cb = c0; cb < c1; cb += blk) {
           const int64_t nb = std::min(c1, cb + blk) - cb;
           for (int64_t j = 0; j < nb; ++j) {
@@ -56,6 +91,12 @@ class BatchNormGradKernel : public OpKernel {
             for (int64_t j = 0; j < nb; ++j) {
               const T *g = pdy + (b * c + cb + j) * inner, *xv = px + (b * c + cb + j) * inner;
               if constexpr (std::is_same_v<T, float>) {  // the same two sums through one per-ISA pass
+                if (affine != nullptr) {
+                  const int64_t ch = cb + j;
+                  float* row = dy_block + (b * blk + j) * inner;
+                  VRowAffineActGrad(xv, g, row, inner, affine[ch], affine[c + ch], act_, lo_, hi_, fill_);
+                  g = row;
+                }
                 double row_db, row_ds;
                 VRowSumAndDotDev(g, xv, inner, mean[j], inv[j], &row_db, &row_ds);
                 db[j] += row_db;
@@ -75,7 +116,8 @@ class BatchNormGradKernel : public OpKernel {
               for (int64_t j = 0; j < nb; ++j) {
                 const int64_t base = (b * c + cb + j) * inner;
                 if constexpr (std::is_same_v<T, float>) {
-                  VRowBatchNormGrad(pdy + base, px + base, pdx + base, inner, mean[j], inv[j], coef[j], m, db[j], ds[j]);
+                  const float* g = affine != nullptr ? dy_block + (b * blk + j) * inner : pdy + base;
+                  VRowBatchNormGrad(g, px + base, pdx + base, inner, mean[j], inv[j], coef[j], m, db[j], ds[j]);
                 } else {
                   for (int64_t i = 0; i < inner; ++i) {
                     double xh = (static_cast<float>(px[base + i]) - mean[j]) * inv[j];
@@ -95,6 +137,13 @@ class BatchNormGradKernel : public OpKernel {
       return Status::OK();
     });
   }
+
+ private:
+  bool fused_;
+  RowAct act_;
+  std::string activation_;
+  float lo_, hi_, fill_;
+  int slots_ = 1;
 };
 
 // (dY, X, scale, mean, inv_std_dev) -> (dX, dScale, dBias), rows flattened at `axis`:
@@ -190,6 +239,9 @@ class LayerNormGradKernel : public OpKernel {
 }  // namespace
 
 KernelFactory kBatchNormalizationGrad = MakeKernel<BatchNormGradKernel>;
+KernelFactory kBatchNormActivationGrad = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return std::unique_ptr<OpKernel>(new BatchNormGradKernel(i, true));
+};
 KernelFactory kLayerNormalizationGrad = MakeKernel<LayerNormGradKernel>;
 
 }  // namespace cpu

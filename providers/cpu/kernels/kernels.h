@@ -94,6 +94,7 @@ extern KernelFactory kScale;
 
 // grad_norm.cc
 extern KernelFactory kBatchNormalizationGrad;
+extern KernelFactory kBatchNormActivationGrad;
 extern KernelFactory kLayerNormalizationGrad;
 
 // grad_softmax_loss.cc
@@ -135,6 +136,7 @@ extern KernelFactory kGemm;
 // norm.cc
 extern KernelFactory kBatchNormalization;
 extern KernelFactory kBatchNormInternal;
+extern KernelFactory kBatchNormActivation;
 extern KernelFactory kLayerNormalization;
 extern KernelFactory kInstanceNormalization;
 extern KernelFactory kDropout;

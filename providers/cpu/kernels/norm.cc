@@ -1,7 +1,9 @@
 // Normalization kernels: BatchNormalization (inference and training mode), LayerNormalization (ONNX and
 // com.microsoft), InstanceNormalization; and Dropout.
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "core/random.h"
 #include "providers/cpu/kernels/common.h"
@@ -24,14 +26,23 @@ Status CheckChannelVector(const Tensor* t, int64_t c, const char* name) {
 // Training mode (opset >= 14 training_mode=1, or older opsets asked for the statistics outputs) normalises
 // with the batch statistics and outputs running_mean = mean*momentum + batch_mean*(1-momentum), likewise
 // running_var with the population (biased) batch variance, as ONNX defines.
+//
+// ai.ontrain BatchNormActivation (`fused`, engine/kernel_fusion.h) is BatchNormInternal followed by the Relu
+// or Clip(min, max) of its `activation` attribute, in the same pass, with one more output: affine [2, C],
+// each channel's a and b of y = x * a + b (the normalization as computed), from which its gradient kernel
+// recomputes the activation's input bit for bit.
 class BatchNormKernel : public OpKernel {
  public:
-  explicit BatchNormKernel(const NodeInfo& info, bool internal = false)
+  explicit BatchNormKernel(const NodeInfo& info, bool internal = false, bool fused = false)
       : opset_(info.opset),
         internal_(internal),
+        fused_(fused),
         epsilon_(info.node->GetFloat("epsilon", 1e-5f)),
         momentum_(info.node->GetFloat("momentum", 0.9f)),
-        training_attr_(info.node->GetInt("training_mode", internal ? 1 : 0) != 0) {}
+        training_attr_(info.node->GetInt("training_mode", internal ? 1 : 0) != 0),
+        activation_(info.node->GetString("activation", "")),
+        lo_(info.node->GetFloat("min", 0.0f)),
+        hi_(info.node->GetFloat("max", 0.0f)) {}
 
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
@@ -45,8 +56,17 @@ class BatchNormKernel : public OpKernel {
     training_ = opset_ >= 14 || internal_ ? training_attr_ : (ctx.output_requested(1) || ctx.output_requested(2));
     if (internal_ && ctx.input(5)) training_ = ctx.input(5)->data<bool>()[0];
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
-    for (int i = 1; i < ctx.num_outputs(); ++i) {
+    const int stats = fused_ ? std::min(ctx.num_outputs(), 5) : ctx.num_outputs();
+    for (int i = 1; i < stats; ++i) {
       ONT_RETURN_IF_ERROR(ctx.DeclareOutput(i, ctx.input(3)->dtype(), {c}));
+    }
+    if (fused_) {
+      if (activation_ != "Relu" && activation_ != "Clip") {
+        return InvalidArgument("activation must be Relu or Clip, got \"", activation_, "\"");
+      }
+      if (x->dtype() != DType::kFloat32) return InvalidArgument("X must be float32, got ", DTypeName(x->dtype()));
+      if (ctx.num_outputs() < 6) return InvalidArgument("output 5 (affine) is missing");
+      ONT_RETURN_IF_ERROR(ctx.DeclareOutput(5, DType::kFloat32, {2, c}));
     }
     return Status::OK();
   }
@@ -61,6 +81,8 @@ class BatchNormKernel : public OpKernel {
       const T* px = x.data<T>();
       T* py = ctx.output(0)->data<T>();
       auto at = [&](int i, int64_t j) { return static_cast<C>(ctx.input(i)->data<T>()[j]); };
+      float* affine = fused_ ? ctx.output(5)->data<float>() : nullptr;  // Prepare: float32 only
+      const RowAct act = activation_ == "Relu" ? RowAct::kRelu : RowAct::kClip;
       // Channels in parallel, in blocks read image by image (contiguous runs of the block's channels; one
       // row per image and channel, 128 KB apart, ran at a fifth of the memory's speed); each channel's sums
       // in a fixed order (LaneSum per row, rows in image order) whatever the blocks and threads.
@@ -114,12 +136,17 @@ class BatchNormKernel : public OpKernel {
             C inv = C(1) / std::sqrt(var + static_cast<C>(epsilon_));
             a[j] = at(1, ch) * inv;
             b[j] = at(2, ch) - mean * at(1, ch) * inv;
+            if (affine != nullptr) {
+              affine[ch] = static_cast<float>(a[j]);
+              affine[c + ch] = static_cast<float>(b[j]);
+            }
           }
           for (int64_t bt = 0; bt < n; ++bt) {
             for (int64_t j = 0; j < nb; ++j) {
               const int64_t base = (bt * c + cb + j) * inner;
               if constexpr (std::is_same_v<T, float> && std::is_same_v<C, float>) {
-                VRowAffine(px + base, py + base, inner, a[j], b[j]);
+                if (affine != nullptr) VRowAffineAct(px + base, py + base, inner, a[j], b[j], act, lo_, hi_);
+                else VRowAffine(px + base, py + base, inner, a[j], b[j]);
               } else {
                 for (int64_t i = 0; i < inner; ++i) py[base + i] = static_cast<T>(static_cast<C>(px[base + i]) * a[j] + b[j]);
               }
@@ -133,9 +160,11 @@ class BatchNormKernel : public OpKernel {
 
  private:
   int64_t opset_;
-  bool internal_;
+  bool internal_, fused_;
   float epsilon_, momentum_;
   bool training_attr_, training_ = false;
+  std::string activation_;
+  float lo_, hi_;  // Clip's bounds
 };
 
 // Y = (X - mean) / sqrt(var + eps) * scale + B over the dims from `axis` on. Mean and InvStdDev have X's
@@ -343,6 +372,9 @@ class DropoutKernel : public OpKernel {
 KernelFactory kBatchNormalization = MakeKernel<BatchNormKernel>;
 KernelFactory kBatchNormInternal = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
   return std::unique_ptr<OpKernel>(new BatchNormKernel(i, true));
+};
+KernelFactory kBatchNormActivation = [](const NodeInfo& i) -> StatusOr<std::unique_ptr<OpKernel>> {
+  return std::unique_ptr<OpKernel>(new BatchNormKernel(i, true, true));
 };
 KernelFactory kLayerNormalization = MakeKernel<LayerNormKernel>;
 KernelFactory kInstanceNormalization = MakeKernel<InstanceNormKernel>;

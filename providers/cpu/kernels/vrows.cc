@@ -97,6 +97,36 @@ ONT_VROWS_CLONES void AffineLoop(const float* x, float* y, int64_t n, float a, f
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
 }
 
+ONT_VROWS_CLONES void AffineReluLoop(const float* x, float* y, int64_t n, float a, float b) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] * a + b;
+    y[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+ONT_VROWS_CLONES void AffineClipLoop(const float* x, float* y, int64_t n, float a, float b, float lo, float hi) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] * a + b;
+    v = v < lo ? lo : v;
+    y[i] = v > hi ? hi : v;
+  }
+}
+
+ONT_VROWS_CLONES void AffineReluGradLoop(const float* x, const float* g, float* out, int64_t n, float a, float b) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float y = x[i] * a + b;
+    out[i] = y > 0.0f ? g[i] : 0.0f;
+  }
+}
+
+ONT_VROWS_CLONES void AffineClipGradLoop(const float* x, const float* g, float* out, int64_t n, float a, float b, float lo,
+                                         float hi, float fill) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float y = x[i] * a + b;
+    out[i] = (y >= lo) & (y <= hi) ? g[i] : fill;
+  }
+}
+
 ONT_VROWS_CLONES void BatchNormGradLoop(const float* g, const float* x, float* dx, int64_t n, double mean, double inv,
                                         double coef, double m, double db, double ds) {
   for (int64_t i = 0; i < n; ++i) {
@@ -439,6 +469,15 @@ void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, do
   SumAndDotDevLoop(g, x, n, mean, inv, sum, dot);
 }
 void VRowAffine(const float* x, float* y, int64_t n, float a, float b) { AffineLoop(x, y, n, a, b); }
+void VRowAffineAct(const float* x, float* y, int64_t n, float a, float b, RowAct act, float lo, float hi) {
+  if (act == RowAct::kRelu) AffineReluLoop(x, y, n, a, b);
+  else AffineClipLoop(x, y, n, a, b, lo, hi);
+}
+void VRowAffineActGrad(const float* x, const float* g, float* out, int64_t n, float a, float b, RowAct act, float lo,
+                       float hi, float fill) {
+  if (act == RowAct::kRelu) AffineReluGradLoop(x, g, out, n, a, b);
+  else AffineClipGradLoop(x, g, out, n, a, b, lo, hi, fill);
+}
 void VRowLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t n, float mean, float inv) {
   LayerNormAffineLoop(x, scale, bias, y, n, mean, inv);
 }

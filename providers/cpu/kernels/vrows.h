@@ -78,6 +78,15 @@ double VRowSumDotDev(const float* g, const float* x, int64_t n, double mean, dou
 void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, double inv, double* sum, double* dot);
 // y[i] = x[i] * a + b (float arithmetic)
 void VRowAffine(const float* x, float* y, int64_t n, float a, float b);
+// The activation a BatchNormActivation kernel applies to its affine rows, with the bits of the separate
+// kernels: Relu y > 0 ? y : 0; Clip y < lo ? lo : y, then > hi ? hi (NaN passes).
+enum class RowAct { kRelu, kClip };
+// y[i] = act(x[i] * a + b): VRowAffine's values, then the activation.
+void VRowAffineAct(const float* x, float* y, int64_t n, float a, float b, RowAct act, float lo, float hi);
+// The activation's gradient applied to g where its input was y = x[i] * a + b (VRowAffine's values):
+// Relu y > 0 ? g : 0 (ReluGrad), Clip lo <= y <= hi ? g : fill (ClipGrad).
+void VRowAffineActGrad(const float* x, const float* g, float* out, int64_t n, float a, float b, RowAct act, float lo,
+                       float hi, float fill);
 // Layer normalization of one row (float arithmetic): y[i] = (x[i] - mean) * inv * scale[i] (+ bias[i] when
 // bias is not null).
 void VRowLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t n, float mean, float inv);
