@@ -91,14 +91,14 @@ class BatchNormGradKernel : public OpKernel {
             for (int64_t j = 0; j < nb; ++j) {
               const T *g = pdy + (b * c + cb + j) * inner, *xv = px + (b * c + cb + j) * inner;
               if constexpr (std::is_same_v<T, float>) {  // the same two sums through one per-ISA pass
+                double row_db, row_ds;
                 if (affine != nullptr) {
                   const int64_t ch = cb + j;
-                  float* row = dy_block + (b * blk + j) * inner;
-                  VRowAffineActGrad(xv, g, row, inner, affine[ch], affine[c + ch], act_, lo_, hi_, fill_);
-                  g = row;
+                  VRowAffineActGradSums(xv, g, dy_block + (b * blk + j) * inner, inner, affine[ch], affine[c + ch], act_,
+                                        lo_, hi_, fill_, mean[j], inv[j], &row_db, &row_ds);
+                } else {
+                  VRowSumAndDotDev(g, xv, inner, mean[j], inv[j], &row_db, &row_ds);
                 }
-                double row_db, row_ds;
-                VRowSumAndDotDev(g, xv, inner, mean[j], inv[j], &row_db, &row_ds);
                 db[j] += row_db;
                 ds[j] += row_ds;
                 continue;

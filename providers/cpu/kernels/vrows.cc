@@ -112,19 +112,43 @@ ONT_VROWS_CLONES void AffineClipLoop(const float* x, float* y, int64_t n, float 
   }
 }
 
-ONT_VROWS_CLONES void AffineReluGradLoop(const float* x, const float* g, float* out, int64_t n, float a, float b) {
-  for (int64_t i = 0; i < n; ++i) {
+// The activation's gradient of rows y = x * a + b, with SumAndDotDevLanes' sums of it (the same lanes and
+// expressions, so the same results as that pass over the written row).
+template <int L, bool kRelu>
+__attribute__((always_inline)) inline void AffineActGradSumsLanes(const float* x, const float* g, float* out, int64_t n,
+                                                                  float a, float b, float lo, float hi, float fill,
+                                                                  double mean, double inv, double* sum, double* dot) {
+  double ps[L] = {}, pd[L] = {};
+  ForLanes<L>(n, [&](int64_t i, int j) {
     const float y = x[i] * a + b;
-    out[i] = y > 0.0f ? g[i] : 0.0f;
-  }
+    float v;
+    if constexpr (kRelu) v = y > 0.0f ? g[i] : 0.0f;
+    else v = (y >= lo) & (y <= hi) ? g[i] : fill;
+    out[i] = v;
+    ps[j] += static_cast<double>(v);
+    pd[j] += static_cast<double>(v) * (x[i] - mean) * inv;
+  });
+  *sum = LaneTotal<L>(ps);
+  *dot = LaneTotal<L>(pd);
 }
 
-ONT_VROWS_CLONES void AffineClipGradLoop(const float* x, const float* g, float* out, int64_t n, float a, float b, float lo,
-                                         float hi, float fill) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float y = x[i] * a + b;
-    out[i] = (y >= lo) & (y <= hi) ? g[i] : fill;
-  }
+template <bool kRelu>
+__attribute__((always_inline)) inline void AffineActGradSums(const float* x, const float* g, float* out, int64_t n,
+                                                             float a, float b, float lo, float hi, float fill,
+                                                             double mean, double inv, double* sum, double* dot) {
+  if (n >= kLongRow) AffineActGradSumsLanes<kSumLanes, kRelu>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
+  else AffineActGradSumsLanes<8, kRelu>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
+}
+
+ONT_VROWS_CLONES void AffineReluGradSumsLoop(const float* x, const float* g, float* out, int64_t n, float a, float b,
+                                             double mean, double inv, double* sum, double* dot) {
+  AffineActGradSums<true>(x, g, out, n, a, b, 0.0f, 0.0f, 0.0f, mean, inv, sum, dot);
+}
+
+ONT_VROWS_CLONES void AffineClipGradSumsLoop(const float* x, const float* g, float* out, int64_t n, float a, float b,
+                                             float lo, float hi, float fill, double mean, double inv, double* sum,
+                                             double* dot) {
+  AffineActGradSums<false>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
 }
 
 ONT_VROWS_CLONES void BatchNormGradLoop(const float* g, const float* x, float* dx, int64_t n, double mean, double inv,
@@ -473,10 +497,10 @@ void VRowAffineAct(const float* x, float* y, int64_t n, float a, float b, RowAct
   if (act == RowAct::kRelu) AffineReluLoop(x, y, n, a, b);
   else AffineClipLoop(x, y, n, a, b, lo, hi);
 }
-void VRowAffineActGrad(const float* x, const float* g, float* out, int64_t n, float a, float b, RowAct act, float lo,
-                       float hi, float fill) {
-  if (act == RowAct::kRelu) AffineReluGradLoop(x, g, out, n, a, b);
-  else AffineClipGradLoop(x, g, out, n, a, b, lo, hi, fill);
+void VRowAffineActGradSums(const float* x, const float* g, float* out, int64_t n, float a, float b, RowAct act,
+                           float lo, float hi, float fill, double mean, double inv, double* sum, double* dot) {
+  if (act == RowAct::kRelu) AffineReluGradSumsLoop(x, g, out, n, a, b, mean, inv, sum, dot);
+  else AffineClipGradSumsLoop(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
 }
 void VRowLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t n, float mean, float inv) {
   LayerNormAffineLoop(x, scale, bias, y, n, mean, inv);

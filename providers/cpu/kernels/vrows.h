@@ -84,9 +84,10 @@ enum class RowAct { kRelu, kClip };
 // y[i] = act(x[i] * a + b): VRowAffine's values, then the activation.
 void VRowAffineAct(const float* x, float* y, int64_t n, float a, float b, RowAct act, float lo, float hi);
 // The activation's gradient applied to g where its input was y = x[i] * a + b (VRowAffine's values):
-// Relu y > 0 ? g : 0 (ReluGrad), Clip lo <= y <= hi ? g : fill (ClipGrad).
-void VRowAffineActGrad(const float* x, const float* g, float* out, int64_t n, float a, float b, RowAct act, float lo,
-                       float hi, float fill);
+// Relu y > 0 ? g : 0 (ReluGrad), Clip lo <= y <= hi ? g : fill (ClipGrad), into out; and in the same pass
+// VRowSumAndDotDev(out, x, mean, inv)'s two sums (the same results).
+void VRowAffineActGradSums(const float* x, const float* g, float* out, int64_t n, float a, float b, RowAct act,
+                           float lo, float hi, float fill, double mean, double inv, double* sum, double* dot);
 // Layer normalization of one row (float arithmetic): y[i] = (x[i] - mean) * inv * scale[i] (+ bias[i] when
 // bias is not null).
 void VRowLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t n, float mean, float inv);
