@@ -1,5 +1,6 @@
-// Normalization kernels: BatchNormalization (inference and training mode), LayerNormalization (ONNX and
-// com.microsoft), InstanceNormalization; and Dropout.
+// Normalization kernels: BatchNormalization (inference and training mode) and the executor's fused
+// ai.ontrain BatchNormActivation, LayerNormalization (ONNX and com.microsoft), InstanceNormalization; and
+// Dropout.
 #include <algorithm>
 #include <cmath>
 #include <random>
