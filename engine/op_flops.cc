@@ -37,8 +37,8 @@ int64_t GemmFlops(const Node& n, KernelContext& ctx) {
 // and for auto_pad SAME_UPPER / SAME_LOWER (ceil(in / stride)) and VALID.
 int64_t ConvOutputSpatial(const Node& n, const Shape& x, const Shape& w) {
   const size_t dims = x.size() - 2;
-  const std::vector<int64_t> strides = n.GetInts("strides"), dilations = n.GetInts("dilations"),
-                             pads = n.GetInts("pads");
+  // GetDims: no heap allocation (this runs for every profiled convolution of every step).
+  const Shape strides = n.GetDims("strides"), dilations = n.GetDims("dilations"), pads = n.GetDims("pads");
   const std::string auto_pad = n.GetString("auto_pad", "NOTSET");
   int64_t out = 1;
   for (size_t i = 0; i < dims; ++i) {

@@ -37,14 +37,16 @@ void AddOpTime(const std::string& op, int64_t nanos, int64_t flops) {
 std::vector<OpTime> OpProfile() {
   std::lock_guard<std::mutex> lock(mu);
   std::vector<OpTime> out;
-  for (const auto& [op, t] : Tally()) out.push_back(t);
+  for (const auto& [op, t] : Tally()) {
+    if (t.calls > 0) out.push_back(t);
+  }
   std::sort(out.begin(), out.end(), [](const OpTime& a, const OpTime& b) { return a.nanos > b.nanos; });
   return out;
 }
 
 void ResetOpProfile() {
   std::lock_guard<std::mutex> lock(mu);
-  Tally().clear();
+  for (auto& [op, t] : Tally()) t.calls = t.nanos = t.flops = 0;  // the entries stay: no allocation to re-add them
 }
 
 }  // namespace ontrain

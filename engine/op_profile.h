@@ -23,6 +23,7 @@ bool OpProfileByShape();
 void AddOpTime(const std::string& op, int64_t nanos, int64_t flops = 0);
 // Every op seen, by total time, largest first.
 std::vector<OpTime> OpProfile();
+// Zeroes the tally, keeping its entries (so that a run profiled again after it allocates nothing).
 void ResetOpProfile();
 
 }  // namespace ontrain

@@ -93,13 +93,14 @@ Status Bench(const std::vector<std::string>& args) {
   auto since = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   std::vector<Tensor> out;
   for (auto* v : {&ms, &train_ms, &opt_ms, &reset_ms}) v->reserve(static_cast<size_t>(steps));  // no growth while counting
+  const bool profile = f.Has("profile") || f.Has("profile-shapes");
   for (int64_t s = 0; s < warmup + steps; ++s) {
+    // Profiling starts a step before the timed ones, whose tally then starts from zero: the first profiled
+    // step makes the tally's entries, and its allocations are not the step's.
+    if (profile && s == std::max<int64_t>(warmup - 1, 0)) EnableOpProfile(true, f.Has("profile-shapes"));
     if (s == warmup) {
+      if (profile) ResetOpProfile();
       allocs_before = HeapAllocations();
-      if (f.Has("profile") || f.Has("profile-shapes")) {
-        ResetOpProfile();
-        EnableOpProfile(true, f.Has("profile-shapes"));
-      }
     }
     auto t0 = Clock::now();
     Status st = o.session->TrainStep(inputs, &out);
