@@ -239,6 +239,7 @@ struct Reader {
     }
     ONT_ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(dt.value(), shape, HostAllocator()));
     if (need) std::memcpy(out.raw_data(), src, need);
+    out.CanonicalizeBools();
     return out;
   }
 };

@@ -82,6 +82,12 @@ Tensor Tensor::Clone() const {
   return t;
 }
 
+void Tensor::CanonicalizeBools() {
+  if (dtype_ != DType::kBool || data_ == nullptr) return;
+  uint8_t* b = static_cast<uint8_t*>(data_);
+  for (int64_t i = 0; i < num_elements_; ++i) b[i] = b[i] != 0;
+}
+
 template <>
 Tensor Tensor::FromVector<bool>(const std::vector<bool>& values, Shape shape) {
   Tensor t = Allocate(DType::kBool, std::move(shape), HostAllocator()).value();

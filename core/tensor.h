@@ -55,6 +55,9 @@ class Tensor {
   StatusOr<Tensor> Reshaped(Shape shape) const;
   // Deep copy into new host memory (host tensors only).
   Tensor Clone() const;
+  // For a host bool tensor filled from a file's bytes: makes every nonzero byte 1 (reading a bool that holds
+  // any other byte is undefined behaviour). Nothing for other dtypes.
+  void CanonicalizeBools();
   // Whether this tensor owns its buffer and no other tensor shares it (so writing it changes nothing else).
   bool SoleOwner() const { return holder_ != nullptr && holder_.use_count() == 1; }
 

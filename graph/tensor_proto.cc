@@ -97,6 +97,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
     ONT_RETURN_IF_ERROR(CheckExternal(proto, base_dir, static_cast<int64_t>(bytes), &path, &offset));
     ONT_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape, HostAllocator()));
     ONT_RETURN_IF_ERROR(ReadExternal(path, offset, proto.name(), &t));
+    t.CanonicalizeBools();
     return t;
   }
   if (proto.has_raw_data()) {
@@ -106,6 +107,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
     }
     ONT_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape, HostAllocator()));
     if (bytes) std::memcpy(t.raw_data(), proto.raw_data().data(), bytes);
+    t.CanonicalizeBools();
     return t;
   }
   // Typed fields: which one holds the data depends on the dtype (onnx.proto's comments).

@@ -141,6 +141,20 @@ TEST(ModelIoTest, TypedFieldsDecode) {
   EXPECT_EQ(static_cast<float>(t->data<Float16>()[1]), -2.0f);
 }
 
+// A bool tensor's raw bytes other than 0 and 1 (a damaged or hostile file: session_fuzzer's UBSan run read
+// a byte of 5 as a bool) become 1, as every nonzero byte is true.
+TEST(ModelIoTest, BoolRawBytesBecomeZeroOrOne) {
+  onnx::TensorProto b;
+  b.set_name("flags");
+  b.set_data_type(onnx::TensorProto::BOOL);
+  b.add_dims(4);
+  b.set_raw_data(std::string("\x00\x05\x01\xff", 4));
+  auto t = TensorFromProto(b, "");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const uint8_t* bytes = static_cast<const uint8_t*>(t->raw_data());
+  EXPECT_EQ(std::vector<int>(bytes, bytes + 4), (std::vector<int>{0, 1, 1, 1}));
+}
+
 TEST(GraphTest, TopologicalOrderFixesFileOrder) {
   Model m = testing::MakeMlpModel();
   std::swap(m.graph.nodes[0], m.graph.nodes[3]);  // fc2/MatMul now comes first in the file

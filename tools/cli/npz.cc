@@ -108,6 +108,7 @@ StatusOr<Tensor> ParseNpy(const std::string& b, const std::string& where) {
   }
   ONT_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(dtype, shape, HostAllocator()));
   if (t.SizeInBytes()) std::memcpy(t.raw_data(), b.data() + start, t.SizeInBytes());
+  t.CanonicalizeBools();
   return t;
 }
 
