@@ -34,23 +34,31 @@ ONT_VROWS_CLONES double SumDotDevLoop(const float* g, const float* x, int64_t n,
 }
 
 // SumLoop(g) and SumDotDevLoop(g, x) in one pass: the same lanes, expressions and final order, so the same
-// two results (LaneSum's L lanes for rows of n).
-template <int L>
-__attribute__((always_inline)) inline void SumAndDotDevLanes(const float* g, const float* x, int64_t n, double mean,
-                                                             double inv, double* sum, double* dot) {
+// two results (LaneSum's lanes for rows of n). g(i) gives element i of the gradient row (read, or made on
+// the way: AffineClipGradSumsLoop), so every caller sums with these expressions.
+template <int L, typename G>
+__attribute__((always_inline)) inline void SumAndDotDevLanes(G g, const float* x, int64_t n, double mean, double inv,
+                                                             double* sum, double* dot) {
   double ps[L] = {}, pd[L] = {};
   ForLanes<L>(n, [&](int64_t i, int j) {
-    ps[j] += static_cast<double>(g[i]);
-    pd[j] += static_cast<double>(g[i]) * (x[i] - mean) * inv;
+    const float v = g(i);
+    ps[j] += static_cast<double>(v);
+    pd[j] += static_cast<double>(v) * (x[i] - mean) * inv;
   });
   *sum = LaneTotal<L>(ps);
   *dot = LaneTotal<L>(pd);
 }
 
-ONT_VROWS_CLONES void SumAndDotDevLoop(const float* g, const float* x, int64_t n, double mean, double inv, double* sum,
-                                       double* dot) {
+template <typename G>
+__attribute__((always_inline)) inline void SumAndDotDevOf(G g, const float* x, int64_t n, double mean, double inv,
+                                                          double* sum, double* dot) {
   if (n >= kLongRow) SumAndDotDevLanes<kSumLanes>(g, x, n, mean, inv, sum, dot);
   else SumAndDotDevLanes<8>(g, x, n, mean, inv, sum, dot);
+}
+
+ONT_VROWS_CLONES void SumAndDotDevLoop(const float* g, const float* x, int64_t n, double mean, double inv, double* sum,
+                                       double* dot) {
+  SumAndDotDevOf([g](int64_t i) { return g[i]; }, x, n, mean, inv, sum, dot);
 }
 
 // LayerNormalization's rows: the same float expressions as the generic kernels, vectorized per ISA.
@@ -112,43 +120,25 @@ ONT_VROWS_CLONES void AffineClipLoop(const float* x, float* y, int64_t n, float 
   }
 }
 
-// The activation's gradient of rows y = x * a + b, with SumAndDotDevLanes' sums of it (the same lanes and
-// expressions, so the same results as that pass over the written row).
-template <int L, bool kRelu>
-__attribute__((always_inline)) inline void AffineActGradSumsLanes(const float* x, const float* g, float* out, int64_t n,
-                                                                  float a, float b, float lo, float hi, float fill,
-                                                                  double mean, double inv, double* sum, double* dot) {
-  double ps[L] = {}, pd[L] = {};
-  ForLanes<L>(n, [&](int64_t i, int j) {
-    const float y = x[i] * a + b;
-    float v;
-    if constexpr (kRelu) v = y > 0.0f ? g[i] : 0.0f;
-    else v = (y >= lo) & (y <= hi) ? g[i] : fill;
-    out[i] = v;
-    ps[j] += static_cast<double>(v);
-    pd[j] += static_cast<double>(v) * (x[i] - mean) * inv;
-  });
-  *sum = LaneTotal<L>(ps);
-  *dot = LaneTotal<L>(pd);
-}
-
-template <bool kRelu>
-__attribute__((always_inline)) inline void AffineActGradSums(const float* x, const float* g, float* out, int64_t n,
-                                                             float a, float b, float lo, float hi, float fill,
-                                                             double mean, double inv, double* sum, double* dot) {
-  if (n >= kLongRow) AffineActGradSumsLanes<kSumLanes, kRelu>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
-  else AffineActGradSumsLanes<8, kRelu>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
-}
-
+// The activation's gradient of rows y = x * a + b (AffineLoop's values) written to out, and
+// SumAndDotDevLoop's two sums of it in the same pass.
 ONT_VROWS_CLONES void AffineReluGradSumsLoop(const float* x, const float* g, float* out, int64_t n, float a, float b,
                                              double mean, double inv, double* sum, double* dot) {
-  AffineActGradSums<true>(x, g, out, n, a, b, 0.0f, 0.0f, 0.0f, mean, inv, sum, dot);
+  auto grad = [&](int64_t i) {
+    const float y = x[i] * a + b;
+    return out[i] = y > 0.0f ? g[i] : 0.0f;
+  };
+  SumAndDotDevOf(grad, x, n, mean, inv, sum, dot);
 }
 
 ONT_VROWS_CLONES void AffineClipGradSumsLoop(const float* x, const float* g, float* out, int64_t n, float a, float b,
                                              float lo, float hi, float fill, double mean, double inv, double* sum,
                                              double* dot) {
-  AffineActGradSums<false>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
+  auto grad = [&](int64_t i) {
+    const float y = x[i] * a + b;
+    return out[i] = (y >= lo) & (y <= hi) ? g[i] : fill;
+  };
+  SumAndDotDevOf(grad, x, n, mean, inv, sum, dot);
 }
 
 ONT_VROWS_CLONES void BatchNormGradLoop(const float* g, const float* x, float* dx, int64_t n, double mean, double inv,
