@@ -61,6 +61,10 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, kMs, "FusedConv") && FuseConvMaxPool(i)) ++counts.conv_max_pool;
     }
+    // After the pooling rules, whose fused nodes it marks.
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (Is(i, kOntrain, "FusedConvMaxPool") && CompactPoolIndices(i)) ++counts.compact_pool_indices;
+    }
     std::vector<Node> kept;
     kept.reserve(g_.nodes.size() - removed_.size());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
@@ -262,6 +266,29 @@ class Fuser {
     }
     removed_.insert(u.node);
     Import(kOntrain);
+    return true;
+  }
+
+  // FusedConvMaxPool -> (Z, I), I read only as the Indices of MaxPoolReluGrads and MaxPoolReluConvGrads whose
+  // mask is Z itself, on the same provider: compact_indices = 1 on all of them, so that I is one byte per
+  // window (its maximum's position and whether that is positive, vrows.h) instead of an int64 offset, and
+  // the gradients need not read Z.
+  bool CompactPoolIndices(size_t conv) {
+    Node& c = g_.nodes[conv];
+    if (c.outputs.size() != 2 || c.outputs[0].empty()) return false;
+    const std::vector<Use>* readers = Readers(c.outputs[1]);
+    if (readers == nullptr) return false;
+    const std::vector<Use> uses = *readers;
+    for (const Use& u : uses) {
+      const Node& r = g_.nodes[u.node];
+      const bool grad = Is(u.node, kOntrain, "MaxPoolReluGrad") || Is(u.node, kOntrain, "MaxPoolReluConvGrad");
+      if (!grad || u.input != 1 || r.inputs.size() < 3 || r.inputs[2] != c.outputs[0] || Provider(u.node) != Provider(conv)) {
+        return false;
+      }
+    }
+    const onnx::AttributeProto compact = AttrInt("compact_indices", 1);
+    c.attributes["compact_indices"] = compact;
+    for (const Use& u : uses) g_.nodes[u.node].attributes["compact_indices"] = compact;
     return true;
   }
 

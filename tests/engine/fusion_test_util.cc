@@ -38,7 +38,10 @@ FusionRuns RunBoth(const Model& m, const NamedTensors& feeds, int threads) {
       EXPECT_TRUE(s.ok()) << s.ToString();
     }
     if (fuse) {
-      for (const Node& n : ex.value()->graph().nodes) r.fused_ops.push_back(n.domain + "::" + n.op_type);
+      for (const Node& n : ex.value()->graph().nodes) {
+        r.fused_ops.push_back(n.domain + "::" + n.op_type);
+        if (n.GetInt("compact_indices", 0) != 0) r.compact_ops.push_back(n.op_type);
+      }
     }
     (fuse ? r.fused : r.plain) = std::move(out);
   }

@@ -18,7 +18,8 @@ std::vector<float> Values(int64_t n, uint32_t seed, bool zeros = true);
 
 struct FusionRuns {
   std::vector<Tensor> fused, plain;
-  std::vector<std::string> fused_ops;  // the fused executor's graph, "domain::op" per node
+  std::vector<std::string> fused_ops;    // the fused executor's graph, "domain::op" per node
+  std::vector<std::string> compact_ops;  // its nodes with compact_indices = 1, op type per node
 };
 
 // Runs `m` twice on the CPU provider with `threads` threads (the second run from the planned arenas), with

@@ -39,15 +39,17 @@ __attribute__((target("avx512f"))) void ReluInPlaceAvx512(float* y, int64_t n) {
 // engine/kernel_fusion.h; ONNX Runtime writes the same node): the activation is applied to each image's
 // output right after it is computed, while it is in cache, as Relu computes it (x > 0 ? x : 0).
 // ai.ontrain FusedConvMaxPool (the engine's FusedConv + MaxPool fusion) is FusedConv followed by MaxPool with
-// 2x2 windows at stride 2, no pads (its only pooling), outputs (Y, Indices?) as MaxPool's: each image's
-// activations go to a buffer of its thread and are pooled from there, never written to memory whole.
+// 2x2 windows at stride 2, no pads (its only pooling), outputs (Y, Indices?) as MaxPool's, or with
+// compact_indices = 1 Indices as uint8 window codes (vrows.h): each image's activations go to a buffer of
+// its thread and are pooled from there, never written to memory whole.
 class ConvKernel : public OpKernel {
  public:
   explicit ConvKernel(const NodeInfo& info)
       : node_(*info.node),
         group_(info.node->GetInt("group", 1)),
         fused_(info.node->op_type == "FusedConv" || info.node->op_type == "FusedConvMaxPool"),
-        pool_(info.node->op_type == "FusedConvMaxPool") {
+        pool_(info.node->op_type == "FusedConvMaxPool"),
+        compact_(pool_ && info.node->GetInt("compact_indices", 0) != 0) {
     pool_geo_.kernel = {2, 2};
     pool_geo_.strides = {2, 2};
     pool_geo_.dilations = {1, 1};
@@ -131,10 +133,18 @@ class ConvKernel : public OpKernel {
     // MaxPool's output dims, floor((d - 2) / 2) + 1, and per thread one image's activations.
     pooled_ = {out_[0] >= 2 ? (out_[0] - 2) / 2 + 1 : 0, out_[1] >= 2 ? (out_[1] - 2) / 2 + 1 : 0};
     const Shape z = {x->dim(0), m, pooled_[0], pooled_[1]};
-    ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_ + slots_ * m * ShapeNumElements(out_)) *
-                       DTypeSize(x->dtype()));
+    size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + slots_ * m * ShapeNumElements(out_)) * DTypeSize(x->dtype());
+    // Window codes where VPlanesMaxPool2x2Codes does not take the planes: each image's int64 indices in a
+    // buffer of its thread first.
+    codes_direct_ = x->dtype() == DType::kFloat32 && VPlaneMaxPoolAvailable() &&
+                    ShapeNumElements(out_) < (int64_t{1} << 31);
+    index_offset_ = (bytes + 7) / 8 * 8;
+    if (compact_ && !codes_direct_) bytes = index_offset_ + static_cast<size_t>(slots_ * m * ShapeNumElements(pooled_)) * 8;
+    ctx.RequestScratch(bytes);
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), z));
-    if (ctx.num_outputs() > 1 && ctx.output_requested(1)) return ctx.DeclareOutput(1, DType::kInt64, z);
+    if (ctx.num_outputs() > 1 && ctx.output_requested(1)) {
+      return ctx.DeclareOutput(1, compact_ ? DType::kUInt8 : DType::kInt64, z);
+    }
     return Status::OK();
   }
 
@@ -154,9 +164,9 @@ class ConvKernel : public OpKernel {
       auto image_out = [&](int64_t i, int64_t slot) {
         return pool_ ? scratch + col_ * slots_ + wr_ + slot * m * osize : ctx.output(0)->data<T>() + i * m * osize;
       };
-      auto finish = [&](int64_t i, T* yi) {
+      auto finish = [&](int64_t i, T* yi, int64_t slot) {
         if (fused_) ReluInPlace(yi, m * osize);
-        if (pool_) Pool(yi, i, m, ctx);
+        if (pool_) Pool(yi, i, m, ctx, slot);
       };
       std::atomic<int> next_slot{0};
       if (IsDepthwise2D(c, m, group_, in_.size())) {
@@ -177,7 +187,7 @@ class ConvKernel : public OpKernel {
             T* yi = image_out(i, slot);
             DepthwiseForward<T>(x.data<T>() + i * c * isize, w.data<T>(), b ? b->data<T>() : nullptr, yi, 1, c,
                                 in_.data(), out_.data(), geo_, nullptr);
-            finish(i, yi);
+            finish(i, yi, slot);
           }
         });
         return Status::OK();
@@ -201,7 +211,7 @@ class ConvKernel : public OpKernel {
                 dc_.Run(x.data<float>() + (i * c + g * cg) * isize, packed + g * dc_.packed_size(),
                         b ? b->data<float>() + g * mg : nullptr, yi + g * mg * osize, work);
               }
-              finish(i, yi);
+              finish(i, yi, slot);
             }
           });
           return Status::OK();
@@ -216,7 +226,7 @@ class ConvKernel : public OpKernel {
           for (int64_t i = i0; i < i1; ++i) {
             T* yi = image_out(i, slot);
             ForwardPadded<T>(x.data<T>() + i * c * isize, wr, w.data<T>(), b ? b->data<T>() : nullptr, yi, c, m, work);
-            finish(i, yi);
+            finish(i, yi, slot);
           }
         });
         return Status::OK();
@@ -240,7 +250,7 @@ class ConvKernel : public OpKernel {
               for (int64_t o = 0; o < osize; ++o) row[o] += bj;
             }
           }
-          finish(i, yi);
+          finish(i, yi, slot);
         }
       });
       return Status::OK();
@@ -297,13 +307,33 @@ class ConvKernel : public OpKernel {
 
   // Pools image i's activations y [m, oh, ow] into outputs 0 and 1 (when requested) as MaxPool does from the
   // whole tensor: VPlanesMaxPool2x2 where MaxPool takes it (float32 on AVX-512), else MaxPool2D; the indices
-  // (relative to y) moved by the image's offset.
+  // (relative to y) moved by the image's offset, or (compact_) window codes.
   template <typename T>
-  void Pool(const T* y, int64_t i, int64_t m, KernelContext& ctx) const {
+  void Pool(const T* y, int64_t i, int64_t m, KernelContext& ctx, int64_t slot) const {
     const int64_t psize = ShapeNumElements(pooled_), osize = ShapeNumElements(out_);
     if (psize == 0) return;
     T* z = ctx.output(0)->data<T>() + i * m * psize;
     Tensor* indices = ctx.num_outputs() > 1 ? ctx.output(1) : nullptr;
+    if (compact_ && indices != nullptr) {
+      uint8_t* codes = indices->data<uint8_t>() + i * m * psize;
+      if constexpr (std::is_same_v<T, float>) {
+        if (codes_direct_) {
+          VPlanesMaxPool2x2Codes(y, out_[0], out_[1], pooled_[0], pooled_[1], 0, m, z, codes);
+          return;
+        }
+      }
+      int64_t* ind = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(ctx.scratch()) + index_offset_) + slot * m * psize;
+      MaxPool2D<T>(y, z, ind, 0, m, m, out_, pooled_, pool_geo_, 0);
+      for (int64_t p = 0; p < m; ++p) {
+        for (int64_t a = 0; a < pooled_[0]; ++a) {
+          for (int64_t b = 0; b < pooled_[1]; ++b) {
+            const int64_t e = (p * pooled_[0] + a) * pooled_[1] + b;
+            codes[e] = WindowCode(ind[e] - p * osize, a, b, out_[1], z[e]);
+          }
+        }
+      }
+      return;
+    }
     int64_t* ind = indices ? indices->data<int64_t>() + i * m * psize : nullptr;
     const int64_t base = i * m * osize;
     if constexpr (std::is_same_v<T, float>) {
@@ -322,6 +352,9 @@ class ConvKernel : public OpKernel {
   int64_t group_;
   bool fused_;  // FusedConv and FusedConvMaxPool: Relu after
   bool pool_;   // FusedConvMaxPool: 2x2 max pooling at stride 2 after the Relu
+  bool compact_;  // FusedConvMaxPool with compact_indices: Indices as window codes (uint8, pool.h)
+  bool codes_direct_ = false;  // compact_: codes by VPlanesMaxPool2x2Codes, else from MaxPool2D's indices
+  size_t index_offset_ = 0;    // compact_ without codes_direct_: bytes into the scratch of the int64 indices
   WindowAttrs pool_geo_;
   Shape pooled_;  // pool_: the pooled spatial dims
   WindowAttrs geo_;

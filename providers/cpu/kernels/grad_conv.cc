@@ -30,7 +30,10 @@ namespace {
 class ConvGradKernel : public OpKernel {
  public:
   explicit ConvGradKernel(const NodeInfo& info)
-      : node_(*info.node), group_(info.node->GetInt("group", 1)), pooled_(info.node->op_type == "MaxPoolReluConvGrad") {}
+      : node_(*info.node),
+        group_(info.node->GetInt("group", 1)),
+        pooled_(info.node->op_type == "MaxPoolReluConvGrad"),
+        codes_(pooled_ && info.node->GetInt("compact_indices", 0) != 0) {}
   Status Prepare(KernelContext& ctx) override {
     const int xi = pooled_ ? 3 : 1;
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, pooled_ ? "dZ" : "dY"));
@@ -42,10 +45,11 @@ class ConvGradKernel : public OpKernel {
     if (pooled_) {
       ONT_ASSIGN_OR_RETURN(const Tensor* idx, RequireInput(ctx, 1, "Indices"));
       ONT_ASSIGN_OR_RETURN(const Tensor* z, RequireInput(ctx, 2, "Z"));
-      if (idx->dtype() != DType::kInt64 || idx->shape() != dy->shape() || z->shape() != dy->shape() ||
-          z->dtype() != DType::kFloat32 || dy->dtype() != DType::kFloat32 || x->dtype() != DType::kFloat32 ||
-          x->rank() != 4) {
-        return InvalidArgument("MaxPoolReluConvGrad takes float32 dZ and Z and int64 Indices of one shape, and a 4-D X; got dZ ",
+      if (idx->dtype() != (codes_ ? DType::kUInt8 : DType::kInt64) || idx->shape() != dy->shape() ||
+          z->shape() != dy->shape() || z->dtype() != DType::kFloat32 || dy->dtype() != DType::kFloat32 ||
+          x->dtype() != DType::kFloat32 || x->rank() != 4) {
+        return InvalidArgument("MaxPoolReluConvGrad takes float32 dZ and Z and ", codes_ ? "uint8" : "int64",
+                               " Indices of one shape, and a 4-D X; got dZ ",
                                DTypeName(dy->dtype()), ShapeToString(dy->shape()), ", Indices ", DTypeName(idx->dtype()),
                                ShapeToString(idx->shape()), ", Z ", DTypeName(z->dtype()), ShapeToString(z->shape()));
       }
@@ -64,6 +68,10 @@ class ConvGradKernel : public OpKernel {
     }
     if (pooled_ && (dy->dim(0) != x->dim(0) || dy->dim(1) != m)) {
       return InvalidArgument("dZ has shape ", ShapeToString(dy->shape()), ", expected [", x->dim(0), ", ", m, ", ...]");
+    }
+    if (codes_ && (2 * dy->dim(2) > out_[0] || 2 * dy->dim(3) > out_[1])) {
+      return InvalidArgument("dZ ", ShapeToString(dy->shape()), " is not a 2x2 pooling of the convolution's output ",
+                             ShapeToString(expect), ", which compact Indices need");
     }
     // Scratch: one patch matrix per thread (dX); for dW, per thread the patch matrix of a chunk of images
     // and their dY laid out as [mg, images * O] (one GEMM per chunk), and each chunk's partial dW. The chunk
@@ -377,6 +385,13 @@ class ConvGradKernel : public OpKernel {
     const int64_t psize = dz.dim(0) * dz.dim(1) > 0 ? dz.NumElements() / (dz.dim(0) * dz.dim(1)) : 0;
     const float* g = dz.data<float>() + i * m * psize;
     const float* z = ctx.input(2)->data<float>() + i * m * psize;
+    if (codes_) {
+      const uint8_t* codes = ctx.input(1)->data<uint8_t>() + i * m * psize;
+      if (!VPlanesMaxUnpool2x2Codes(g, codes, out_[0], out_[1], dz.dim(2), dz.dim(3), 0, m, out)) {
+        UnpoolWindowCodes<float>(g, codes, out_[0], out_[1], dz.dim(2), dz.dim(3), 0, m, out);
+      }
+      return true;
+    }
     const int64_t* k = ctx.input(1)->data<int64_t>() + i * m * psize;
     // 2x2 windows at stride 2 (what the fusion pools): written whole by a select per element.
     if (out_.size() == 2 && dz.rank() == 4 && 2 * dz.dim(2) <= out_[0] && 2 * dz.dim(3) <= out_[1] &&
@@ -474,6 +489,7 @@ class ConvGradKernel : public OpKernel {
   bool dw_pointwise_ = false;  // dW of a 1x1 window at stride 1 without pads: one GEMM per image
   // MaxPoolReluConvGrad(dZ, Indices, Z, X, W): ConvGrad of MaxPoolReluGrad(dZ, Indices, Z).
   bool pooled_ = false;
+  bool codes_ = false;  // MaxPoolReluConvGrad with compact_indices: Indices are window codes (pool.h)
   bool per_image_ = false;  // pooled_: dY per image in a thread's buffer (else whole, at dy_offset_)
   int64_t dy_offset_ = 0;   // pooled_: where dY's buffers start in the scratch
   int64_t sums_offset_ = 0; // per_image_: where the images' row sums (doubles) start

@@ -36,15 +36,30 @@ StatusOr<Shape> PoolGradOutputShape(const NodeInfo& info, const Tensor& dy) {
 // elements whose pooled value Y (MaxPool's output) is positive. It is ReluGrad(MaxPoolGrad(dY, Indices), X)
 // in one pass where MaxPool pooled Relu(X) or pooled X itself (engine/kernel_fusion.h): the pooled value is
 // X's element at the index (or its Relu), positive exactly where ReluGrad lets the sum through; elsewhere
-// both give 0. Reading Y beside dY costs a quarter of reading X at the scattered indices.
+// both give 0. Reading Y beside dY costs a quarter of reading X at the scattered indices. With
+// compact_indices = 1 (after a FusedConvMaxPool that writes them so) the Indices are uint8 window codes,
+// whose positive bit is Y > 0, and Y is not read.
 class MaxPoolGradKernel : public OpKernel {
  public:
-  explicit MaxPoolGradKernel(const NodeInfo& info) : info_(info), masked_(info.node->op_type == "MaxPoolReluGrad") {}
+  explicit MaxPoolGradKernel(const NodeInfo& info)
+      : info_(info),
+        masked_(info.node->op_type == "MaxPoolReluGrad"),
+        codes_(masked_ && info.node->GetInt("compact_indices", 0) != 0) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
     ONT_ASSIGN_OR_RETURN(const Tensor* idx, RequireInput(ctx, 1, "Indices"));
-    if (idx->dtype() != DType::kInt64 || idx->shape() != dy->shape()) return InvalidArgument("Indices must be int64 like dY");
     ONT_ASSIGN_OR_RETURN(Shape s, PoolGradOutputShape(info_, *dy));
+    if (codes_) {
+      // Window codes (FusedConvMaxPool's compact Indices): 2x2 windows at stride 2 over 4-D planes.
+      if (idx->dtype() != DType::kUInt8 || idx->shape() != dy->shape() || dy->rank() != 4 || s.size() != 4 ||
+          s[1] != dy->dim(1) || 2 * dy->dim(2) > s[2] || 2 * dy->dim(3) > s[3]) {
+        return InvalidArgument("compact Indices must be uint8 like dY, a 4-D pooling of 2x2 windows at stride 2: dY ",
+                               ShapeToString(dy->shape()), ", Indices ", DTypeName(idx->dtype()),
+                               ShapeToString(idx->shape()), ", dX ", ShapeToString(s));
+      }
+      return ctx.DeclareOutput(0, dy->dtype(), s);
+    }
+    if (idx->dtype() != DType::kInt64 || idx->shape() != dy->shape()) return InvalidArgument("Indices must be int64 like dY");
     if (masked_) {
       ONT_ASSIGN_OR_RETURN(const Tensor* y, RequireInput(ctx, 2, "Y"));
       if (y->dtype() != dy->dtype() || y->shape() != dy->shape()) {
@@ -61,6 +76,17 @@ class MaxPoolGradKernel : public OpKernel {
     return DispatchFloat(dy.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       T* p = dx->data<T>();
+      if (codes_) {  // by planes, in parallel; the positive bit is the mask, so Y is not read
+        const int64_t planes = dy.dim(0) * dy.dim(1), h = dx->dim(2), wd = dx->dim(3), oh = dy.dim(2), ow = dy.dim(3);
+        const uint8_t* codes = idx.data<uint8_t>();
+        ParallelFor(ctx.thread_pool(), planes, 4.0 * static_cast<double>(h * wd + 2 * oh * ow), [&](int64_t p0, int64_t p1) {
+          if constexpr (std::is_same_v<T, float>) {
+            if (VPlanesMaxUnpool2x2Codes(dy.data<float>(), codes, h, wd, oh, ow, p0, p1, p)) return;
+          }
+          UnpoolWindowCodes<T>(dy.data<T>(), codes, h, wd, oh, ow, p0, p1, p);
+        });
+        return Status::OK();
+      }
       const int64_t n = dx->NumElements();
       const int64_t* ix = idx.data<int64_t>();
       const T* my = mask ? mask->data<T>() : nullptr;
@@ -127,6 +153,7 @@ class MaxPoolGradKernel : public OpKernel {
  private:
   NodeInfo info_;
   bool masked_;  // MaxPoolReluGrad
+  bool codes_;   // MaxPoolReluGrad with compact_indices: Indices are window codes (pool.h)
 };
 
 // Spreads each dY element evenly over its pooling window (the count as the forward pass divided by).

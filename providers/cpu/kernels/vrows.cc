@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 namespace ontrain {
@@ -339,10 +340,11 @@ __attribute__((target("avx512f"))) void ScatterAdd2Avx512(const float* s, int64_
 }
 
 // VPlanesMaxPool2x2 on AVX-512: per output row, 16 outputs a step; the window's four elements in visiting
-// order are the even and odd columns of its two rows.
+// order are the even and odd columns of its two rows. kCodes: window codes (WindowCode) instead of indices.
+template <bool kCodes>
 __attribute__((target("avx512f"))) void PlanesMaxPool2x2Avx512(const float* x, int64_t h, int64_t wd, int64_t oh,
                                                                int64_t ow, int64_t p0, int64_t p1, float* y,
-                                                               int64_t* ind, int64_t ind_base) {
+                                                               int64_t* ind, int64_t ind_base, uint8_t* codes) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
@@ -363,19 +365,33 @@ __attribute__((target("avx512f"))) void PlanesMaxPool2x2Avx512(const float* x, i
         const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * j), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * j + 16);
         const __m512 v[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
                              _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)};
-        // Offset of (window row a, column b) for lane t: (2 i + a) * wd + 2 (j + t) + b.
-        const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * wd + 2 * j)),
-                                             _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1));
-        const int32_t step[4] = {0, 1, static_cast<int32_t>(wd), static_cast<int32_t>(wd + 1)};
         __m512 best = lowest;
-        __m512i at = col;
-        for (int k = 0; k < 4; ++k) {
-          const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v[k], best, _CMP_GT_OQ);
-          best = _mm512_mask_mov_ps(best, gt, v[k]);
-          at = _mm512_mask_mov_epi32(at, gt, _mm512_add_epi32(col, _mm512_set1_epi32(step[k])));
+        if constexpr (kCodes) {
+          // The window position k = 2 a + b of the first maximum, then 4 added where that maximum is positive.
+          __m512i slot = _mm512_setzero_si512();
+          for (int k = 0; k < 4; ++k) {
+            const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v[k], best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, gt, v[k]);
+            slot = _mm512_mask_mov_epi32(slot, gt, _mm512_set1_epi32(k));
+          }
+          const __mmask16 pos = _mm512_mask_cmp_ps_mask(valid, best, _mm512_setzero_ps(), _CMP_GT_OQ);
+          slot = _mm512_mask_or_epi32(slot, pos, slot, _mm512_set1_epi32(kWindowCodePositive));
+          _mm512_mask_storeu_ps(y + o + j, valid, best);
+          _mm512_mask_cvtepi32_storeu_epi8(codes + o + j, valid, slot);
+        } else {
+          // Offset of (window row a, column b) for lane t: (2 i + a) * wd + 2 (j + t) + b.
+          const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * i * wd + 2 * j)),
+                                               _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1));
+          const int32_t step[4] = {0, 1, static_cast<int32_t>(wd), static_cast<int32_t>(wd + 1)};
+          __m512i at = col;
+          for (int k = 0; k < 4; ++k) {
+            const __mmask16 gt = _mm512_mask_cmp_ps_mask(valid, v[k], best, _CMP_GT_OQ);
+            best = _mm512_mask_mov_ps(best, gt, v[k]);
+            at = _mm512_mask_mov_epi32(at, gt, _mm512_add_epi32(col, _mm512_set1_epi32(step[k])));
+          }
+          _mm512_mask_storeu_ps(y + o + j, valid, best);
+          if (ind) StoreIndices(at, base64, valid, ind + o + j);
         }
-        _mm512_mask_storeu_ps(y + o + j, valid, best);
-        if (ind) StoreIndices(at, base64, valid, ind + o + j);
       }
     }
   }
@@ -443,6 +459,60 @@ __attribute__((target("avx512f"))) bool PlanesMaxUnpool2x2Avx512(const float* g,
   return true;
 }
 
+
+// VPlanesMaxUnpool2x2Codes on AVX-512: PlanesMaxUnpool2x2Avx512's stores, the window position and the
+// positive bit read from each window's code (a code cannot leave its window, so there is nothing to check).
+__attribute__((target("avx512f"))) void PlanesMaxUnpool2x2CodesAvx512(const float* g, const uint8_t* codes, int64_t h,
+                                                                      int64_t wd, int64_t oh, int64_t ow, int64_t p0,
+                                                                      int64_t p1, float* x) {
+  const __m512i lo_mix = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_mix = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i three = _mm512_set1_epi32(3), positive = _mm512_set1_epi32(kWindowCodePositive);
+  const int64_t isize = h * wd, osize = oh * ow;
+  for (int64_t p = p0; p < p1; ++p) {
+    float* px = x + p * isize;
+    for (int64_t i = 0; i < oh; ++i) {
+      float* r0 = px + 2 * i * wd;
+      float* r1 = r0 + wd;
+      const int64_t o = p * osize + i * ow;
+      for (int64_t j = 0; j < ow; j += 16) {
+        const int64_t m = std::min<int64_t>(16, ow - j), span = 2 * m;
+        const __mmask16 valid = static_cast<__mmask16>((1u << m) - 1);
+        const __mmask16 lo = static_cast<__mmask16>(span >= 16 ? 0xffffu : (1u << span) - 1);
+        const __mmask16 hi = static_cast<__mmask16>(span > 16 ? (span >= 32 ? 0xffffu : (1u << (span - 16)) - 1) : 0u);
+        // 16 codes: past a short step's codes lie the next row's, except at the end of the last plane, where
+        // the step's codes are copied so that nothing past them is read.
+        __m128i bytes;
+        if (o + j + 16 <= p1 * osize) {
+          bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + o + j));
+        } else {
+          alignas(16) uint8_t tail[16] = {};
+          std::memcpy(tail, codes + o + j, static_cast<size_t>(m));
+          bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
+        }
+        const __m512i code = _mm512_cvtepu8_epi32(bytes);
+        const __m512i slot = _mm512_and_si512(code, three);
+        const __mmask16 open = _mm512_mask_test_epi32_mask(valid, code, positive);
+        const __mmask16 at00 = _mm512_mask_cmpeq_epi32_mask(valid, slot, _mm512_setzero_si512());
+        const __mmask16 at01 = _mm512_mask_cmpeq_epi32_mask(valid, slot, _mm512_set1_epi32(1));
+        const __mmask16 at10 = _mm512_mask_cmpeq_epi32_mask(valid, slot, _mm512_set1_epi32(2));
+        const __mmask16 at11 = _mm512_mask_cmpeq_epi32_mask(valid, slot, three);
+        // +0 + the gradient where the window is open, +0 where it is shut (the scatter's addition).
+        const __m512 v = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(open, g + o + j));
+        const __m512 e0 = _mm512_maskz_mov_ps(at00, v), o0 = _mm512_maskz_mov_ps(at01, v);
+        const __m512 e1 = _mm512_maskz_mov_ps(at10, v), o1 = _mm512_maskz_mov_ps(at11, v);
+        _mm512_mask_storeu_ps(r0 + 2 * j, lo, _mm512_permutex2var_ps(e0, lo_mix, o0));
+        _mm512_mask_storeu_ps(r0 + 2 * j + 16, hi, _mm512_permutex2var_ps(e0, hi_mix, o0));
+        _mm512_mask_storeu_ps(r1 + 2 * j, lo, _mm512_permutex2var_ps(e1, lo_mix, o1));
+        _mm512_mask_storeu_ps(r1 + 2 * j + 16, hi, _mm512_permutex2var_ps(e1, hi_mix, o1));
+      }
+      for (int64_t c = 2 * ow; c < wd; ++c) r0[c] = r1[c] = 0.0f;
+    }
+    std::fill(px + 2 * oh * wd, px + isize, 0.0f);
+  }
+}
+
 }  // namespace
 
 bool VPlaneMaxPoolAvailable() {
@@ -457,7 +527,12 @@ void VPlaneMaxPool(const float* x, int64_t isize, const int32_t* corner, int64_t
 
 void VPlanesMaxPool2x2(const float* x, int64_t h, int64_t wd, int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* y,
                        int64_t* ind, int64_t ind_base) {
-  PlanesMaxPool2x2Avx512(x, h, wd, oh, ow, p0, p1, y, ind, ind_base);
+  PlanesMaxPool2x2Avx512<false>(x, h, wd, oh, ow, p0, p1, y, ind, ind_base, nullptr);
+}
+
+void VPlanesMaxPool2x2Codes(const float* x, int64_t h, int64_t wd, int64_t oh, int64_t ow, int64_t p0, int64_t p1,
+                            float* y, uint8_t* codes) {
+  PlanesMaxPool2x2Avx512<true>(x, h, wd, oh, ow, p0, p1, y, nullptr, 0, codes);
 }
 
 bool VPlanesMaxUnpool2x2(const float* g, const float* z, const int64_t* ind, int64_t ind_base, int64_t h, int64_t wd,
@@ -466,6 +541,13 @@ bool VPlanesMaxUnpool2x2(const float* g, const float* z, const int64_t* ind, int
   // rows of 5: 0.23 against 0.32 ms).
   if (ow < 8 || !VPlaneMaxPoolAvailable()) return false;
   return PlanesMaxUnpool2x2Avx512(g, z, ind, ind_base, h, wd, oh, ow, p0, p1, x);
+}
+
+bool VPlanesMaxUnpool2x2Codes(const float* g, const uint8_t* codes, int64_t h, int64_t wd, int64_t oh, int64_t ow,
+                              int64_t p0, int64_t p1, float* x) {
+  if (!VPlaneMaxPoolAvailable()) return false;
+  PlanesMaxUnpool2x2CodesAvx512(g, codes, h, wd, oh, ow, p0, p1, x);
+  return true;
 }
 
 void VRowMaxPool(const float* x, int64_t wd, int64_t kh, int64_t kw, int64_t sw, int64_t n, int64_t readable,

@@ -144,6 +144,23 @@ void VPlanesMaxPool2x2(const float* x, int64_t h, int64_t wd, int64_t oh, int64_
 bool VPlanesMaxUnpool2x2(const float* g, const float* z, const int64_t* ind, int64_t ind_base, int64_t h, int64_t wd,
                          int64_t oh, int64_t ow, int64_t p0, int64_t p1, float* x);
 
+// Window codes: the compact Indices of a FusedConvMaxPool that only fused gradients read
+// (engine/kernel_fusion.h), one byte per 2x2 window instead of an int64 offset: the position k = 2 a + b
+// (window row a, column b) of its first maximum, plus kWindowCodePositive where that maximum is positive
+// (the ReLU mask MaxPoolReluGrad tests on the pooled value).
+constexpr int kWindowCodePositive = 4;
+
+// VPlanesMaxPool2x2 writing window codes instead of indices (the same y). Only where VPlaneMaxPoolAvailable().
+void VPlanesMaxPool2x2Codes(const float* x, int64_t h, int64_t wd, int64_t oh, int64_t ow, int64_t p0, int64_t p1,
+                            float* y, uint8_t* codes);
+
+// VPlanesMaxUnpool2x2 with z from window codes: the element the code names gets +0 + g where its positive
+// bit is set and +0 where not, the rest of the plane +0 (the bits of zeroing and scattering the masked g).
+// Returns false, writing nothing, without AVX-512F or for rows of fewer than 8 windows: the caller then
+// scatters (UnpoolWindowCodes, pool.h).
+bool VPlanesMaxUnpool2x2Codes(const float* g, const uint8_t* codes, int64_t h, int64_t wd, int64_t oh, int64_t ow,
+                              int64_t p0, int64_t p1, float* x);
+
 // Stride-2 rows of patch matrices (1x1 and 3x3 convolutions at stride 2), `rows` rows of n: row t of d
 // (d_ld apart) = the even elements of row t of x (x_ld apart), d[j] = x[2 j] (VRowsGather2); and the even
 // elements of row t of d += row t of s, d[2 j] += s[j] (VRowsScatterAdd2: each element one addition, so the
