@@ -141,6 +141,8 @@ TEST(KernelFusionTest, PoolIndicesBecomeWindowCodesWithTheSameBits) {
       {2, 3, 21, 16, false},       // 19x19 -> 9x9: the last row and column unpooled
       {3, 1, 28, 32, true},        // the benchmark CNN's stem
       {2, 1, 37, 32, true},        // 35x35 -> 17x17
+      {2, 1, 14, 8, true},         // 12x12: fewer than 256 positions (8 sum lanes), 8 channels of 16
+      {3, 2, 29, 24, true},        // 27x27 -> 13x13, 24 channels: a block of 16 and one of 8
       {2, 3, 14, 8, false, true},  // float64
   };
   for (const Case& t : cases) {
