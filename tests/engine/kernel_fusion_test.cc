@@ -276,6 +276,10 @@ TEST(KernelFusionTest, FusedConvMaxPoolMatchesTheThreeNodes) {
       {2, 8, 9, 12, 1, 1, 0, 1, DType::kFloat32},   {2, 8, 10, 8, 3, 1, 1, 8, DType::kFloat32},
       {2, 6, 9, 10, 3, 1, 1, 2, DType::kFloat32},   {2, 3, 9, 5, 3, 1, 1, 1, DType::kFloat64},
       {2, 5, 11, 7, 3, 1, 0, 1, DType::kFloat32, false},
+      // One channel without Indices: 16 channels with pads, 48 on 13x13 (odd), 32 with pads of 2.
+      {2, 1, 28, 16, 3, 1, 1, 1, DType::kFloat32, false},
+      {3, 1, 15, 48, 3, 1, 0, 1, DType::kFloat32, false},
+      {2, 1, 9, 32, 3, 1, 2, 1, DType::kFloat32, false},
   };
   for (const Case& t : cases) {
     SCOPED_TRACE("c " + std::to_string(t.c) + " h " + std::to_string(t.h) + " m " + std::to_string(t.m) + " k " +
