@@ -61,6 +61,9 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, kMs, "FusedConv") && FuseConvMaxPool(i)) ++counts.conv_max_pool;
     }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if ((Is(i, kMs, "Gelu") || Is(i, "", "Gelu")) && FuseGeluSlope(i)) ++counts.gelu_slope;
+    }
     // After the pooling rules, whose fused nodes it marks.
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, kOntrain, "FusedConvMaxPool") && CompactPoolIndices(i)) ++counts.compact_pool_indices;
@@ -265,6 +268,49 @@ class Fuser {
       if (!o.empty()) producer_[o] = conv;
     }
     removed_.insert(u.node);
+    Import(kOntrain);
+    return true;
+  }
+
+  // Gelu(X) -> Y (com.microsoft's, or ONNX's without the tanh approximation) and GeluGrad(dY, X) -> dX, X
+  // float32 and read by nothing else: ai.ontrain GeluAndSlope(X) -> (Y, D) and GeluSlopeGrad(dY, D) -> dX.
+  // The gradient then multiplies by a derivative the forward pass made from its own exp and erfc, instead of
+  // computing both again from X (in double, about 1.8 ns per element on a Zen 4 core).
+  bool FuseGeluSlope(size_t gelu) {
+    Node& g = g_.nodes[gelu];
+    if (g.inputs.size() != 1 || g.outputs.size() != 1 || g.outputs[0].empty() || g.inputs[0].empty()) return false;
+    if (NormalizeDomain(g.domain).empty() && g.GetString("approximate", "none") != "none") return false;
+    const std::string x = g.inputs[0];
+    if (TypeOf(x) != DType::kFloat32) return false;
+    const std::vector<Use>* readers = Readers(x);
+    if (readers == nullptr) return false;
+    std::vector<size_t> grads;
+    for (const Use& u : *readers) {
+      if (u.node == gelu) continue;
+      const Node& r = g_.nodes[u.node];
+      if (!Is(u.node, kMs, "GeluGrad") || u.input != 1 || r.inputs.size() != 2 || r.inputs[0] == x ||
+          r.outputs.size() != 1 || Provider(u.node) != Provider(gelu)) {
+        return false;
+      }
+      grads.push_back(u.node);
+    }
+    if (grads.empty()) return false;
+    if (!Runs(Provider(gelu), kOntrain, "GeluAndSlope", DType::kFloat32) ||
+        !Runs(Provider(gelu), kOntrain, "GeluSlopeGrad", DType::kFloat32)) {
+      return false;
+    }
+    std::string d = x + "/gelu_slope";  // a new value: a name nothing else has
+    while (producer_.count(d) || uses_.count(d) || g_.initializers.count(d) || g_.FindInput(d)) d += "_";
+    g.op_type = "GeluAndSlope";
+    g.domain = kOntrain;
+    g.attributes.clear();
+    g.outputs.push_back(d);
+    producer_[d] = gelu;
+    for (size_t r : grads) {
+      g_.nodes[r].op_type = "GeluSlopeGrad";
+      g_.nodes[r].domain = kOntrain;
+      Rewire(r, 1, d);
+    }
     Import(kOntrain);
     return true;
   }

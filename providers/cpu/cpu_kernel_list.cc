@@ -178,6 +178,8 @@ std::vector<KernelDef> CpuKernelList() {
       {kOntrain, "BatchNormActivationGrad", 1, 1, kFloat32, kBatchNormActivationGrad},
       {kOntrain, "ClipGrad", 1, 1, kFloat, kClipGrad, 0, Host({2, 3, 4})},
       {kOntrain, "FusedConvMaxPool", 1, 1, kConvTypes, kFusedConvMaxPool},
+      {kOntrain, "GeluAndSlope", 1, 1, kFloat32, kGeluAndSlope},
+      {kOntrain, "GeluSlopeGrad", 1, 1, kFloat32, kGeluSlopeGrad},
       {kOntrain, "MaxPoolReluConvGrad", 1, 1, kFloat32, kMaxPoolReluConvGrad},
       {kOntrain, "MaxPoolReluGrad", 1, 1, kFloat, kMaxPoolReluGrad},
       // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them

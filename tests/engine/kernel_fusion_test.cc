@@ -507,5 +507,53 @@ TEST(KernelFusionTest, ClipGradientOfAGeneratedTrainingModelIsFused) {
   ExpectSameBits(r);
 }
 
+// Gelu and its GeluGrad become GeluAndSlope and GeluSlopeGrad with the same bits, for com.microsoft's Gelu
+// and ONNX's (opset 20) without the tanh approximation, over every kind of float (NaN, infinities, signed
+// zeros, denormals, values where erfc underflows), a length that leaves a tail after the vector blocks, at 1
+// and 2 threads; not where X is read elsewhere, nor for the tanh approximation.
+TEST(KernelFusionTest, GeluAndItsGradientShareTheDerivative) {
+  const int64_t n = 1003;
+  std::vector<float> x = Values(n, 41, true);
+  for (int64_t i = 0; i < n; ++i) x[i] *= 12.0f;  // [-12, 12): both of erfc's ranges and Phi near 0 and 1
+  const float special[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), 0.0f, -0.0f, 1e-40f, -1e-40f, -13.0f,
+                           -27.5f, -40.0f, 40.0f, 1e-7f, -5.5f, 3.25f, std::numeric_limits<float>::max(),
+                           -std::numeric_limits<float>::max()};
+  for (size_t i = 0; i < sizeof special / sizeof special[0]; ++i) x[7 * i + 3] = special[i];
+  std::vector<float> dy = Values(n, 42, true);
+  dy[5] = std::numeric_limits<float>::quiet_NaN();
+  dy[6] = -0.0f;
+  struct Case {
+    const char* name;
+    const char* domain;
+    std::vector<onnx::AttributeProto> attrs;
+    bool x_read_elsewhere;
+    bool fused;
+  };
+  const Case cases[] = {{"com.microsoft Gelu", "com.microsoft", {}, false, true},
+                        {"ONNX Gelu", "", {AttrString("approximate", "none")}, false, true},
+                        {"ONNX Gelu, tanh", "", {AttrString("approximate", "tanh")}, false, false},
+                        {"X also a graph output", "com.microsoft", {}, true, false}};
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(c.name) + ", threads " + std::to_string(threads));
+      Model md;
+      md.opset_imports[""] = 20;
+      md.opset_imports["com.microsoft"] = 1;
+      md.graph.inputs = {TensorInfo("x0", DType::kFloat32, {n}), TensorInfo("dy", DType::kFloat32, {n})};
+      // X made inside the graph (as a bias Add makes it), so that it can be dead after the forward pass.
+      md.graph.nodes.push_back(MakeNode("Identity", {"x0"}, {"x"}, {}, "id"));
+      md.graph.nodes.push_back(MakeNode("Gelu", {"x"}, {"y"}, c.attrs, "gelu", c.domain));
+      md.graph.nodes.push_back(MakeNode("GeluGrad", {"dy", "x"}, {"dx"}, {}, "gelu_grad", "com.microsoft"));
+      md.graph.outputs = {TensorInfo("y", DType::kFloat32, {n}), TensorInfo("dx", DType::kFloat32, {n})};
+      if (c.x_read_elsewhere) md.graph.outputs.push_back(TensorInfo("x", DType::kFloat32, {n}));
+      Runs r = RunBoth(md, {{"x0", Tensor::FromVector(x, {n})}, {"dy", Tensor::FromVector(dy, {n})}}, threads);
+      EXPECT_EQ(Count(r, "ai.ontrain::GeluAndSlope"), c.fused ? 1 : 0);
+      EXPECT_EQ(Count(r, "ai.ontrain::GeluSlopeGrad"), c.fused ? 1 : 0);
+      ExpectSameBits(r);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ontrain

@@ -157,6 +157,30 @@ TEST(VMathTest, GeluBlocksAgreeWithSingleElements) {
   EXPECT_EQ(std::memcmp(grad_in_place.data(), dx.data(), dx.size() * sizeof(float)), 0);
 }
 
+// VGeluAndSlope's Y is VGelu's, and its derivative D, multiplied by dY in VGeluMulSlope, is VGeluGrad: bit
+// for bit over the inputs, long arrays (the AVX-512 blocks where the CPU has them) and single elements (the
+// compiled loop) alike; and D of the blocks is D of the loop to the last bit of its double, which a
+// reordered product there would change even where no float result does.
+TEST(VMathTest, GeluAndSlopeAgreeWithGeluAndItsGradient) {
+  std::vector<float> xs = Inputs(), dy(xs.size()), y(xs.size()), dx(xs.size()), y2(xs.size()), dx2(xs.size());
+  std::vector<double> d(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) dy[i] = static_cast<float>(std::cos(0.53 * i) * 5);
+  VGelu(xs.data(), y.data(), xs.size());
+  VGeluGrad(dy.data(), xs.data(), dx.data(), xs.size());
+  VGeluAndSlope(xs.data(), y2.data(), d.data(), xs.size());
+  VGeluMulSlope(dy.data(), d.data(), dx2.data(), xs.size());
+  EXPECT_EQ(std::memcmp(y.data(), y2.data(), y.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(dx.data(), dx2.data(), dx.size() * sizeof(float)), 0);
+  int64_t differ = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    float one;
+    double one_d;
+    VGeluAndSlope(&xs[i], &one, &one_d, 1);
+    if (std::memcmp(&one, &y2[i], sizeof one) != 0 || std::memcmp(&one_d, &d[i], sizeof one_d) != 0) ++differ;
+  }
+  EXPECT_EQ(differ, 0);
+}
+
 // Sigmoid and tanh of long arrays (AVX-512 blocks where the CPU has them) against single elements (the
 // compiled loop): the same bits, NaNs aside (both give a NaN).
 TEST(VMathTest, SigmoidAndTanhBlocksAgreeWithSingleElements) {

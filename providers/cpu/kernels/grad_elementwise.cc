@@ -1,6 +1,7 @@
 // Gradient kernels of elementwise ops (com.microsoft domain, as ONNX Runtime's gradient builder emits them):
 // ReluGrad, SigmoidGrad, TanhGrad, GeluGrad, FastGeluGrad, LeakyReluGrad, DropoutGrad, and Scale; and
-// ai.ontrain ClipGrad, which the executor fuses from Clip's gradient (engine/kernel_fusion.h).
+// ai.ontrain ClipGrad, which the executor fuses from Clip's gradient, and GeluAndSlope and GeluSlopeGrad,
+// which it makes of a Gelu and its GeluGrad (engine/kernel_fusion.h).
 #include <cmath>
 #include <limits>
 
@@ -194,6 +195,51 @@ class ScaleKernel : public OpKernel {
   double scale_ = 1;
 };
 
+// ai.ontrain GeluAndSlope(X) -> (Y, D): Y = Gelu(X), exact, and D (float64) the derivative GeluGrad would
+// multiply its dY by, made from the same exp and erfc as Y (vmath.h VGeluAndSlope). float32.
+class GeluAndSlopeKernel : public OpKernel {
+ public:
+  explicit GeluAndSlopeKernel(const NodeInfo&) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
+    if (x->dtype() != DType::kFloat32) return InvalidArgument("GeluAndSlope takes float32, got ", DTypeName(x->dtype()));
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, DType::kFloat32, x->shape()));
+    return ctx.DeclareOutput(1, DType::kFloat64, x->shape());
+  }
+  Status Compute(KernelContext& ctx) override {
+    const float* x = ctx.input(0)->data<float>();
+    float* y = ctx.output(0)->data<float>();
+    double* d = ctx.output(1)->data<double>();
+    ParallelFor(ctx.thread_pool(), ctx.input(0)->NumElements(), 30.0,
+                [&](int64_t s, int64_t e) { VGeluAndSlope(x + s, y + s, d + s, e - s); });
+    return Status::OK();
+  }
+};
+
+// ai.ontrain GeluSlopeGrad(dY, D) -> dX = dY * D in float64, rounded to float32: GeluGrad(dY, X) bit for bit
+// where D is GeluAndSlope's of X.
+class GeluSlopeGradKernel : public OpKernel {
+ public:
+  explicit GeluSlopeGradKernel(const NodeInfo&) {}
+  Status Prepare(KernelContext& ctx) override {
+    ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
+    ONT_ASSIGN_OR_RETURN(const Tensor* d, RequireInput(ctx, 1, "D"));
+    if (dy->dtype() != DType::kFloat32 || d->dtype() != DType::kFloat64 || dy->shape() != d->shape()) {
+      return InvalidArgument("GeluSlopeGrad takes float32 dY and float64 D of one shape, got ", DTypeName(dy->dtype()),
+                             ShapeToString(dy->shape()), " and ", DTypeName(d->dtype()), ShapeToString(d->shape()));
+    }
+    return ctx.DeclareOutput(0, DType::kFloat32, dy->shape());
+  }
+  Status Compute(KernelContext& ctx) override {
+    const float* dy = ctx.input(0)->data<float>();
+    const double* d = ctx.input(1)->data<double>();
+    float* dx = ctx.output(0)->data<float>();
+    ParallelFor(ctx.thread_pool(), ctx.input(0)->NumElements(), 2.0,
+                [&](int64_t s, int64_t e) { VGeluMulSlope(dy + s, d + s, dx + s, e - s); });
+    return Status::OK();
+  }
+};
+
 template <GradKind kind>
 StatusOr<std::unique_ptr<OpKernel>> MakeActGrad(const NodeInfo& i) {
   return std::unique_ptr<OpKernel>(new ActivationGradKernel(i, kind));
@@ -210,6 +256,8 @@ KernelFactory kFastGeluGrad = MakeActGrad<GradKind::kFastGelu>;
 KernelFactory kLeakyReluGrad = MakeActGrad<GradKind::kLeakyRelu>;
 KernelFactory kDropoutGrad = MakeKernel<DropoutGradKernel>;
 KernelFactory kScale = MakeKernel<ScaleKernel>;
+KernelFactory kGeluAndSlope = MakeKernel<GeluAndSlopeKernel>;
+KernelFactory kGeluSlopeGrad = MakeKernel<GeluSlopeGradKernel>;
 
 }  // namespace cpu
 }  // namespace ontrain

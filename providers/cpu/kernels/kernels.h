@@ -91,6 +91,8 @@ extern KernelFactory kFastGeluGrad;
 extern KernelFactory kLeakyReluGrad;
 extern KernelFactory kDropoutGrad;
 extern KernelFactory kScale;
+extern KernelFactory kGeluAndSlope;
+extern KernelFactory kGeluSlopeGrad;
 
 // grad_norm.cc
 extern KernelFactory kBatchNormalizationGrad;

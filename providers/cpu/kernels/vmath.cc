@@ -191,6 +191,21 @@ ONT_VMATH_CLONES void GeluGradLoop(const float* dy, const float* x, float* dx, i
   }
 }
 
+ONT_VMATH_CLONES void GeluAndSlopeLoop(const float* x, float* y, double* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x[i];
+    double e = ExpNeg(0.5 * (v * v));
+    double two_phi = TwoPhi(v, e);
+    double r = 0.5 * v * two_phi;
+    y[i] = static_cast<float>(v == v ? r : v);
+    d[i] = 0.5 * two_phi + v * (kInvSqrt2Pi * e);
+  }
+}
+
+ONT_VMATH_CLONES void GeluMulSlopeLoop(const float* dy, const double* d, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<float>(static_cast<double>(dy[i]) * d[i]);
+}
+
 // GELU, its gradient, softmax's exp, sigmoid and tanh by hand in AVX-512, 8 doubles per vector, several
 // vectors interleaved.
 // The compiler's vectorized loop keeps one block of 16 in flight, and each block is a chain of ~35
@@ -353,6 +368,25 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluGradAvx512(cons
   return i;
 }
 
+__attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluAndSlopeAvx512(const float* x, float* y, double* d,
+                                                                       int64_t n) {
+  constexpr int U = kGeluVectors;
+  int64_t i = 0;
+  for (; i + 8 * U <= n; i += 8 * U) {
+    __m512d v[U], e[U], two_phi[U];
+    for (int k = 0; k < U; ++k) v[k] = LoadD(x + i + 8 * k);
+    TwoPhiV(v, e, two_phi);
+    for (int k = 0; k < U; ++k) {
+      __m512d r = _mm512_mul_pd(_mm512_mul_pd(Bcast(0.5), v[k]), two_phi[k]);
+      StoreKeepingNaNs(y + i + 8 * k, r, v[k], x + i + 8 * k);
+      __m512d cdf = _mm512_mul_pd(Bcast(0.5), two_phi[k]);
+      __m512d pdf = _mm512_mul_pd(Bcast(kInvSqrt2Pi), e[k]);
+      _mm512_storeu_pd(d + i + 8 * k, _mm512_add_pd(cdf, _mm512_mul_pd(v[k], pdf)));
+    }
+  }
+  return i;
+}
+
 // Sigmoid and tanh (the recurrent layers' gates) the same way: kGeluVectors vectors per step.
 __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t SigmoidAvx512(const float* x, float* y, int64_t n) {
   constexpr int U = kGeluVectors;
@@ -430,6 +464,11 @@ void VGeluGrad(const float* dy, const float* x, float* dx, int64_t n) {
   int64_t done = UseAvx512() ? GeluGradAvx512(dy, x, dx, n) : 0;
   GeluGradLoop(dy + done, x + done, dx + done, n - done);
 }
+void VGeluAndSlope(const float* x, float* y, double* d, int64_t n) {
+  int64_t done = UseAvx512() ? GeluAndSlopeAvx512(x, y, d, n) : 0;
+  GeluAndSlopeLoop(x + done, y + done, d + done, n - done);
+}
+void VGeluMulSlope(const float* dy, const double* d, float* dx, int64_t n) { GeluMulSlopeLoop(dy, d, dx, n); }
 
 }  // namespace cpu
 }  // namespace ontrain

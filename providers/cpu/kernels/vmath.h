@@ -24,6 +24,11 @@ void VSigmoid(const float* x, float* y, int64_t n);
 // negative x comes from erfc, so GELU keeps its relative accuracy where 1 + erf would cancel.
 void VGelu(const float* x, float* y, int64_t n);
 void VGeluGrad(const float* dy, const float* x, float* dx, int64_t n);
+// VGelu, and beside it the derivative VGeluGrad multiplies dy by, Phi(x) + x phi(x), in double as VGeluGrad
+// computes it (the same operations); and dx = dy * d in double, rounded to float. VGeluMulSlope(dy, d) of
+// VGeluAndSlope's d is VGeluGrad(dy, x) bit for bit.
+void VGeluAndSlope(const float* x, float* y, double* d, int64_t n);
+void VGeluMulSlope(const float* dy, const double* d, float* dx, int64_t n);
 
 }  // namespace cpu
 }  // namespace ontrain
