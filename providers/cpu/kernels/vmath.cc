@@ -333,8 +333,11 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) void SoftmaxRowAvx512(const
   for (; i < n; ++i) y[i] /= sum;
 }
 
-// Returns how many leading elements it computed (a multiple of 8 kGeluVectors).
-__attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluAvx512(const float* x, float* y, int64_t n) {
+// GELU of the leading multiple of 8 kGeluVectors elements, returning how many; with kSlope also d, the
+// derivative as GeluGradAvx512 computes it before the multiply by dy (the same operations).
+template <bool kSlope>
+__attribute__((target("avx512f,avx512dq,avx512vl"), always_inline)) inline int64_t GeluBlocks(const float* x, float* y,
+                                                                                            double* d, int64_t n) {
   constexpr int U = kGeluVectors;
   int64_t i = 0;
   for (; i + 8 * U <= n; i += 8 * U) {
@@ -344,9 +347,23 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluAvx512(const fl
     for (int k = 0; k < U; ++k) {
       __m512d r = _mm512_mul_pd(_mm512_mul_pd(Bcast(0.5), v[k]), two_phi[k]);
       StoreKeepingNaNs(y + i + 8 * k, r, v[k], x + i + 8 * k);
+      if constexpr (kSlope) {
+        __m512d cdf = _mm512_mul_pd(Bcast(0.5), two_phi[k]);
+        __m512d pdf = _mm512_mul_pd(Bcast(kInvSqrt2Pi), e[k]);
+        _mm512_storeu_pd(d + i + 8 * k, _mm512_add_pd(cdf, _mm512_mul_pd(v[k], pdf)));
+      }
     }
   }
   return i;
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluAvx512(const float* x, float* y, int64_t n) {
+  return GeluBlocks<false>(x, y, nullptr, n);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluAndSlopeAvx512(const float* x, float* y, double* d,
+                                                                       int64_t n) {
+  return GeluBlocks<true>(x, y, d, n);
 }
 
 __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluGradAvx512(const float* dy, const float* x, float* dx,
@@ -363,25 +380,6 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluGradAvx512(cons
       __m512d s = _mm512_add_pd(cdf, _mm512_mul_pd(v[k], pdf));
       __m512d g = _mm512_mul_pd(LoadD(dy + i + 8 * k), s);
       _mm256_storeu_ps(dx + i + 8 * k, _mm512_cvtpd_ps(g));
-    }
-  }
-  return i;
-}
-
-__attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluAndSlopeAvx512(const float* x, float* y, double* d,
-                                                                       int64_t n) {
-  constexpr int U = kGeluVectors;
-  int64_t i = 0;
-  for (; i + 8 * U <= n; i += 8 * U) {
-    __m512d v[U], e[U], two_phi[U];
-    for (int k = 0; k < U; ++k) v[k] = LoadD(x + i + 8 * k);
-    TwoPhiV(v, e, two_phi);
-    for (int k = 0; k < U; ++k) {
-      __m512d r = _mm512_mul_pd(_mm512_mul_pd(Bcast(0.5), v[k]), two_phi[k]);
-      StoreKeepingNaNs(y + i + 8 * k, r, v[k], x + i + 8 * k);
-      __m512d cdf = _mm512_mul_pd(Bcast(0.5), two_phi[k]);
-      __m512d pdf = _mm512_mul_pd(Bcast(kInvSqrt2Pi), e[k]);
-      _mm512_storeu_pd(d + i + 8 * k, _mm512_add_pd(cdf, _mm512_mul_pd(v[k], pdf)));
     }
   }
   return i;
