@@ -121,6 +121,18 @@ __attribute__((target("avx512f"))) void PlaneMaxPoolAvx512(const float* x, int64
   }
 }
 
+// The masks of a step of m <= 16 windows along a pooled row: the windows' lanes, and the lanes of the two
+// vectors that hold their 2 m columns of each window row (columns 2 j .. 2 j + 2 m - 1).
+struct WindowMasks {
+  __mmask16 valid, lo, hi;
+  explicit WindowMasks(int64_t m) {
+    const int64_t span = 2 * m;
+    valid = static_cast<__mmask16>((1u << m) - 1);
+    lo = static_cast<__mmask16>(span >= 16 ? 0xffffu : (1u << span) - 1);
+    hi = static_cast<__mmask16>(span > 16 ? (span >= 32 ? 0xffffu : (1u << (span - 16)) - 1) : 0u);
+  }
+};
+
 // VPlanesMaxPool2x2 on AVX-512: per output row, 16 outputs a step; the window's four elements in visiting
 // order are the even and odd columns of its two rows. kCodes: window codes (WindowCode) instead of indices.
 template <bool kCodes>
@@ -139,10 +151,9 @@ __attribute__((target("avx512f"))) void PlanesMaxPool2x2Avx512(const float* x, i
       const float* r1 = r0 + wd;
       const int64_t o = (p * oh + i) * ow;
       for (int64_t j = 0; j < ow; j += 16) {
-        const int64_t m = std::min<int64_t>(16, ow - j), span = 2 * m;  // columns read: 2 j .. 2 j + span - 1
-        const __mmask16 valid = static_cast<__mmask16>((1u << m) - 1);
-        const __mmask16 lo = static_cast<__mmask16>(span >= 16 ? 0xffffu : (1u << span) - 1);
-        const __mmask16 hi = static_cast<__mmask16>(span > 16 ? (span >= 32 ? 0xffffu : (1u << (span - 16)) - 1) : 0u);
+        const int64_t m = std::min<int64_t>(16, ow - j);
+        const WindowMasks wm(m);
+        const __mmask16 valid = wm.valid, lo = wm.lo, hi = wm.hi;
         const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * j), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * j + 16);
         const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * j), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * j + 16);
         const __m512 v[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
@@ -220,10 +231,9 @@ __attribute__((target("avx512f"))) bool PlanesMaxUnpool2x2Avx512(const float* g,
       float* r1 = r0 + wd;
       const int64_t o = p * osize + i * ow;
       for (int64_t j = 0; j < ow; j += 16) {
-        const int64_t m = std::min<int64_t>(16, ow - j), span = 2 * m;
-        const __mmask16 valid = static_cast<__mmask16>((1u << m) - 1);
-        const __mmask16 lo = static_cast<__mmask16>(span >= 16 ? 0xffffu : (1u << span) - 1);
-        const __mmask16 hi = static_cast<__mmask16>(span > 16 ? (span >= 32 ? 0xffffu : (1u << (span - 16)) - 1) : 0u);
+        const int64_t m = std::min<int64_t>(16, ow - j);
+        const WindowMasks wm(m);
+        const __mmask16 valid = wm.valid, lo = wm.lo, hi = wm.hi;
         // The indices as offsets from the windows' top-left corners, in int32 (a lane outside `valid`
         // reads nothing and is never tested).
         const __m512i i0 = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(static_cast<__mmask8>(valid & 0xff), ind + o + j), base64);
@@ -269,10 +279,9 @@ __attribute__((target("avx512f"))) void PlanesMaxUnpool2x2CodesAvx512(const floa
       float* r1 = r0 + wd;
       const int64_t o = p * osize + i * ow;
       for (int64_t j = 0; j < ow; j += 16) {
-        const int64_t m = std::min<int64_t>(16, ow - j), span = 2 * m;
-        const __mmask16 valid = static_cast<__mmask16>((1u << m) - 1);
-        const __mmask16 lo = static_cast<__mmask16>(span >= 16 ? 0xffffu : (1u << span) - 1);
-        const __mmask16 hi = static_cast<__mmask16>(span > 16 ? (span >= 32 ? 0xffffu : (1u << (span - 16)) - 1) : 0u);
+        const int64_t m = std::min<int64_t>(16, ow - j);
+        const WindowMasks wm(m);
+        const __mmask16 valid = wm.valid, lo = wm.lo, hi = wm.hi;
         // 16 codes: past a short step's codes lie the next row's, except at the end of the last plane, where
         // the step's codes are copied so that nothing past them is read.
         __m128i bytes;
