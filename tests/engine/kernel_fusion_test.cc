@@ -555,5 +555,42 @@ TEST(KernelFusionTest, GeluAndItsGradientShareTheDerivative) {
   }
 }
 
+// The fused ops are in the CPU kernel list, so a model may name them itself: inputs they cannot take are
+// clear errors naming what is wrong, never reads outside a tensor.
+TEST(KernelFusionTest, FusedOpsRefuseInputsTheyCannotTake) {
+  auto run = [](const Node& node, const NamedTensors& feeds) {
+    Model md;
+    md.opset_imports[""] = 17;
+    md.opset_imports["ai.ontrain"] = 1;
+    for (const auto& [name, t] : feeds) md.graph.inputs.push_back(TensorInfo(name, t.dtype(), t.shape()));
+    md.graph.nodes = {node};
+    md.graph.outputs = {TensorInfo(node.outputs[0], DType::kFloat32, {})};
+    md.graph.value_infos = {TensorInfo(node.outputs[0], DType::kFloat32, {1, 1, 4, 4})};
+    auto cpu = CpuExecutionProvider::Create({1}).value();
+    ExecutorOptions options;
+    options.providers = {cpu.get()};
+    auto ex = Executor::Create(md, options);
+    if (!ex.ok()) return ex.status().ToString();
+    std::vector<Tensor> out;
+    return ex.value()->Run(ToNamedValues(feeds), ex.value()->output_names(), &out).ToString();
+  };
+  const Tensor f4 = Tensor::FromVector(Values(4, 50), {4});
+  std::string e = run(MakeNode("GeluSlopeGrad", {"dy", "d"}, {"dx"}, {}, "g", "ai.ontrain"), {{"dy", f4}, {"d", f4}});
+  EXPECT_NE(e.find("float64 D"), std::string::npos) << e;
+  e = run(MakeNode("GeluSlopeGrad", {"dy", "d"}, {"dx"}, {}, "g", "ai.ontrain"),
+          {{"dy", f4}, {"d", Tensor::FromVector(std::vector<double>(3, 1.0), {3})}});
+  EXPECT_NE(e.find("of one shape"), std::string::npos) << e;
+  const Tensor dz = Tensor::FromVector(Values(4, 51), {1, 1, 2, 2});
+  const NamedTensors pool_feeds = {{"dz", dz}, {"i", Tensor::FromVector<int64_t>({0, 2, 8, 10}, {1, 1, 2, 2})}, {"z", dz}};
+  e = run(MakeNode("MaxPoolReluGrad", {"dz", "i", "z"}, {"dx"}, {AttrInt("compact_indices", 1)}, "p", "ai.ontrain"),
+          pool_feeds);
+  EXPECT_NE(e.find("compact Indices must be uint8"), std::string::npos) << e;
+  e = run(MakeNode("MaxPoolReluGrad", {"dz", "i", "z"}, {"dx"}, {AttrInt("compact_indices", 1)}, "p", "ai.ontrain"),
+          {{"dz", Tensor::FromVector(Values(9, 52), {1, 1, 3, 3})},
+           {"i", Tensor::FromVector<uint8_t>(std::vector<uint8_t>(9, 7), {1, 1, 3, 3})},
+           {"z", Tensor::FromVector(Values(9, 53), {1, 1, 3, 3})}});
+  EXPECT_NE(e.find("2x2 windows"), std::string::npos) << e;  // 3x3 pooled from the declared 4x4
+}
+
 }  // namespace
 }  // namespace ontrain
