@@ -134,12 +134,12 @@ class ConvKernel : public OpKernel {
     pooled_ = {out_[0] >= 2 ? (out_[0] - 2) / 2 + 1 : 0, out_[1] >= 2 ? (out_[1] - 2) / 2 + 1 : 0};
     const Shape z = {x->dim(0), m, pooled_[0], pooled_[1]};
     size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + slots_ * m * ShapeNumElements(out_)) * DTypeSize(x->dtype());
-    // Window codes where VPlanesMaxPool2x2Codes does not take the planes: each image's int64 indices in a
-    // buffer of its thread first.
-    codes_direct_ = x->dtype() == DType::kFloat32 && VPlaneMaxPoolAvailable() &&
-                    ShapeNumElements(out_) < (int64_t{1} << 31);
+    // Whole planes through VPlanesMaxPool2x2 (or its Codes form) where MaxPool takes them; window codes
+    // elsewhere need each image's int64 indices in a buffer of its thread first.
+    planes_2x2_ = x->dtype() == DType::kFloat32 && VPlaneMaxPoolAvailable() &&
+                  ShapeNumElements(out_) < (int64_t{1} << 31);
     index_offset_ = (bytes + 7) / 8 * 8;
-    if (compact_ && !codes_direct_) bytes = index_offset_ + static_cast<size_t>(slots_ * m * ShapeNumElements(pooled_)) * 8;
+    if (compact_ && !planes_2x2_) bytes = index_offset_ + static_cast<size_t>(slots_ * m * ShapeNumElements(pooled_)) * 8;
     ctx.RequestScratch(bytes);
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), z));
     if (ctx.num_outputs() > 1 && ctx.output_requested(1)) {
@@ -317,7 +317,7 @@ class ConvKernel : public OpKernel {
     if (compact_ && indices != nullptr) {
       uint8_t* codes = indices->data<uint8_t>() + i * m * psize;
       if constexpr (std::is_same_v<T, float>) {
-        if (codes_direct_) {
+        if (planes_2x2_) {
           VPlanesMaxPool2x2Codes(y, out_[0], out_[1], pooled_[0], pooled_[1], 0, m, z, codes);
           return;
         }
@@ -337,7 +337,7 @@ class ConvKernel : public OpKernel {
     int64_t* ind = indices ? indices->data<int64_t>() + i * m * psize : nullptr;
     const int64_t base = i * m * osize;
     if constexpr (std::is_same_v<T, float>) {
-      if (VPlaneMaxPoolAvailable() && osize < (int64_t{1} << 31)) {
+      if (planes_2x2_) {
         VPlanesMaxPool2x2(y, out_[0], out_[1], pooled_[0], pooled_[1], 0, m, z, ind, base);
         return;
       }
@@ -353,8 +353,8 @@ class ConvKernel : public OpKernel {
   bool fused_;  // FusedConv and FusedConvMaxPool: Relu after
   bool pool_;   // FusedConvMaxPool: 2x2 max pooling at stride 2 after the Relu
   bool compact_;  // FusedConvMaxPool with compact_indices: Indices as window codes (uint8, pool.h)
-  bool codes_direct_ = false;  // compact_: codes by VPlanesMaxPool2x2Codes, else from MaxPool2D's indices
-  size_t index_offset_ = 0;    // compact_ without codes_direct_: bytes into the scratch of the int64 indices
+  bool planes_2x2_ = false;  // pool_: whole planes by VPlanesMaxPool2x2 (Codes), else MaxPool2D
+  size_t index_offset_ = 0;  // compact_ without planes_2x2_: bytes into the scratch of the int64 indices
   WindowAttrs pool_geo_;
   Shape pooled_;  // pool_: the pooled spatial dims
   WindowAttrs geo_;

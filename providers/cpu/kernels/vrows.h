@@ -156,8 +156,8 @@ void VPlanesMaxPool2x2Codes(const float* x, int64_t h, int64_t wd, int64_t oh, i
 
 // VPlanesMaxUnpool2x2 with z from window codes: the element the code names gets +0 + g where its positive
 // bit is set and +0 where not, the rest of the plane +0 (the bits of zeroing and scattering the masked g).
-// Returns false, writing nothing, without AVX-512F or for rows of fewer than 8 windows: the caller then
-// scatters (UnpoolWindowCodes, pool.h).
+// Every row length, short rows too (a scalar loop on random codes mispredicts). Returns false, writing
+// nothing, without AVX-512F: the caller then scatters (UnpoolWindowCodes, pool.h).
 bool VPlanesMaxUnpool2x2Codes(const float* g, const uint8_t* codes, int64_t h, int64_t wd, int64_t oh, int64_t ow,
                               int64_t p0, int64_t p1, float* x);
 
