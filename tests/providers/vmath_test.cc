@@ -285,6 +285,59 @@ TEST(VRowsTest, StrideTwoRowsMatchTheirDefinitions) {
   }
 }
 
+// Batch normalization's gradient sums (VRowSumAndDotDev; VRowAffineActGradSums with ReLU's and Clip's
+// gradients made from x on the way), AVX-512 where the CPU has it, against their definitions: the gradient
+// row element by element, and LaneSum of it and of g (x - mean) inv, compiled here without contraction.
+// Every row length up to 70 and long ones around kLongRow (8 and 32 lanes, their tails); y exactly at 0
+// and at Clip's bounds, a -0 and a NaN in g (kept, or replaced by the fill where y is outside), and x
+// outside where nothing may be read.
+TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) {
+  const float a = 1.5f, b = -0.75f, lo = 0.0f, hi = 6.0f, fill = -0.0f;
+  const double mean = 0.3125, inv = 1.7;
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 70; ++n) lengths.push_back(n);
+  for (int64_t n : {255, 256, 257, 271, 272, 287, 288, 300, 1000, 1024}) lengths.push_back(n);
+  for (int64_t n : lengths) {
+    for (int with_nan = 0; with_nan < 2; ++with_nan) {
+      SCOPED_TRACE("n = " + std::to_string(n) + (with_nan ? ", a NaN in g" : ""));
+      std::vector<float> x(n + 32, std::nanf("")), g(n + 32, std::nanf(""));  // NaNs past the row
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] = static_cast<float>(std::sin(0.71 * i) * 5.0);
+        g[i] = static_cast<float>(std::cos(0.29 * i) * 2.0);
+      }
+      x[0] = 0.5f;  // y = 0: ReLU's gradient 0, Clip's g
+      if (n > 3) x[3] = 4.5f;  // y = 6: Clip's g
+      if (n > 5) g[5] = -0.0f;
+      if (with_nan) g[n / 2] = std::nanf("");
+      for (int kind = 0; kind < 3; ++kind) {
+        std::vector<float> out(n + 32, 99.0f), want(n + 32, 99.0f);
+        for (int64_t i = 0; i < n; ++i) {
+          const float y = x[i] * a + b;
+          want[i] = kind == 0 ? g[i] : kind == 1 ? (y > 0.0f ? g[i] : 0.0f) : ((y >= lo) & (y <= hi) ? g[i] : fill);
+        }
+        const double want_sum = LaneSum(n, [&](int64_t i) { return static_cast<double>(want[i]); });
+        const double want_dot =
+            LaneSum(n, [&](int64_t i) { return static_cast<double>(want[i]) * (x[i] - mean) * inv; });
+        double sum = 0, dot = 0;
+        if (kind == 0) VRowSumAndDotDev(g.data(), x.data(), n, mean, inv, &sum, &dot);
+        else VRowAffineActGradSums(x.data(), g.data(), out.data(), n, a, b, kind == 1 ? RowAct::kRelu : RowAct::kClip,
+                                   lo, hi, fill, mean, inv, &sum, &dot);
+        if (kind > 0) {
+          for (int64_t i = 0; i < n + 32; ++i) {
+            ASSERT_EQ(std::memcmp(&out[i], &want[i], sizeof(float)), 0) << "kind " << kind << " at " << i;
+          }
+        }
+        if (with_nan && (kind == 0 || want[n / 2] != want[n / 2])) {
+          EXPECT_TRUE(std::isnan(sum) && std::isnan(dot)) << "kind " << kind;
+          continue;
+        }
+        EXPECT_EQ(std::memcmp(&sum, &want_sum, sizeof sum), 0) << "kind " << kind << ": " << sum << " vs " << want_sum;
+        EXPECT_EQ(std::memcmp(&dot, &want_dot, sizeof dot), 0) << "kind " << kind << ": " << dot << " vs " << want_dot;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cpu
 }  // namespace ontrain
