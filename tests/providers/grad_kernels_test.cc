@@ -402,6 +402,54 @@ TEST(GradKernelsTest, BatchedMatMulsInParallel) {
   EXPECT_LT(worst_f, 1e-5);
 }
 
+// Products X W^T of many rows (1024 here, a transformer's [16, 64] tokens) run from a copy of W^T
+// (providers/cpu/kernels/gemm.cc): FusedMatMul with transB over a shared B, and Gemm with transB and a bias,
+// give the products of a double loop, the same bits at one and two threads, and FusedMatMul the bits of
+// MatMul(A, B^T) with the transpose materialized (the same untransposed product). Ragged [40, 33] weights
+// take the transpose's partial tiles.
+TEST(GradKernelsTest, ProductsWithTransposedWeightsOfManyRows) {
+  for (Shape wshape : {Shape{384, 128}, Shape{40, 33}}) {
+    const int64_t n = wshape[0], k = wshape[1];
+    SCOPED_TRACE(ShapeToString(wshape));
+    Tensor a = AsFloat(Random({16, 64, k}, 120)), w = AsFloat(Random(wshape, 121));
+    std::vector<float> wt(static_cast<size_t>(n * k));
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t q = 0; q < k; ++q) wt[q * n + j] = w.data<float>()[j * k + q];
+    }
+    Tensor wt_t = Tensor::FromVector(wt, {k, n});
+    std::vector<Tensor> f1 = RunNode("FusedMatMul", kMs, {{"a", a}, {"b", w}}, 1, {AttrInt("transB", 1)}, 17, {}, 1);
+    std::vector<Tensor> f2 = RunNode("FusedMatMul", kMs, {{"a", a}, {"b", w}}, 1, {AttrInt("transB", 1)}, 17, {}, 2);
+    std::vector<Tensor> mm = RunNode("MatMul", "", {{"a", a}, {"b", wt_t}}, 1, {}, 17, {}, 1);
+    Tensor a2 = a.Reshaped({1024, k}).value();
+    Tensor bias = AsFloat(Random({n}, 122));
+    std::vector<onnx::AttributeProto> gattrs = {AttrInt("transB", 1), AttrFloat("alpha", 0.5f), AttrFloat("beta", 2.0f)};
+    std::vector<Tensor> g1 = RunNode("Gemm", "", {{"a", a2}, {"b", w}, {"c", bias}}, 1, gattrs, 17, {}, 1);
+    std::vector<Tensor> g2 = RunNode("Gemm", "", {{"a", a2}, {"b", w}, {"c", bias}}, 1, gattrs, 17, {}, 2);
+    ASSERT_EQ(f1.size(), 1u);
+    ASSERT_EQ(f2.size(), 1u);
+    ASSERT_EQ(mm.size(), 1u);
+    ASSERT_EQ(g1.size(), 1u);
+    ASSERT_EQ(g2.size(), 1u);
+    ASSERT_EQ(f1[0].shape(), (Shape{16, 64, n}));
+    ASSERT_EQ(g1[0].shape(), (Shape{1024, n}));
+    EXPECT_EQ(std::memcmp(f1[0].raw_data(), f2[0].raw_data(), f1[0].SizeInBytes()), 0);
+    EXPECT_EQ(std::memcmp(f1[0].raw_data(), mm[0].raw_data(), f1[0].SizeInBytes()), 0);
+    EXPECT_EQ(std::memcmp(g1[0].raw_data(), g2[0].raw_data(), g1[0].SizeInBytes()), 0);
+    const float *pa = a.data<float>(), *pw = w.data<float>(), *pc = bias.data<float>();
+    double worst_f = 0, worst_g = 0;
+    for (int64_t i = 0; i < 1024; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t q = 0; q < k; ++q) sum += static_cast<double>(pa[i * k + q]) * pw[j * k + q];
+        worst_f = std::max(worst_f, std::fabs(f1[0].data<float>()[i * n + j] - sum));
+        worst_g = std::max(worst_g, std::fabs(g1[0].data<float>()[i * n + j] - (0.5 * sum + 2.0 * pc[j])));
+      }
+    }
+    EXPECT_LT(worst_f, 2e-5);
+    EXPECT_LT(worst_g, 2e-5);
+  }
+}
+
 TEST(GradKernelsTest, LayerNormalizationGrad) {
   for (int64_t axis : {-1, 1}) {
     SCOPED_TRACE(axis);

@@ -3,6 +3,7 @@
 // FusedMatMul, Conv and ConvTranspose.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "providers/cpu/thread_pool.h"
@@ -16,9 +17,15 @@ namespace cpu {
 // created, before any thread of its pool could.
 void InitBlas();
 
+// `scratch`, where a kernel's Prepare asked for GemmScratchBytes of the same product, lets a float product
+// A B^T of many rows run as A (B^T) with B^T copied out first (see gemm.cc); without it, or where that
+// does not pay, the product runs as asked. Either way C is A B^T to the float, though its rounding may
+// differ in the last bits between the two forms (the library sums K in different blocks).
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
-          ThreadPool* pool);
+          ThreadPool* pool, void* scratch = nullptr);
+template <typename T>
+size_t GemmScratchBytes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k);
 
 // The same for float and double with explicit row strides (leading dimensions) of A, B and C, in one call
 // on the calling thread: a block of a wider matrix, or a matrix read at an offset of another.

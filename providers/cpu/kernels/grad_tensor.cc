@@ -272,6 +272,9 @@ class FusedMatMulKernel : public OpKernel {
     Shape out = batch_;
     out.push_back(m_);
     out.push_back(n_);
+    if (a->dtype() == DType::kFloat32 && SharesB()) {
+      ctx.RequestScratch(GemmScratchBytes<float>(false, tb_, ShapeNumElements(batch_) * m_, n_, k_));
+    }
     return ctx.DeclareOutput(0, a->dtype(), out);
   }
   Status Compute(KernelContext& ctx) override {
@@ -280,12 +283,9 @@ class FusedMatMulKernel : public OpKernel {
     return DispatchFloat32Or64(a.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t batches = ShapeNumElements(batch_);
-      // One B for every batch and A not transposed: one GEMM over all of A's rows (see MatMul).
-      bool b_shared = true;
-      for (int64_t s : bs_) b_shared = b_shared && s == 0;
-      if (b_shared && !ta_ && batches > 1) {
+      if (SharesB()) {
         Gemm<T>(false, tb_, batches * m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), T(0), y->data<T>(),
-                ctx.thread_pool());
+                ctx.thread_pool(), ctx.scratch());
         return Status::OK();
       }
       // Batches in parallel, each product on one thread (see MatMul).
@@ -302,6 +302,13 @@ class FusedMatMulKernel : public OpKernel {
   }
 
  private:
+  // One B for every batch and A not transposed: one GEMM over all of A's rows (see MatMul).
+  bool SharesB() const {
+    bool shared = !ta_ && ShapeNumElements(batch_) > 1;
+    for (int64_t s : bs_) shared = shared && s == 0;
+    return shared;
+  }
+
   bool ta_, tb_;
   float alpha_;
   int64_t m_ = 0, n_ = 0, k_ = 0;

@@ -113,6 +113,7 @@ class GemmKernel : public OpKernel {
         return InvalidArgument("C ", ShapeToString(c->shape()), " does not broadcast to [", m_, ",", n_, "]");
       }
     }
+    if (a->dtype() == DType::kFloat32) ctx.RequestScratch(GemmScratchBytes<float>(trans_a_, trans_b_, m_, n_, k_));
     return ctx.DeclareOutput(0, a->dtype(), {m_, n_});
   }
 
@@ -133,7 +134,7 @@ class GemmKernel : public OpKernel {
         beta = static_cast<T>(beta_);
       }
       Gemm<T>(trans_a_, trans_b_, m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), beta, py,
-              ctx.thread_pool());
+              ctx.thread_pool(), ctx.scratch());
       return Status::OK();
     });
   }
