@@ -450,6 +450,35 @@ TEST(GradKernelsTest, ProductsWithTransposedWeightsOfManyRows) {
   }
 }
 
+// SoftmaxGrad and LogSoftmaxGrad over contiguous float rows take them eight at a time, each row's sum still
+// one float sum in element order: the bits of that definition, written out here, for row counts that leave
+// a remainder (the rows after the last group of eight), rows of 1, 5 and 64, at one and two threads.
+TEST(GradKernelsTest, SoftmaxGradRowsInGroupsKeepTheirSums) {
+  for (bool log : {false, true}) {
+    for (Shape shape : {Shape{3, 7, 64}, Shape{21, 5}, Shape{16, 4, 1}, Shape{4, 64}}) {
+      SCOPED_TRACE(std::string(log ? "LogSoftmaxGrad_13 " : "SoftmaxGrad_13 ") + ShapeToString(shape));
+      Tensor dy = AsFloat(Random(shape, 130)), y = AsFloat(Random(shape, 131, 0.0, 1.0));
+      const int64_t len = shape.back(), rows = dy.NumElements() / len;
+      std::vector<float> want(static_cast<size_t>(dy.NumElements()));
+      const float *pd = dy.data<float>(), *py = y.data<float>();
+      for (int64_t r = 0; r < rows; ++r) {
+        float sum = 0;
+        for (int64_t i = 0; i < len; ++i) sum += log ? pd[r * len + i] : pd[r * len + i] * py[r * len + i];
+        for (int64_t i = 0; i < len; ++i) {
+          const float g = pd[r * len + i], v = py[r * len + i];
+          want[r * len + i] = log ? g - std::exp(v) * sum : v * (g - sum);
+        }
+      }
+      for (int threads : {1, 2}) {
+        std::vector<Tensor> dx = RunNode(log ? "LogSoftmaxGrad_13" : "SoftmaxGrad_13", kMs, {{"dy", dy}, {"y", y}}, 1,
+                                         {AttrInt("axis", -1)}, 17, {}, threads);
+        ASSERT_EQ(dx.size(), 1u);
+        EXPECT_EQ(std::memcmp(dx[0].raw_data(), want.data(), want.size() * sizeof(float)), 0) << threads << " threads";
+      }
+    }
+  }
+}
+
 TEST(GradKernelsTest, LayerNormalizationGrad) {
   for (int64_t axis : {-1, 1}) {
     SCOPED_TRACE(axis);
