@@ -338,6 +338,61 @@ TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) {
   }
 }
 
+// LayerNormalizationGrad's row pass (VRowLayerNormGradSums, AVX-512 where the CPU has it) against its
+// definition: xh = (x - mean) inv and b = g scale inv in float, ds += g xh and db += g into running float
+// sums, and LaneSum of b and of b xh, compiled here without contraction; every row length to 70 and long
+// ones around kLongRow (every tail of the 32 lanes' last step), a -0 and a NaN in g, and nothing past the row
+// written.
+TEST(VRowsTest, LayerNormGradientSumsMatchTheirDefinition) {
+  const float mean = 0.375f, inv = 1.3f;
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 70; ++n) lengths.push_back(n);
+  for (int64_t n : {128, 255, 256, 257, 271, 272, 276, 287, 288, 300, 1000, 1020}) lengths.push_back(n);
+  for (int64_t n : lengths) {
+    for (int with_nan = 0; with_nan < 2; ++with_nan) {
+      SCOPED_TRACE("n = " + std::to_string(n) + (with_nan ? ", a NaN in g" : ""));
+      std::vector<float> g(n + 32, std::nanf("")), x(n + 32, std::nanf("")), sc(n + 32, std::nanf(""));
+      std::vector<float> ds(n + 32), db(n + 32);
+      for (int64_t i = 0; i < n + 32; ++i) {
+        ds[i] = static_cast<float>(std::sin(0.13 * i));
+        db[i] = static_cast<float>(std::cos(0.17 * i));
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        // Magnitudes 2^-60 .. 2^60, so that the double sums round and their order shows.
+        g[i] = static_cast<float>(std::cos(0.29 * i) * std::exp2(static_cast<double>((i * 13) % 121 - 60)));
+        x[i] = static_cast<float>(std::sin(0.71 * i) * 5.0);
+        sc[i] = static_cast<float>(0.5 + std::sin(0.05 * i) * 0.25);
+      }
+      if (n > 5) g[5] = -0.0f;
+      if (with_nan) g[n / 2] = std::nanf("");
+      std::vector<float> want_ds = ds, want_db = db;
+      for (int64_t i = 0; i < n; ++i) {
+        const float xh = (x[i] - mean) * inv;
+        want_ds[i] += g[i] * xh;
+        want_db[i] += g[i];
+      }
+      auto bv = [&](int64_t i) { return g[i] * sc[i] * inv; };
+      const double want_mb = LaneSum(n, [&](int64_t i) { return static_cast<double>(bv(i)); });
+      const double want_mbx = LaneSum(n, [&](int64_t i) {
+        const float xh = (x[i] - mean) * inv;
+        return static_cast<double>(bv(i)) * xh;
+      });
+      double mb = 0, mbx = 0;
+      VRowLayerNormGradSums(g.data(), x.data(), sc.data(), n, mean, inv, ds.data(), db.data(), &mb, &mbx);
+      for (int64_t i = 0; i < n + 32; ++i) {
+        ASSERT_EQ(std::memcmp(&ds[i], &want_ds[i], sizeof(float)), 0) << "ds at " << i;
+        ASSERT_EQ(std::memcmp(&db[i], &want_db[i], sizeof(float)), 0) << "db at " << i;
+      }
+      if (with_nan) {
+        EXPECT_TRUE(std::isnan(mb) && std::isnan(mbx));
+        continue;
+      }
+      EXPECT_EQ(std::memcmp(&mb, &want_mb, sizeof mb), 0) << mb << " vs " << want_mb;
+      EXPECT_EQ(std::memcmp(&mbx, &want_mbx, sizeof mbx), 0) << mbx << " vs " << want_mbx;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cpu
 }  // namespace ontrain

@@ -309,6 +309,56 @@ __attribute__((target("avx512f"))) void GradSumsAvx512(const float* x, const flo
   *dot = LaneTotal<L>(pd);
 }
 
+// LayerNormGradSumsLanes in AVX-512 intrinsics, its lanes in registers (GCC's loop kept them on the stack
+// and checked ds and db against the inputs for overlap on every row): the same float expressions for xh, b,
+// ds and db, and the same double lanes and order for mb and mbx.
+template <int L>
+__attribute__((target("avx512f"))) void LayerNormGradSumsAvx512(const float* g, const float* x, const float* s,
+                                                                int64_t n, float mu, float is, float* ds, float* db,
+                                                                double* mb, double* mbx) {
+  static_assert(L == 8 || L == kSumLanes, "8 or 32 lanes");
+  constexpr int kAcc = L / 8;
+  __m512d pb[kAcc], pbx[kAcc];
+  for (int k = 0; k < kAcc; ++k) pb[k] = pbx[k] = _mm512_setzero_pd();
+  const __m512 vmu = _mm512_set1_ps(mu), vis = _mm512_set1_ps(is);
+  // Sixteen elements from i (those under m) into lane vectors k0 (the first eight) and k1.
+  auto step = [&](int64_t i, __mmask16 m, int k0, int k1) __attribute__((target("avx512f"))) {
+    const __m512 gv = _mm512_maskz_loadu_ps(m, g + i), xv = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512 sv = _mm512_maskz_loadu_ps(m, s + i);
+    const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(xv, vmu), vis);
+    const __m512 b = _mm512_mul_ps(_mm512_mul_ps(gv, sv), vis);
+    _mm512_mask_storeu_ps(ds + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, ds + i), _mm512_mul_ps(gv, xh)));
+    _mm512_mask_storeu_ps(db + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, db + i), gv));
+    for (int h = 0; h < 2; ++h) {
+      const int k = h == 0 ? k0 : k1;
+      const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
+      const __m512d bd = HalfToDouble(b, h);
+      pb[k] = _mm512_mask_add_pd(pb[k], mh, pb[k], bd);
+      pbx[k] = _mm512_mask_add_pd(pbx[k], mh, pbx[k], _mm512_mul_pd(bd, HalfToDouble(xh, h)));
+    }
+  };
+  int64_t i = 0;
+  if constexpr (L == kSumLanes) {
+    for (; i + 32 <= n; i += 32) {
+      step(i, 0xffff, 0, 1);
+      step(i + 16, 0xffff, 2, 3);
+    }
+    const int64_t r = n - i;
+    if (r > 0) step(i, static_cast<__mmask16>(r >= 16 ? 0xffffu : (1u << r) - 1), 0, 1);
+    if (r > 16) step(i + 16, static_cast<__mmask16>((1u << (r - 16)) - 1), 2, 3);
+  } else {
+    for (; i + 16 <= n; i += 16) step(i, 0xffff, 0, 0);
+    if (i < n) step(i, static_cast<__mmask16>((1u << (n - i)) - 1), 0, 0);
+  }
+  double part_b[L], part_bx[L];
+  for (int k = 0; k < kAcc; ++k) {
+    _mm512_storeu_pd(part_b + 8 * k, pb[k]);
+    _mm512_storeu_pd(part_bx + 8 * k, pbx[k]);
+  }
+  *mb = LaneTotal<L>(part_b);
+  *mbx = LaneTotal<L>(part_bx);
+}
+
 template <SumsKind K>
 bool GradSumsFast(const float* x, const float* g, float* out, int64_t n, float a, float b, float lo, float hi,
                   float fill, double mean, double inv, double* sum, double* dot) {
@@ -354,6 +404,14 @@ void VRowLayerNorm(const float* x, const float* scale, const float* bias, float*
 }
 void VRowLayerNormGradSums(const float* g, const float* x, const float* scale, int64_t n, float mean, float inv,
                            float* ds, float* db, double* mb, double* mbx) {
+#if !defined(__SANITIZE_THREAD__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) {
+    if (n >= kLongRow) LayerNormGradSumsAvx512<kSumLanes>(g, x, scale, n, mean, inv, ds, db, mb, mbx);
+    else LayerNormGradSumsAvx512<8>(g, x, scale, n, mean, inv, ds, db, mb, mbx);
+    return;
+  }
+#endif
   LayerNormGradSumsLoop(g, x, scale, n, mean, inv, ds, db, mb, mbx);
 }
 void VRowLayerNormGradDx(const float* g, const float* x, const float* scale, float* dx, int64_t n, float mean, float inv,
