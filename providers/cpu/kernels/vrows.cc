@@ -239,7 +239,7 @@ __attribute__((target("avx512f"))) void ScatterAdd2Avx512(const float* s, int64_
 enum class SumsKind { kNone, kRelu, kClip };
 
 // Half h of v's sixteen floats as eight doubles.
-__attribute__((target("avx512f"), always_inline)) inline __m512d HalfToDouble(__m512 v, int h) {
+__attribute__((target("avx512f"), always_inline)) inline __m512d WidenHalf(__m512 v, int h) {
   return _mm512_cvtps_pd(h == 0 ? _mm512_castps512_ps256(v)
                                 : _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
@@ -269,8 +269,8 @@ __attribute__((target("avx512f"), always_inline)) inline void GradSumsStep(const
   for (int h = 0; h < 2; ++h) {
     const int k = h == 0 ? k0 : k1;
     const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
-    const __m512d dv = HalfToDouble(v, h);
-    const __m512d t = _mm512_mul_pd(_mm512_mul_pd(dv, _mm512_sub_pd(HalfToDouble(xv, h), c.mean)), c.inv);
+    const __m512d dv = WidenHalf(v, h);
+    const __m512d t = _mm512_mul_pd(_mm512_mul_pd(dv, _mm512_sub_pd(WidenHalf(xv, h), c.mean)), c.inv);
     s[k] = _mm512_mask_add_pd(s[k], mh, s[k], dv);
     d[k] = _mm512_mask_add_pd(d[k], mh, d[k], t);
   }
@@ -332,9 +332,9 @@ __attribute__((target("avx512f"))) void LayerNormGradSumsAvx512(const float* g, 
     for (int h = 0; h < 2; ++h) {
       const int k = h == 0 ? k0 : k1;
       const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
-      const __m512d bd = HalfToDouble(b, h);
+      const __m512d bd = WidenHalf(b, h);
       pb[k] = _mm512_mask_add_pd(pb[k], mh, pb[k], bd);
-      pbx[k] = _mm512_mask_add_pd(pbx[k], mh, pbx[k], _mm512_mul_pd(bd, HalfToDouble(xh, h)));
+      pbx[k] = _mm512_mask_add_pd(pbx[k], mh, pbx[k], _mm512_mul_pd(bd, WidenHalf(xh, h)));
     }
   };
   int64_t i = 0;

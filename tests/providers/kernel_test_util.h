@@ -1,0 +1,83 @@
+// The one-node runner and tensor makers that the CPU kernel tests share (grad_kernels_test,
+// float_kernels_test): a node run through the executor on the CPU provider, at a chosen thread count.
+#pragma once
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/executor.h"
+#include "graph/builder.h"
+#include "gtest/gtest.h"
+#include "providers/cpu/cpu_provider.h"
+
+namespace ontrain {
+namespace kernel_test {
+
+constexpr const char* kMs = "com.microsoft";
+
+struct Io {
+  std::string name;
+  Tensor value;
+};
+
+// A float64 tensor's values rounded to float32, and a float32 tensor's values widened to float64.
+inline Tensor AsFloat(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.NumElements()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(t.data<double>()[i]);
+  return Tensor::FromVector(v, t.shape());
+}
+inline Tensor AsDouble(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.NumElements()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t.data<float>()[i];
+  return Tensor::FromVector(v, t.shape());
+}
+
+// Runs one node with the given inputs (named in order) and returns its outputs (all named "o<i>").
+inline std::vector<Tensor> RunNode(const std::string& op, const std::string& domain, const std::vector<Io>& inputs,
+                            int num_outputs, const std::vector<onnx::AttributeProto>& attrs = {}, int64_t opset = 17,
+                            const std::vector<ValueInfo>& output_infos = {}, int threads = 1) {
+  Model m;
+  m.opset_imports[""] = opset;
+  m.opset_imports[kMs] = 1;
+  NamedTensors feeds;
+  std::vector<std::string> in_names;
+  for (const Io& io : inputs) {
+    in_names.push_back(io.name);
+    if (io.name.empty()) continue;
+    ValueInfo v;
+    v.name = io.name;
+    v.dtype = io.value.dtype();
+    m.graph.inputs.push_back(v);
+    feeds.push_back({io.name, io.value});
+  }
+  std::vector<std::string> outs;
+  for (int i = 0; i < num_outputs; ++i) {
+    outs.push_back("o" + std::to_string(i));
+    ValueInfo v;
+    v.name = outs.back();
+    for (const ValueInfo& oi : output_infos) if (oi.name == v.name) v = oi;
+    m.graph.outputs.push_back(v);
+  }
+  m.graph.nodes.push_back(MakeNode(op, in_names, outs, attrs, "node", domain));
+  auto cpu = CpuExecutionProvider::Create({threads}).value();
+  auto ex = Executor::Create(m, cpu.get());
+  EXPECT_TRUE(ex.ok()) << ex.status().ToString();
+  if (!ex.ok()) return {};
+  std::vector<Tensor> out;
+  Status s = ex.value()->Run(ToNamedValues(feeds), outs, &out);
+  EXPECT_TRUE(s.ok()) << op << ": " << s.ToString();
+  for (Tensor& t : out) t = t.Clone();
+  return out;
+}
+
+inline Tensor Random(const Shape& shape, uint32_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(static_cast<size_t>(ShapeNumElements(shape)));
+  for (double& x : v) x = u(rng);
+  return Tensor::FromVector(v, shape);
+}
+
+}  // namespace kernel_test
+}  // namespace ontrain
