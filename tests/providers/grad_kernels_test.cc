@@ -3,7 +3,6 @@
 // (L(x + h) - L(x - h)) / 2h element by element.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <random>
 

@@ -249,6 +249,42 @@ struct GradSumsArgs {
   __m512d mean, inv;
 };
 
+// Walks a row of n floats in steps of sixteen for L double lanes (8 or kSumLanes): step(i, m, k0, k1) takes
+// the elements from i under mask m, the first eight into lane vector k0 and the next eight into k1, so that
+// lane j gets the elements with i % L == j in order, as ForLanes gives them; the row's last elements go
+// under masks to lanes 0 .. r - 1.
+template <int L, typename F>
+__attribute__((target("avx512f"), always_inline)) inline void LaneSteps(int64_t n, F step) {
+  static_assert(L == 8 || L == kSumLanes, "8 or 32 lanes");
+  int64_t i = 0;
+  if constexpr (L == kSumLanes) {
+    for (; i + 32 <= n; i += 32) {
+      step(i, 0xffff, 0, 1);
+      step(i + 16, 0xffff, 2, 3);
+    }
+    const int64_t r = n - i;  // 0 .. 31 elements left
+    if (r > 0) step(i, static_cast<__mmask16>(r >= 16 ? 0xffffu : (1u << r) - 1), 0, 1);
+    if (r > 16) step(i + 16, static_cast<__mmask16>((1u << (r - 16)) - 1), 2, 3);
+  } else {
+    // Both halves of sixteen into lanes 0 .. 7, the first half first.
+    for (; i + 16 <= n; i += 16) step(i, 0xffff, 0, 0);
+    if (i < n) step(i, static_cast<__mmask16>((1u << (n - i)) - 1), 0, 0);
+  }
+}
+
+// LaneTotal of two sets of L / 8 lane vectors.
+template <int L>
+__attribute__((target("avx512f"), always_inline)) inline void LaneTotals(const __m512d* a, const __m512d* b, double* ta,
+                                                                        double* tb) {
+  double pa[L], pb[L];
+  for (int k = 0; k < L / 8; ++k) {
+    _mm512_storeu_pd(pa + 8 * k, a[k]);
+    _mm512_storeu_pd(pb + 8 * k, b[k]);
+  }
+  *ta = LaneTotal<L>(pa);
+  *tb = LaneTotal<L>(pb);
+}
+
 // Sixteen elements from i (those under m) into lane vectors s[k0], d[k0] (the first eight) and s[k1], d[k1].
 template <SumsKind K>
 __attribute__((target("avx512f"), always_inline)) inline void GradSumsStep(const float* x, const float* g, float* out,
@@ -280,33 +316,15 @@ template <SumsKind K, int L>
 __attribute__((target("avx512f"))) void GradSumsAvx512(const float* x, const float* g, float* out, int64_t n, float a,
                                                        float b, float lo, float hi, float fill, double mean,
                                                        double inv, double* sum, double* dot) {
-  static_assert(L == 8 || L == kSumLanes, "8 or 32 lanes");
   constexpr int kAcc = L / 8;  // double vectors of lanes
   __m512d s[kAcc], d[kAcc];
   for (int k = 0; k < kAcc; ++k) s[k] = d[k] = _mm512_setzero_pd();
   const GradSumsArgs c{_mm512_set1_ps(a),  _mm512_set1_ps(b),     _mm512_set1_ps(lo),   _mm512_set1_ps(hi),
                        _mm512_set1_ps(K == SumsKind::kClip ? fill : 0.0f), _mm512_set1_pd(mean), _mm512_set1_pd(inv)};
-  int64_t i = 0;
-  if constexpr (L == kSumLanes) {
-    for (; i + 32 <= n; i += 32) {
-      GradSumsStep<K>(x, g, out, i, 0xffff, 0, 1, c, s, d);
-      GradSumsStep<K>(x, g, out, i + 16, 0xffff, 2, 3, c, s, d);
-    }
-    const int64_t r = n - i;  // 0 .. 31 elements left, to lanes 0 .. r - 1
-    if (r > 0) GradSumsStep<K>(x, g, out, i, static_cast<__mmask16>(r >= 16 ? 0xffffu : (1u << r) - 1), 0, 1, c, s, d);
-    if (r > 16) GradSumsStep<K>(x, g, out, i + 16, static_cast<__mmask16>((1u << (r - 16)) - 1), 2, 3, c, s, d);
-  } else {
-    // Both halves of sixteen into lanes 0 .. 7, the first half first.
-    for (; i + 16 <= n; i += 16) GradSumsStep<K>(x, g, out, i, 0xffff, 0, 0, c, s, d);
-    if (i < n) GradSumsStep<K>(x, g, out, i, static_cast<__mmask16>((1u << (n - i)) - 1), 0, 0, c, s, d);
-  }
-  double ps[L], pd[L];
-  for (int k = 0; k < kAcc; ++k) {
-    _mm512_storeu_pd(ps + 8 * k, s[k]);
-    _mm512_storeu_pd(pd + 8 * k, d[k]);
-  }
-  *sum = LaneTotal<L>(ps);
-  *dot = LaneTotal<L>(pd);
+  LaneSteps<L>(n, [&](int64_t i, __mmask16 m, int k0, int k1) __attribute__((target("avx512f"))) {
+    GradSumsStep<K>(x, g, out, i, m, k0, k1, c, s, d);
+  });
+  LaneTotals<L>(s, d, sum, dot);
 }
 
 // LayerNormGradSumsLanes in AVX-512 intrinsics, its lanes in registers (GCC's loop kept them on the stack
@@ -316,7 +334,6 @@ template <int L>
 __attribute__((target("avx512f"))) void LayerNormGradSumsAvx512(const float* g, const float* x, const float* s,
                                                                 int64_t n, float mu, float is, float* ds, float* db,
                                                                 double* mb, double* mbx) {
-  static_assert(L == 8 || L == kSumLanes, "8 or 32 lanes");
   constexpr int kAcc = L / 8;
   __m512d pb[kAcc], pbx[kAcc];
   for (int k = 0; k < kAcc; ++k) pb[k] = pbx[k] = _mm512_setzero_pd();
@@ -337,26 +354,8 @@ __attribute__((target("avx512f"))) void LayerNormGradSumsAvx512(const float* g, 
       pbx[k] = _mm512_mask_add_pd(pbx[k], mh, pbx[k], _mm512_mul_pd(bd, WidenHalf(xh, h)));
     }
   };
-  int64_t i = 0;
-  if constexpr (L == kSumLanes) {
-    for (; i + 32 <= n; i += 32) {
-      step(i, 0xffff, 0, 1);
-      step(i + 16, 0xffff, 2, 3);
-    }
-    const int64_t r = n - i;
-    if (r > 0) step(i, static_cast<__mmask16>(r >= 16 ? 0xffffu : (1u << r) - 1), 0, 1);
-    if (r > 16) step(i + 16, static_cast<__mmask16>((1u << (r - 16)) - 1), 2, 3);
-  } else {
-    for (; i + 16 <= n; i += 16) step(i, 0xffff, 0, 0);
-    if (i < n) step(i, static_cast<__mmask16>((1u << (n - i)) - 1), 0, 0);
-  }
-  double part_b[L], part_bx[L];
-  for (int k = 0; k < kAcc; ++k) {
-    _mm512_storeu_pd(part_b + 8 * k, pb[k]);
-    _mm512_storeu_pd(part_bx + 8 * k, pbx[k]);
-  }
-  *mb = LaneTotal<L>(part_b);
-  *mbx = LaneTotal<L>(part_bx);
+  LaneSteps<L>(n, step);
+  LaneTotals<L>(pb, pbx, mb, mbx);
 }
 
 template <SumsKind K>
