@@ -1,4 +1,5 @@
-// PoolTuner: warm-up, a trial of pooled and serial blocks, decision, and a new trial every kRetuneRuns runs.
+// PoolTuner: warm-up, a trial of pooled and serial blocks, decision, and new trials: every kRetuneRuns runs
+// after choosing the pool, sooner after choosing serial runs.
 #include "engine/pool_tuner.h"
 
 #include <algorithm>
@@ -30,9 +31,7 @@ bool PoolTuner::NextRunPooled() const {
 
 void PoolTuner::Record(double seconds) {
   if (trial_ < 0) {
-    ++runs_;
-    const int64_t wait = choice_ == Choice::kUndecided ? kWarmupRuns : kRetuneRuns;
-    if (runs_ >= wait) trial_ = 0;
+    if (++runs_ >= wait_) trial_ = 0;
     return;
   }
   if (trial_ % kBlockRuns != 0) {  // the block's first run settles the caches
@@ -44,6 +43,13 @@ void PoolTuner::Record(double seconds) {
   pooled_median_ = Median(pooled_);
   serial_median_ = Median(serial_);
   choice_ = serial_median_ < pooled_median_ * (1.0 - kMinGain) ? Choice::kSerial : Choice::kPool;
+  if (choice_ == Choice::kSerial) {
+    wait_ = serial_wait_;
+    serial_wait_ = std::min(2 * serial_wait_, kRetuneRuns);
+  } else {
+    wait_ = kRetuneRuns;
+    serial_wait_ = kFirstRecheckRuns;
+  }
   trial_ = -1;
   runs_ = 0;
 }

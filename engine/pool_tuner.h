@@ -8,8 +8,13 @@
 // Its schedule, per memory plan: kWarmupRuns runs with the pool (the first run at a shape plans the arenas),
 // then a trial of blocks of kBlockRuns runs, pooled and serial blocks in turn, kTrialRuns timed runs per
 // side, then the faster side (the pool unless serial runs' median is kMinGain faster: the user asked for the
-// threads, and medians of this few runs on a shared machine differ by a few percent) until kRetuneRuns runs
-// later, when the trial repeats (the load on a shared machine changes). The first run of each block is not
+// threads, and medians of this few runs on a shared machine differ by a few percent), and a new trial later,
+// since the load on a shared machine changes: kRetuneRuns runs after a trial that kept the pool, and after
+// one that chose serial runs first kFirstRecheckRuns, then twice as many after each trial that chose serial
+// again, up to kRetuneRuns. A trial lasts only kTrialLength runs (11 ms for the 784-128-10 MLP): another
+// process busy on the second core for that long makes serial runs look faster, and holding that choice for
+// kRetuneRuns runs would cost the whole pool's gain (a 0.26 ms step run at 0.31 ms), while each early
+// recheck of a right serial choice costs half a trial's runs made a little slower. The first run of each block is not
 // timed: it reads what the other side's last run left in the other core's cache, which measured 15-20%
 // slower on a 2-core VM and made strict alternation misjudge both sides. Every kernel gives the same bits
 // with and without the pool, so switching changes no result. Samples live in fixed arrays: a step
@@ -31,6 +36,7 @@ class PoolTuner {
   static constexpr int kTrialLength = 2 * kTrialRuns / kTimedPerBlock * kBlockRuns;  // runs in a trial
   static_assert(kTrialRuns % kTimedPerBlock == 0, "whole blocks");
   static constexpr int64_t kRetuneRuns = 2000;
+  static constexpr int64_t kFirstRecheckRuns = 16;
   static constexpr double kMinGain = 0.03;
 
   enum class Choice { kUndecided, kPool, kSerial };
@@ -58,6 +64,8 @@ class PoolTuner {
 
  private:
   int64_t runs_ = 0;  // since the last trial ended (before the first: the warm-up runs)
+  int64_t wait_ = kWarmupRuns;               // runs_ at which the next trial starts
+  int64_t serial_wait_ = kFirstRecheckRuns;  // the wait after the next trial that chooses serial runs
   int trial_ = -1;    // runs of the current trial so far; -1 outside a trial
   int timed_pooled_ = 0, timed_serial_ = 0;
   bool open_ = false, pooled_now_ = true;  // BeginRun: a run is open, and whether it uses the pool

@@ -1,8 +1,11 @@
 // PoolTuner's schedule with given run times: the warm-up runs pooled, the trial takes pooled and serial blocks
 // in turn and times all but each block's first run, the decision follows the medians (the pool unless serial
-// runs win by kMinGain) and changes only when a trial ends, and the trial repeats after kRetuneRuns runs.
+// runs win by kMinGain) and changes only when a trial ends, and the trial repeats: kRetuneRuns runs after
+// one that kept the pool, sooner after one that chose serial runs.
 // The executor's use of it is checked in executor_test.
 #include "engine/pool_tuner.h"
+
+#include <algorithm>
 
 #include "gtest/gtest.h"
 
@@ -67,23 +70,51 @@ TEST(PoolTunerTest, RunsSeriallyOnlyWhenThatIsClearlyFaster) {
   EXPECT_EQ(clear.choice(), PoolTuner::Choice::kSerial);
 }
 
+// Runs `runs` runs outside a trial, each as the choice says, and expects no trial to start among them.
+void RunDecided(PoolTuner* t, int64_t runs, double seconds) {
+  const bool pooled = t->choice() == PoolTuner::Choice::kPool;
+  for (int64_t i = 0; i < runs; ++i) {
+    ASSERT_EQ(t->NextRunPooled(), pooled) << "run " << i << " of " << runs;
+    t->Record(seconds);
+  }
+}
+
 TEST(PoolTunerTest, TriesAgainAfterRetuneRuns) {
   PoolTuner t;
   RunTrial(&t, 0.001, 0.002, true);
   ASSERT_EQ(t.choice(), PoolTuner::Choice::kPool);
-  for (int64_t i = 0; i < PoolTuner::kRetuneRuns; ++i) {
-    ASSERT_TRUE(t.NextRunPooled()) << i;
-    t.Record(0.001);
-  }
+  RunDecided(&t, PoolTuner::kRetuneRuns, 0.001);
   // The load changed (another process took a core): the new trial finds serial runs faster.
-  RunTrial(&t, 0.004, 0.002, false);
+  EXPECT_EQ(RunTrial(&t, 0.004, 0.002, false), PoolTuner::kTrialLength / 2) << "a trial right after kRetuneRuns";
   EXPECT_EQ(t.choice(), PoolTuner::Choice::kSerial);
-  for (int64_t i = 0; i < PoolTuner::kRetuneRuns; ++i) {
-    ASSERT_FALSE(t.NextRunPooled()) << i;
-    t.Record(0.002);
-  }
+  RunDecided(&t, PoolTuner::kFirstRecheckRuns, 0.002);
   RunTrial(&t, 0.001, 0.002, false);
   EXPECT_EQ(t.choice(), PoolTuner::Choice::kPool);
+  RunDecided(&t, PoolTuner::kRetuneRuns, 0.001);
+}
+
+// A serial choice made while another process briefly held the second core would otherwise cost the pool's
+// gain for kRetuneRuns runs: it is checked again after kFirstRecheckRuns, then after twice as many runs each
+// time it holds, up to kRetuneRuns; a trial that keeps the pool starts the doubling over.
+TEST(PoolTunerTest, ChecksASerialChoiceSoonThenLessOften) {
+  PoolTuner t;
+  RunTrial(&t, 0.004, 0.002, true);
+  int64_t wait = PoolTuner::kFirstRecheckRuns;
+  for (int trial = 0; trial < 12; ++trial) {
+    ASSERT_EQ(t.choice(), PoolTuner::Choice::kSerial) << "trial " << trial;
+    RunDecided(&t, wait, 0.002);
+    ASSERT_EQ(RunTrial(&t, 0.004, 0.002, false), PoolTuner::kTrialLength / 2) << "trial " << trial + 1;
+    wait = std::min(2 * wait, PoolTuner::kRetuneRuns);
+  }
+  EXPECT_EQ(wait, PoolTuner::kRetuneRuns) << "the doubling reached its cap within the loop";
+  RunDecided(&t, PoolTuner::kRetuneRuns, 0.002);
+  RunTrial(&t, 0.001, 0.002, false);  // the second core is free again
+  ASSERT_EQ(t.choice(), PoolTuner::Choice::kPool);
+  RunDecided(&t, PoolTuner::kRetuneRuns, 0.001);
+  RunTrial(&t, 0.004, 0.002, false);
+  ASSERT_EQ(t.choice(), PoolTuner::Choice::kSerial);
+  RunDecided(&t, PoolTuner::kFirstRecheckRuns, 0.002);  // the short wait again
+  EXPECT_EQ(RunTrial(&t, 0.004, 0.002, false), PoolTuner::kTrialLength / 2);
 }
 
 // Executors see a run through BeginRun and AddTime: the times a run's leader and followers add make one
