@@ -2,7 +2,8 @@
 // - the depthwise kernels' one-pass backward (DepthwiseBackward: dX and dW together where the AVX-512 vector
 //   kernels run) gives the bits of the separate dX and dW passes, at 1 and 2 threads (those are checked
 //   against the definition in cpu_kernels_test.cc, ConvFloat32MatchesDefinition);
-// - the weight gradient of 1x1 windows (one GEMM per image, the batch's halves in parallel) matches the
+// - the weight gradient of 1x1 windows without pads (one GEMM per image, the batch's halves in parallel;
+//   at strides above 1, a ResNet's downsampling shortcut, over the image's gathered samples) matches the
 //   definition, with the same bits at 1 and 2 threads.
 #include <cmath>
 #include <cstring>
@@ -72,21 +73,28 @@ TEST(ConvGradPathsTest, DepthwiseOnePassBackwardGivesTheBitsOfTheSeparatePasses)
   }
 }
 
-// dW of 1x1 convolutions at stride 1: an odd batch (halves of 5 and 4 images), one below 8 (no split), two
-// groups, and float64; against sums in double, and bit for bit across thread counts.
+// dW of 1x1 convolutions without pads: an odd batch (halves of 5 and 4 images), one below 8 (no split), two
+// groups, and float64, at stride 1 and at strides (2, 2) (a ResNet's shortcut; odd sizes, so the last row
+// and column are never read), (3, 2) and (1, 2); against sums in double, and bit for bit across thread
+// counts.
 TEST(ConvGradPathsTest, PointwiseWeightGradient) {
   struct Case {
     int64_t n, c, h, w, m, group;
     DType dtype;
+    int64_t sh = 1, sw = 1;
   };
-  const Case cases[] = {{9, 16, 5, 7, 24, 1, DType::kFloat32}, {5, 8, 4, 4, 12, 1, DType::kFloat32},
-                        {8, 12, 6, 6, 20, 2, DType::kFloat32}, {9, 6, 3, 5, 10, 1, DType::kFloat64}};
+  const Case cases[] = {{9, 16, 5, 7, 24, 1, DType::kFloat32},       {5, 8, 4, 4, 12, 1, DType::kFloat32},
+                        {8, 12, 6, 6, 20, 2, DType::kFloat32},       {9, 6, 3, 5, 10, 1, DType::kFloat64},
+                        {9, 16, 9, 11, 32, 1, DType::kFloat32, 2, 2}, {4, 8, 8, 8, 16, 1, DType::kFloat32, 2, 2},
+                        {8, 12, 7, 9, 20, 2, DType::kFloat32, 3, 2}, {9, 6, 5, 8, 10, 1, DType::kFloat64, 2, 2},
+                        {10, 8, 4, 9, 8, 1, DType::kFloat32, 1, 2},  {16, 32, 16, 16, 64, 1, DType::kFloat32, 2, 2}};
   for (const Case& t : cases) {
     SCOPED_TRACE("n " + std::to_string(t.n) + " c " + std::to_string(t.c) + " m " + std::to_string(t.m) + " group " +
-                 std::to_string(t.group));
-    const int64_t cg = t.c / t.group, mg = t.m / t.group, o = t.h * t.w;
-    const Shape xs = {t.n, t.c, t.h, t.w}, ws = {t.m, cg, 1, 1}, ys = {t.n, t.m, t.h, t.w};
-    const std::vector<float> x = Uniform(t.n * t.c * o, 4), w = Uniform(t.m * cg, 5), dy = Uniform(t.n * t.m * o, 6);
+                 std::to_string(t.group) + " strides " + std::to_string(t.sh) + "," + std::to_string(t.sw));
+    const int64_t cg = t.c / t.group, mg = t.m / t.group, oh = (t.h - 1) / t.sh + 1, ow = (t.w - 1) / t.sw + 1;
+    const int64_t o = oh * ow, isize = t.h * t.w;
+    const Shape xs = {t.n, t.c, t.h, t.w}, ws = {t.m, cg, 1, 1}, ys = {t.n, t.m, oh, ow};
+    const std::vector<float> x = Uniform(t.n * t.c * isize, 4), w = Uniform(t.m * cg, 5), dy = Uniform(t.n * t.m * o, 6);
     auto tensor = [&](const std::vector<float>& v, const Shape& s) {
       if (t.dtype == DType::kFloat32) return Tensor::FromVector(v, s);
       return Tensor::FromVector(std::vector<double>(v.begin(), v.end()), s);
@@ -97,7 +105,9 @@ TEST(ConvGradPathsTest, PointwiseWeightGradient) {
     md.graph.inputs = {TensorInfo("dy", t.dtype, ys), TensorInfo("x", t.dtype, xs), TensorInfo("w", t.dtype, ws)};
     md.graph.outputs = {TensorInfo("dw", t.dtype, ws)};
     md.graph.nodes.push_back(MakeNode("ConvGrad", {"dy", "x", "w"}, {"", "dw"},
-                                      {AttrInts("kernel_shape", {1, 1}), AttrInt("group", t.group)}, "grad", "com.microsoft"));
+                                      {AttrInts("kernel_shape", {1, 1}), AttrInt("group", t.group),
+                                       AttrInts("strides", {t.sh, t.sw})},
+                                      "grad", "com.microsoft"));
     std::vector<std::vector<double>> got;
     for (int threads : {1, 2}) {
       auto cpu = CpuExecutionProvider::Create({threads}).value();
@@ -120,7 +130,8 @@ TEST(ConvGradPathsTest, PointwiseWeightGradient) {
         double want = 0, mag = 0;
         for (int64_t i = 0; i < t.n; ++i) {
           for (int64_t p = 0; p < o; ++p) {
-            const double term = static_cast<double>(dy[(i * t.m + r) * o + p]) * x[(i * t.c + g * cg + q) * o + p];
+            const int64_t at = (p / ow) * t.sh * t.w + (p % ow) * t.sw;  // the input position output p reads
+            const double term = static_cast<double>(dy[(i * t.m + r) * o + p]) * x[(i * t.c + g * cg + q) * isize + at];
             want += term;
             mag += std::fabs(term);
           }

@@ -113,13 +113,18 @@ class ConvGradKernel : public OpKernel {
     dw_direct_ = ctx.output_requested(1) && x->dtype() == DType::kFloat32 && !IsDepthwise2D(c, m, group_, in_.size()) &&
                  DirectWeightGrad3x3::Applies(in_, geo_);
     if (dw_direct_) dwk_ = DirectWeightGrad3x3(in_, out_, geo_, c / group_, mg);
-    // dW of 1x1 windows at stride 1 without pads: each image is its own patch matrix, so one GEMM per
-    // image straight from the tensors (no copies, no partials).
-    int64_t one = 1;
-    for (size_t d = 0; d < in_.size(); ++d) one &= geo_.kernel[d] == 1 && geo_.strides[d] == 1 && geo_.dilations[d] == 1 &&
-                                                   geo_.pads[d] == 0 && geo_.pads[d + in_.size()] == 0;
+    // dW of 1x1 windows without pads: at stride 1 each image is its own patch matrix, so one GEMM per image
+    // straight from the tensors (no copies, no partials); at larger strides (a ResNet's downsampling
+    // shortcut) the image's strided samples are gathered first, per half of the batch.
+    int64_t one = 1, unit_strides = 1;
+    for (size_t d = 0; d < in_.size(); ++d) {
+      one &= geo_.kernel[d] == 1 && geo_.dilations[d] == 1 && geo_.pads[d] == 0 && geo_.pads[d + in_.size()] == 0;
+      unit_strides &= geo_.strides[d] == 1;
+    }
     dw_pointwise_ = one && ctx.output_requested(1) && !IsDepthwise2D(c, m, group_, in_.size());
-    int64_t dw_elems = dw_pointwise_ ? mg * (c / group_) : 0;  // the second half's partial
+    dw_gather_ = dw_pointwise_ && !unit_strides ? (c / group_) * o : 0;
+    // The second half's partial, then a gathered image per half.
+    int64_t dw_elems = dw_pointwise_ ? mg * (c / group_) + 2 * dw_gather_ : 0;
     if (ctx.output_requested(1) && !dw_pointwise_) {
       dw_elems = dw_direct_ ? (dwk_.copy_size(chunk_) + chunk_ * dwk_.transposed_size()) * slots_ +
                                   chunks_ * dwk_.cout_padded() * ck
@@ -219,12 +224,14 @@ class ConvGradKernel : public OpKernel {
           }
         });
       }
-      // 2a. 1x1, stride 1, no pads: dW_g [mg, cg] = sum over images, in order, of dY_i,g [mg, O] * X_i,g [cg, O]^T,
-      // one GEMM per image accumulating (the copies and partials of 2b cost more than these GEMMs of K = O:
-      // MobileNet's 16 -> 64 at 16x16, 32 images, 0.96 -> 0.16 ms; 32 -> 128, 0.76 -> 0.48). From 8 images
-      // the two halves of the batch run in parallel, the second into a partial added after: a split fixed by
-      // the shape, so the sums do not depend on the thread count. (Blocks of 32 output rows instead: 0.82 ms,
-      // for GEMMs too small.)
+      // 2a. 1x1, no pads: dW_g [mg, cg] = sum over images, in order, of dY_i,g [mg, O] * X_i,g [cg, O]^T, one
+      // GEMM per image accumulating (the copies and partials of 2b cost more than these GEMMs of K = O:
+      // MobileNet's 16 -> 64 at 16x16, 32 images, 0.96 -> 0.16 ms; 32 -> 128, 0.76 -> 0.48; a ResNet's
+      // stride-2 shortcuts 16 -> 32 from 32x32, 0.64 -> 0.24 ms, 32 -> 64 from 16x16, 0.45 -> 0.15). X_i,g is the
+      // image itself at stride 1, else its strided samples gathered. From 8 images the two halves of the
+      // batch run in parallel, the second into a partial added after: a split fixed by the shape, so the
+      // sums do not depend on the thread count. (Blocks of 32 output rows instead: 0.82 ms, for GEMMs too
+      // small.)
       if (dw && dw_pointwise_) {
         const int64_t halves = n >= 8 ? 2 : 1, half = (n + 1) / 2;
         T* out = dw->data<T>();
@@ -235,9 +242,17 @@ class ConvGradKernel : public OpKernel {
             for (int64_t h = h0; h < h1; ++h) {
               const int64_t i0 = halves == 1 ? 0 : h * half, i1 = halves == 1 ? n : std::min(n, i0 + half);
               T* dst = h == 0 ? out + g * mg * cg : partial;
+              T* gathered = scratch + mg * cg + h * dw_gather_;
               for (int64_t i = i0; i < i1; ++i) {
-                GemmLd<T>(false, true, mg, cg, osize, T(1), dyp + (i * m + g * mg) * osize, osize,
-                          x.data<T>() + (i * c + g * cg) * isize, isize, i == i0 ? T(0) : T(1), dst, cg);
+                const T* xi = x.data<T>() + (i * c + g * cg) * isize;
+                int64_t ld = isize;
+                if (dw_gather_ > 0) {
+                  Im2ColStrided(xi, cg, in_, out_, geo_, gathered, osize);
+                  xi = gathered;
+                  ld = osize;
+                }
+                GemmLd<T>(false, true, mg, cg, osize, T(1), dyp + (i * m + g * mg) * osize, osize, xi, ld,
+                          i == i0 ? T(0) : T(1), dst, cg);
               }
             }
           });
@@ -486,7 +501,8 @@ class ConvGradKernel : public OpKernel {
   bool dx_direct_ = false;  // dX by DirectConv2D (dxc_) over dY
   DirectConv2D dxc_;
   bool dw_direct_ = false;  // dW by DirectWeightGrad3x3 (dwk_)
-  bool dw_pointwise_ = false;  // dW of a 1x1 window at stride 1 without pads: one GEMM per image
+  bool dw_pointwise_ = false;  // dW of a 1x1 window without pads: one GEMM per image
+  int64_t dw_gather_ = 0;      // with strides: elements of one image's gathered samples (per group), else 0
   // MaxPoolReluConvGrad(dZ, Indices, Z, X, W): ConvGrad of MaxPoolReluGrad(dZ, Indices, Z).
   bool pooled_ = false;
   bool codes_ = false;  // MaxPoolReluConvGrad with compact_indices: Indices are window codes (pool.h)
