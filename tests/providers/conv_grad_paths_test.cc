@@ -2,11 +2,14 @@
 // - the depthwise kernels' one-pass backward (DepthwiseBackward: dX and dW together where the AVX-512 vector
 //   kernels run) gives the bits of the separate dX and dW passes, at 1 and 2 threads (those are checked
 //   against the definition in cpu_kernels_test.cc, ConvFloat32MatchesDefinition);
+// - stride-2 depthwise convolutions, on phase planes, keep each output's and dX entry's tap order (the
+//   same bits as the taps written out with std::fma);
 // - the weight gradient of 1x1 windows without pads (one GEMM per image, the batch's halves in parallel;
 //   at strides above 1, a ResNet's downsampling shortcut, over the image's gathered samples) matches the
 //   definition, with the same bits at 1 and 2 threads.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,124 @@ TEST(ConvGradPathsTest, DepthwiseOnePassBackwardGivesTheBitsOfTheSeparatePasses)
       EXPECT_EQ(dx3, dx1);
       EXPECT_EQ(dw3, dw1);
     }
+  }
+}
+
+// Stride-2 depthwise convolutions run on the four phase planes of x (depthwise.cc): every output is still
+// bias + the window's taps in order, one FMA each (a tap outside the image adding w * 0), and every dX entry
+// 0 + the flipped window's taps that meet a dY entry, in order; written out here with std::fma, bit for
+// bit. dW, whose lanes add in another order, against sums in double. Geometries: MobileNet's (3x3, pads
+// 1, even planes: the output plane is a phase plane's size), odd planes, no pads (a phase plane a row and
+// a column larger than the output), a 5x5 window with pads 2 (offsets of +1 in the phase planes), a
+// dilated 3x2 window with uneven pads, rows of 40 and 33 (the vector split and join, then their tails).
+TEST(ConvGradPathsTest, StrideTwoDepthwiseKeepsTheTapOrder) {
+  struct Case {
+    int64_t n, c, h, w, kh, kw, dil, pt, pl, pb, pr;
+  };
+  const Case cases[] = {{2, 3, 16, 16, 3, 3, 1, 1, 1, 1, 1}, {2, 3, 9, 11, 3, 3, 1, 1, 1, 1, 1},
+                        {2, 2, 16, 16, 3, 3, 1, 0, 0, 0, 0}, {1, 2, 13, 12, 5, 5, 1, 2, 2, 2, 2},
+                        {2, 2, 11, 14, 3, 2, 2, 1, 0, 2, 1}, {1, 2, 6, 40, 3, 3, 1, 1, 1, 1, 1},
+                        {1, 2, 7, 33, 3, 3, 1, 0, 1, 1, 0}, {3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1}};
+  for (const Case& t : cases) {
+    SCOPED_TRACE("n " + std::to_string(t.n) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) + " k " +
+                 std::to_string(t.kh) + "x" + std::to_string(t.kw) + " pads " + std::to_string(t.pt) + "," +
+                 std::to_string(t.pl) + "," + std::to_string(t.pb) + "," + std::to_string(t.pr));
+    WindowAttrs geo;
+    geo.kernel = {t.kh, t.kw};
+    geo.strides = {2, 2};
+    geo.dilations = {t.dil, t.dil};
+    geo.pads = {t.pt, t.pl, t.pb, t.pr};
+    const int64_t in[2] = {t.h, t.w};
+    const int64_t oh = (t.h + t.pt + t.pb - (t.kh - 1) * t.dil - 1) / 2 + 1;
+    const int64_t ow = (t.w + t.pl + t.pr - (t.kw - 1) * t.dil - 1) / 2 + 1;
+    const int64_t out[2] = {oh, ow}, taps = t.kh * t.kw, planes = t.n * t.c;
+    const std::vector<float> x = Uniform(planes * t.h * t.w, 7), w = Uniform(t.c * taps, 8),
+                             b = Uniform(t.c, 9), dy = Uniform(planes * oh * ow, 10);
+    // The references: position (r, o) of plane p reads x at (2 r - pt + a dil, 2 o - pl + e dil).
+    std::vector<float> want_y(planes * oh * ow), want_dx(x.size(), 0.0f);
+    std::vector<double> want_dw(w.size(), 0.0), mag_dw(w.size(), 0.0);
+    for (int64_t p = 0; p < planes; ++p) {
+      const int64_t ch = p % t.c;
+      for (int64_t r = 0; r < oh; ++r) {
+        for (int64_t o = 0; o < ow; ++o) {
+          float acc = b[ch];
+          for (int64_t k = 0; k < taps; ++k) {
+            const int64_t u = 2 * r - t.pt + k / t.kw * t.dil, v = 2 * o - t.pl + k % t.kw * t.dil;
+            const bool inside = u >= 0 && u < t.h && v >= 0 && v < t.w;
+            const float xv = inside ? x[(p * t.h + u) * t.w + v] : 0.0f;
+            acc = std::fma(w[ch * taps + k], xv, acc);
+            if (inside) {
+              const double term = static_cast<double>(dy[(p * oh + r) * ow + o]) * xv;
+              want_dw[ch * taps + k] += term;
+              mag_dw[ch * taps + k] += std::fabs(term);
+            }
+          }
+          want_y[(p * oh + r) * ow + o] = acc;
+        }
+      }
+      // dX (u, v): the flipped taps in order; tap k meets dY (r, o) where u = 2 r - pt + a dil.
+      for (int64_t u = 0; u < t.h; ++u) {
+        for (int64_t v = 0; v < t.w; ++v) {
+          float acc = 0.0f;
+          for (int64_t f = 0; f < taps; ++f) {
+            const int64_t k = taps - 1 - f, ru = u + t.pt - k / t.kw * t.dil, rv = v + t.pl - k % t.kw * t.dil;
+            if (ru < 0 || rv < 0 || ru % 2 || rv % 2 || ru / 2 >= oh || rv / 2 >= ow) continue;
+            acc = std::fma(w[ch * taps + k], dy[(p * oh + ru / 2) * ow + rv / 2], acc);
+          }
+          want_dx[(p * t.h + u) * t.w + v] = acc;
+        }
+      }
+    }
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE("threads " + std::to_string(threads));
+      ThreadPool pool(threads, false);
+      std::vector<float> y(want_y.size(), 7.0f), dx(x.size(), 7.0f), dw(w.size(), 7.0f), dx2(x.size(), 7.0f),
+          dw2(w.size(), 7.0f);
+      DepthwiseForward<float>(x.data(), w.data(), b.data(), y.data(), t.n, t.c, in, out, geo, &pool);
+      DepthwiseBackwardData<float>(dy.data(), w.data(), dx.data(), t.n, t.c, in, out, geo, &pool);
+      DepthwiseBackwardWeights<float>(dy.data(), x.data(), dw.data(), t.n, t.c, in, out, geo, &pool);
+      DepthwiseBackward<float>(dy.data(), x.data(), w.data(), dx2.data(), dw2.data(), t.n, t.c, in, out, geo, &pool);
+      EXPECT_EQ(std::memcmp(y.data(), want_y.data(), y.size() * sizeof(float)), 0) << "Y differs";
+      EXPECT_EQ(std::memcmp(dx.data(), want_dx.data(), dx.size() * sizeof(float)), 0) << "dX differs";
+      EXPECT_EQ(std::memcmp(dx2.data(), want_dx.data(), dx.size() * sizeof(float)), 0) << "one-pass dX differs";
+      EXPECT_EQ(std::memcmp(dw2.data(), dw.data(), dw.size() * sizeof(float)), 0) << "one-pass dW differs";
+      for (size_t k = 0; k < w.size(); ++k) EXPECT_NEAR(dw[k], want_dw[k], 1e-6 * mag_dw[k] + 1e-30) << "dW " << k;
+      for (size_t k = 0; k < y.size() && ::testing::Test::HasFailure(); ++k) {
+        if (y[k] != want_y[k]) ADD_FAILURE() << "first Y difference at " << k << ": " << y[k] << " != " << want_y[k];
+        if (y[k] != want_y[k]) break;
+      }
+    }
+  }
+}
+
+// The phase planes live in per-thread buffers that other calls used before: a plane whose dY rows are
+// copied into a wider buffer must not pick up what was left there (NaN from an earlier forward pass over
+// NaN here), even in the entries that only masked, zero, lanes of x meet.
+TEST(ConvGradPathsTest, StrideTwoDepthwiseIgnoresWhatItsBuffersHeld) {
+  ThreadPool pool(1, false);
+  WindowAttrs geo;
+  geo.kernel = {3, 3};
+  geo.strides = {2, 2};
+  geo.dilations = {1, 1};
+  geo.pads = {1, 1, 1, 1};
+  const int64_t big_in[2] = {64, 64}, big_out[2] = {32, 32};
+  std::vector<float> nan_x(64 * 64, std::numeric_limits<float>::quiet_NaN()), w9(9, 0.5f), big_y(32 * 32);
+  DepthwiseForward<float>(nan_x.data(), w9.data(), nullptr, big_y.data(), 1, 1, big_in, big_out, geo, &pool);
+  // No pads: 16x16 gives a 7x7 output, phase planes of 8x8.
+  geo.pads = {0, 0, 0, 0};
+  const int64_t in[2] = {16, 16}, out[2] = {7, 7};
+  const std::vector<float> x = Uniform(16 * 16, 11), dy = Uniform(7 * 7, 12);
+  std::vector<float> dw(9), dw2(9), dx(16 * 16);
+  DepthwiseBackwardWeights<float>(dy.data(), x.data(), dw.data(), 1, 1, in, out, geo, &pool);
+  DepthwiseForward<float>(nan_x.data(), w9.data(), nullptr, big_y.data(), 1, 1, big_in, big_out, geo, &pool);
+  DepthwiseBackward<float>(dy.data(), x.data(), w9.data(), dx.data(), dw2.data(), 1, 1, in, out, geo, &pool);
+  for (int64_t k = 0; k < 9; ++k) {
+    double want = 0;
+    for (int64_t r = 0; r < 7; ++r) {
+      for (int64_t o = 0; o < 7; ++o) want += static_cast<double>(dy[r * 7 + o]) * x[(2 * r + k / 3) * 16 + 2 * o + k % 3];
+    }
+    EXPECT_NEAR(dw[k], want, 1e-5) << "tap " << k;
+    EXPECT_NEAR(dw2[k], want, 1e-5) << "tap " << k << ", one pass";
   }
 }
 
