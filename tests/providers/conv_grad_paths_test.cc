@@ -76,37 +76,43 @@ TEST(ConvGradPathsTest, DepthwiseOnePassBackwardGivesTheBitsOfTheSeparatePasses)
   }
 }
 
-// Stride-2 depthwise convolutions run on the four phase planes of x (depthwise.cc): every output is still
-// bias + the window's taps in order, one FMA each (a tap outside the image adding w * 0), and every dX entry
-// 0 + the flipped window's taps that meet a dY entry, in order; written out here with std::fma, bit for
-// bit. dW, whose lanes add in another order, against sums in double. Geometries: MobileNet's (3x3, pads
-// 1, even planes: the output plane is a phase plane's size), odd planes, no pads (a phase plane a row and
-// a column larger than the output), a 5x5 window with pads 2 (offsets of +1 in the phase planes), a
-// dilated 3x2 window with uneven pads, rows of 40 and 33 (the vector split and join, then their tails).
-TEST(ConvGradPathsTest, StrideTwoDepthwiseKeepsTheTapOrder) {
+// Stride-2 depthwise convolutions run on the four phase planes of x, and planes of one vector channel by
+// channel (depthwise.cc): every output is still bias + the window's taps in order, one FMA each (a tap
+// outside the image adding w * 0), and every dX entry 0 + the flipped window's taps that meet a dY entry, in
+// order; written out here with std::fma, bit for bit. dW, whose lanes add in another order at stride 2,
+// against sums in double. Stride-2 geometries: MobileNet's (3x3, pads 1, even planes: the output plane is a
+// phase plane's size), odd planes, no pads (a phase plane a row and a column larger than the output), a 5x5
+// window with pads 2 (offsets of +1 in the phase planes), a dilated 3x2 window with uneven pads, rows of 40
+// and 33 (the vector split and join, then their tails). Stride 1: 4x4 and 3x3 planes (one vector), a 5x5
+// window on 4x4 (25 taps), and 8x8 (the per-image pass).
+TEST(ConvGradPathsTest, DepthwiseKeepsTheTapOrder) {
   struct Case {
-    int64_t n, c, h, w, kh, kw, dil, pt, pl, pb, pr;
+    int64_t n, c, h, w, kh, kw, dil, pt, pl, pb, pr, stride = 2;
   };
-  const Case cases[] = {{2, 3, 16, 16, 3, 3, 1, 1, 1, 1, 1}, {2, 3, 9, 11, 3, 3, 1, 1, 1, 1, 1},
-                        {2, 2, 16, 16, 3, 3, 1, 0, 0, 0, 0}, {1, 2, 13, 12, 5, 5, 1, 2, 2, 2, 2},
-                        {2, 2, 11, 14, 3, 2, 2, 1, 0, 2, 1}, {1, 2, 6, 40, 3, 3, 1, 1, 1, 1, 1},
-                        {1, 2, 7, 33, 3, 3, 1, 0, 1, 1, 0}, {3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1}};
+  const Case cases[] = {{2, 3, 16, 16, 3, 3, 1, 1, 1, 1, 1},    {2, 3, 9, 11, 3, 3, 1, 1, 1, 1, 1},
+                        {2, 2, 16, 16, 3, 3, 1, 0, 0, 0, 0},    {1, 2, 13, 12, 5, 5, 1, 2, 2, 2, 2},
+                        {2, 2, 11, 14, 3, 2, 2, 1, 0, 2, 1},    {1, 2, 6, 40, 3, 3, 1, 1, 1, 1, 1},
+                        {1, 2, 7, 33, 3, 3, 1, 0, 1, 1, 0},     {3, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1},
+                        {5, 6, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1},   {3, 5, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},
+                        {2, 3, 4, 4, 5, 5, 1, 2, 2, 2, 2, 1},   {3, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1}};
   for (const Case& t : cases) {
     SCOPED_TRACE("n " + std::to_string(t.n) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) + " k " +
                  std::to_string(t.kh) + "x" + std::to_string(t.kw) + " pads " + std::to_string(t.pt) + "," +
-                 std::to_string(t.pl) + "," + std::to_string(t.pb) + "," + std::to_string(t.pr));
+                 std::to_string(t.pl) + "," + std::to_string(t.pb) + "," + std::to_string(t.pr) + " stride " +
+                 std::to_string(t.stride));
+    const int64_t st = t.stride;
     WindowAttrs geo;
     geo.kernel = {t.kh, t.kw};
-    geo.strides = {2, 2};
+    geo.strides = {st, st};
     geo.dilations = {t.dil, t.dil};
     geo.pads = {t.pt, t.pl, t.pb, t.pr};
     const int64_t in[2] = {t.h, t.w};
-    const int64_t oh = (t.h + t.pt + t.pb - (t.kh - 1) * t.dil - 1) / 2 + 1;
-    const int64_t ow = (t.w + t.pl + t.pr - (t.kw - 1) * t.dil - 1) / 2 + 1;
+    const int64_t oh = (t.h + t.pt + t.pb - (t.kh - 1) * t.dil - 1) / st + 1;
+    const int64_t ow = (t.w + t.pl + t.pr - (t.kw - 1) * t.dil - 1) / st + 1;
     const int64_t out[2] = {oh, ow}, taps = t.kh * t.kw, planes = t.n * t.c;
     const std::vector<float> x = Uniform(planes * t.h * t.w, 7), w = Uniform(t.c * taps, 8),
                              b = Uniform(t.c, 9), dy = Uniform(planes * oh * ow, 10);
-    // The references: position (r, o) of plane p reads x at (2 r - pt + a dil, 2 o - pl + e dil).
+    // The references: position (r, o) of plane p reads x at (st r - pt + a dil, st o - pl + e dil).
     std::vector<float> want_y(planes * oh * ow), want_dx(x.size(), 0.0f);
     std::vector<double> want_dw(w.size(), 0.0), mag_dw(w.size(), 0.0);
     for (int64_t p = 0; p < planes; ++p) {
@@ -115,7 +121,7 @@ TEST(ConvGradPathsTest, StrideTwoDepthwiseKeepsTheTapOrder) {
         for (int64_t o = 0; o < ow; ++o) {
           float acc = b[ch];
           for (int64_t k = 0; k < taps; ++k) {
-            const int64_t u = 2 * r - t.pt + k / t.kw * t.dil, v = 2 * o - t.pl + k % t.kw * t.dil;
+            const int64_t u = st * r - t.pt + k / t.kw * t.dil, v = st * o - t.pl + k % t.kw * t.dil;
             const bool inside = u >= 0 && u < t.h && v >= 0 && v < t.w;
             const float xv = inside ? x[(p * t.h + u) * t.w + v] : 0.0f;
             acc = std::fma(w[ch * taps + k], xv, acc);
@@ -128,14 +134,14 @@ TEST(ConvGradPathsTest, StrideTwoDepthwiseKeepsTheTapOrder) {
           want_y[(p * oh + r) * ow + o] = acc;
         }
       }
-      // dX (u, v): the flipped taps in order; tap k meets dY (r, o) where u = 2 r - pt + a dil.
+      // dX (u, v): the flipped taps in order; tap k meets dY (r, o) where u = st r - pt + a dil.
       for (int64_t u = 0; u < t.h; ++u) {
         for (int64_t v = 0; v < t.w; ++v) {
           float acc = 0.0f;
           for (int64_t f = 0; f < taps; ++f) {
             const int64_t k = taps - 1 - f, ru = u + t.pt - k / t.kw * t.dil, rv = v + t.pl - k % t.kw * t.dil;
-            if (ru < 0 || rv < 0 || ru % 2 || rv % 2 || ru / 2 >= oh || rv / 2 >= ow) continue;
-            acc = std::fma(w[ch * taps + k], dy[(p * oh + ru / 2) * ow + rv / 2], acc);
+            if (ru < 0 || rv < 0 || ru % st || rv % st || ru / st >= oh || rv / st >= ow) continue;
+            acc = std::fma(w[ch * taps + k], dy[(p * oh + ru / st) * ow + rv / st], acc);
           }
           want_dx[(p * t.h + u) * t.w + v] = acc;
         }
