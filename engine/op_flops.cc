@@ -13,14 +13,15 @@ int64_t Product(const Shape& s, size_t from, size_t to) {
   return p;
 }
 
-// MatMul and FusedMatMul: every output element is a dot product of length K, K read from A (its last axis,
-// or the one before it when FusedMatMul transposes A; a vector A is K itself).
+// MatMul, FusedMatMul and MatMulBias: every output element is a dot product of length K, K read from A (its
+// last axis, or the one before it when FusedMatMul or MatMulBias transposes A; a vector A is K itself). The
+// bias adds nothing, as Gemm's.
 int64_t MatMulFlops(const Node& n, KernelContext& ctx) {
   const Tensor* a = ctx.input(0);
   Tensor* y = ctx.output(0);
   if (a == nullptr || y == nullptr || a->shape().empty()) return 0;
   const Shape& s = a->shape();
-  const bool trans_a = n.op_type == "FusedMatMul" && n.GetInt("transA", 0) != 0 && s.size() >= 2;
+  const bool trans_a = n.op_type != "MatMul" && n.GetInt("transA", 0) != 0 && s.size() >= 2;
   const int64_t k = trans_a ? s[s.size() - 2] : s[s.size() - 1];
   return 2 * y->NumElements() * k;
 }
@@ -68,7 +69,7 @@ int64_t ConvPassFlops(int64_t batch, int64_t out_channels, int64_t spatial, cons
 
 int64_t MatrixFlops(const Node& n, KernelContext& ctx) {
   const std::string& op = n.op_type;
-  if (op == "MatMul" || op == "FusedMatMul") return MatMulFlops(n, ctx);
+  if (op == "MatMul" || op == "FusedMatMul" || op == "MatMulBias") return MatMulFlops(n, ctx);
   if (op == "Gemm") return GemmFlops(n, ctx);
   if (op == "Conv" || op == "FusedConv" || op == "FusedConvMaxPool") {
     const Tensor *x = ctx.input(0), *w = ctx.input(1);

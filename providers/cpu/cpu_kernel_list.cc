@@ -180,6 +180,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kOntrain, "FusedConvMaxPool", 1, 1, kConvTypes, kFusedConvMaxPool},
       {kOntrain, "GeluAndSlope", 1, 1, kFloat32, kGeluAndSlope},
       {kOntrain, "GeluSlopeGrad", 1, 1, kFloat32, kGeluSlopeGrad},
+      {kOntrain, "MatMulBias", 1, 1, kConvTypes, kMatMulBias},
       {kOntrain, "MaxPoolReluConvGrad", 1, 1, kFloat32, kMaxPoolReluConvGrad},
       {kOntrain, "MaxPoolReluGrad", 1, 1, kFloat, kMaxPoolReluGrad},
       // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them

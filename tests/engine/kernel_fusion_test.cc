@@ -555,6 +555,69 @@ TEST(KernelFusionTest, GeluAndItsGradientShareTheDerivative) {
   }
 }
 
+// A linear layer's FusedMatMul + Add of its bias becomes MatMulBias with the same bits, on every path of
+// the product: rows split into chunks (A [4, 64, 128] x W^T), the copy of W^T for 512 rows and more, the
+// small-product kernel (all rows at once), a 2-D A (one product, not batched), float64, alpha; the bias on
+// either side of the Add, NaN and -0 among the values, a Shape node reading the product (it reads the sum,
+// of the same shape), at 1 and 2 threads. Not fused: a bias that broadcasts otherwise ([1], [1, N], [M, N]),
+// a product read elsewhere, a bias whose shape is not declared.
+TEST(KernelFusionTest, LinearLayerBiasAddFusesWithTheSameBits) {
+  struct Case {
+    const char* name;
+    Shape a, w, bias;
+    bool trans_b, bias_first, product_output, fused;
+    float alpha = 1.0f;
+    DType dtype = DType::kFloat32;
+  };
+  const Case cases[] = {
+      {"row chunks", {4, 64, 128}, {384, 128}, {384}, true, false, false, true},
+      {"copy of W^T", {16, 64, 128}, {512, 128}, {512}, true, true, false, true},
+      {"small product, alpha", {3, 5, 7, 12}, {12, 20}, {20}, false, false, false, true, 0.5f},
+      {"2-D A", {24, 40}, {40, 33}, {33}, false, true, false, true},
+      {"float64", {2, 10, 6}, {9, 6}, {9}, true, false, false, true, 1.0f, DType::kFloat64},
+      {"bias [1]", {4, 8, 16}, {16, 8}, {1}, false, false, false, false},
+      {"bias [1, N]", {4, 8, 16}, {16, 8}, {1, 8}, false, false, false, false},
+      {"bias [M, N]", {4, 8, 16}, {16, 8}, {8, 8}, false, false, false, false},
+      {"product also an output", {4, 8, 16}, {16, 8}, {8}, false, false, true, false},
+      {"bias shape not declared", {4, 8, 16}, {16, 8}, {}, false, false, false, false},
+  };
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(c.name) + ", threads " + std::to_string(threads));
+      const Shape bias = c.bias.empty() ? Shape{c.trans_b ? c.w[0] : c.w[1]} : c.bias;  // fed; declared: c.bias
+      Model md;
+      md.opset_imports[""] = 17;
+      md.opset_imports["com.microsoft"] = 1;
+      md.graph.inputs = {TensorInfo("a", c.dtype, c.a), TensorInfo("w", c.dtype, c.w), TensorInfo("b", c.dtype, c.bias)};
+      if (c.bias.empty()) md.graph.inputs[2].has_shape = false;
+      std::vector<onnx::AttributeProto> attrs = {AttrInt("transB", c.trans_b ? 1 : 0)};
+      if (c.alpha != 1.0f) attrs.push_back(AttrFloat("alpha", c.alpha));
+      md.graph.nodes.push_back(MakeNode("FusedMatMul", {"a", "w"}, {"t"}, attrs, "mm", "com.microsoft"));
+      md.graph.nodes.push_back(MakeNode("Shape", {"t"}, {"shape"}, {}, "shape"));
+      md.graph.nodes.push_back(MakeNode("Add", c.bias_first ? std::vector<std::string>{"b", "t"} : std::vector<std::string>{"t", "b"},
+                                        {"y"}, {}, "add"));
+      md.graph.outputs = {TensorInfo("y", c.dtype, {}), TensorInfo("shape", DType::kInt64, {})};
+      if (c.product_output) md.graph.outputs.push_back(TensorInfo("t", c.dtype, {}));
+      NamedTensors feeds;
+      uint32_t seed = 60;
+      for (const auto& [name, shape] : {std::pair<const char*, Shape>{"a", c.a}, {"w", c.w}, {"b", bias}}) {
+        std::vector<float> v = Values(ShapeNumElements(shape), seed++);
+        if (v.size() > 7) {
+          v[3] = std::numeric_limits<float>::quiet_NaN();
+          v[5] = -0.0f;
+        }
+        Tensor t = Tensor::FromVector(v, shape);
+        if (c.dtype == DType::kFloat64) t = Tensor::FromVector(std::vector<double>(v.begin(), v.end()), shape);
+        feeds.push_back({name, t});
+      }
+      Runs r = RunBoth(md, feeds, threads);
+      EXPECT_EQ(Count(r, "ai.ontrain::MatMulBias"), c.fused ? 1 : 0);
+      EXPECT_EQ(Count(r, "::Add"), c.fused ? 0 : 1);
+      ExpectSameBits(r);
+    }
+  }
+}
+
 // The fused ops are in the CPU kernel list, so a model may name them itself: inputs they cannot take are
 // clear errors naming what is wrong, never reads outside a tensor.
 TEST(KernelFusionTest, FusedOpsRefuseInputsTheyCannotTake) {
@@ -590,6 +653,13 @@ TEST(KernelFusionTest, FusedOpsRefuseInputsTheyCannotTake) {
            {"i", Tensor::FromVector<uint8_t>(std::vector<uint8_t>(9, 7), {1, 1, 3, 3})},
            {"z", Tensor::FromVector(Values(9, 53), {1, 1, 3, 3})}});
   EXPECT_NE(e.find("2x2 windows"), std::string::npos) << e;  // 3x3 pooled from the declared 4x4
+  const NamedTensors mm_feeds = {{"a", Tensor::FromVector(Values(6, 54), {2, 3})},
+                                 {"w", Tensor::FromVector(Values(12, 55), {3, 4})},
+                                 {"b", Tensor::FromVector(Values(5, 56), {5})}};
+  e = run(MakeNode("MatMulBias", {"a", "w", "b"}, {"y"}, {}, "m", "ai.ontrain"), mm_feeds);
+  EXPECT_NE(e.find("bias must be float32 [4]"), std::string::npos) << e;
+  e = run(MakeNode("MatMulBias", {"a", "w"}, {"y"}, {}, "m", "ai.ontrain"), {mm_feeds[0], mm_feeds[1]});
+  EXPECT_NE(e.find("bias"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -52,6 +52,7 @@ int64_t OneNode(const std::string& op, const std::string& domain, const std::vec
   Model m;
   m.opset_imports[""] = 17;
   m.opset_imports["com.microsoft"] = 1;
+  m.opset_imports["ai.ontrain"] = 1;
   NamedTensors feeds;
   std::vector<std::string> inputs;
   for (size_t i = 0; i < in_shapes.size(); ++i) {
@@ -80,6 +81,8 @@ TEST(OpFlopsTest, MatrixProducts) {
   EXPECT_EQ(OneNode("FusedMatMul", "com.microsoft", {{4, 3}, {4, 5}}, {"y"}, {AttrInt("transA", 1)}), 2 * 3 * 5 * 4);
   EXPECT_EQ(OneNode("FusedMatMul", "com.microsoft", {{2, 3, 4}, {2, 5, 4}}, {"y"}, {AttrInt("transB", 1)}),
             2 * 2 * 3 * 5 * 4);
+  // MatMulBias (the fused FusedMatMul + Add): the same, the bias adding nothing.
+  EXPECT_EQ(OneNode("MatMulBias", "ai.ontrain", {{4, 3}, {4, 5}, {5}}, {"y"}, {AttrInt("transA", 1)}), 2 * 3 * 5 * 4);
   // Gemm: transA [4,3] -> M 3, K 4; transB [5,4] -> N 5. The bias adds nothing.
   EXPECT_EQ(OneNode("Gemm", "", {{4, 3}, {5, 4}, {5}}, {"y"}, {AttrInt("transA", 1), AttrInt("transB", 1)}),
             2 * 3 * 5 * 4);

@@ -98,7 +98,7 @@ Chunks ChunksOf(int64_t extent, double macs) {
 
 template <typename T>
 void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta,
-              T* c, ThreadPool* pool) {
+              T* c, ThreadPool* pool, const RangeFn* rows_done) {
   CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n), ldc = static_cast<int>(n);
   // By rows whenever there are rows enough for two chunks: a weight gradient [out, in] is then split by
@@ -114,6 +114,7 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
         const T* ab = trans_a ? a + s0 : a + s0 * k;
         Blas(ta, tb, static_cast<int>(s1 - s0), static_cast<int>(n), static_cast<int>(k), alpha, ab, lda, b, ldb,
              beta, c + s0 * n, ldc);
+        if (rows_done) (*rows_done)(s0, s1);
       } else {  // all of A, columns s0..s1 of B (rows when B is stored transposed)
         const T* bb = trans_b ? b + s0 * k : b + s0;
         Blas(ta, tb, static_cast<int>(m), static_cast<int>(s1 - s0), static_cast<int>(k), alpha, a, lda, bb, ldb,
@@ -121,6 +122,7 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
       }
     }
   });
+  if (rows_done && !by_rows) (*rows_done)(0, m);
 }
 
 template <typename T>
@@ -172,12 +174,13 @@ size_t GemmScratchBytes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
 
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
-          ThreadPool* pool, void* scratch) {
+          ThreadPool* pool, void* scratch, const RangeFn* rows_done) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> C(c, m * n);
     if (beta == T(0)) C.setZero();
     else C *= beta;
+    if (rows_done) (*rows_done)(0, m);
     return;
   }
   constexpr bool kBlas = std::is_same_v<T, float> || std::is_same_v<T, double>;
@@ -185,6 +188,7 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   if constexpr (std::is_same_v<T, float>) {
     if (SmallGemmFits(trans_b, m, n, k)) {
       SmallSgemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+      if (rows_done) (*rows_done)(0, m);
       return;
     }
   }
@@ -194,17 +198,18 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
       // B is [n, k]: its transpose [k, n] into the scratch (16 x 16 tiles), then the untransposed product.
       T* bt = static_cast<T*>(scratch);
       StridedCopy(b, {1, k}, {k, n}, sizeof(T), bt, pool);
-      BlasGemm(false, false, m, n, k, alpha, a, static_cast<const T*>(bt), beta, c, pool);
+      BlasGemm(false, false, m, n, k, alpha, a, static_cast<const T*>(bt), beta, c, pool, rows_done);
       return;
     }
   }
   if constexpr (kBlas) {
     if (HaveBlas<T>() && m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && m * k <= kMaxInt * 8) {
-      BlasGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool);
+      BlasGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool, rows_done);
       return;
     }
   }
   EigenGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool);
+  if (rows_done) (*rows_done)(0, m);
 }
 
 template <typename T>
@@ -245,22 +250,22 @@ template void GemmLd<double>(bool, bool, int64_t, int64_t, int64_t, double, cons
                              int64_t, double, double*, int64_t);
 
 template void Gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*,
-                          ThreadPool*, void*);
+                          ThreadPool*, void*, const RangeFn*);
 template size_t GemmScratchBytes<float>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, const double*, double,
-                           double*, ThreadPool*, void*);
+                           double*, ThreadPool*, void*, const RangeFn*);
 template size_t GemmScratchBytes<double>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<int32_t>(bool, bool, int64_t, int64_t, int64_t, int32_t, const int32_t*, const int32_t*, int32_t,
-                            int32_t*, ThreadPool*, void*);
+                            int32_t*, ThreadPool*, void*, const RangeFn*);
 template size_t GemmScratchBytes<int32_t>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<int64_t>(bool, bool, int64_t, int64_t, int64_t, int64_t, const int64_t*, const int64_t*, int64_t,
-                            int64_t*, ThreadPool*, void*);
+                            int64_t*, ThreadPool*, void*, const RangeFn*);
 template size_t GemmScratchBytes<int64_t>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<uint32_t>(bool, bool, int64_t, int64_t, int64_t, uint32_t, const uint32_t*, const uint32_t*,
-                             uint32_t, uint32_t*, ThreadPool*, void*);
+                             uint32_t, uint32_t*, ThreadPool*, void*, const RangeFn*);
 template size_t GemmScratchBytes<uint32_t>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<uint64_t>(bool, bool, int64_t, int64_t, int64_t, uint64_t, const uint64_t*, const uint64_t*,
-                             uint64_t, uint64_t*, ThreadPool*, void*);
+                             uint64_t, uint64_t*, ThreadPool*, void*, const RangeFn*);
 template size_t GemmScratchBytes<uint64_t>(bool, bool, int64_t, int64_t, int64_t);
 
 }  // namespace cpu

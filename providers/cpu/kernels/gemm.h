@@ -21,9 +21,13 @@ void InitBlas();
 // A B^T of many rows run as A (B^T) with B^T copied out first (see gemm.cc); without it, or where that
 // does not pay, the product runs as asked. Either way C is A B^T to the float, though its rounding may
 // differ in the last bits between the two forms (the library sums K in different blocks).
+//
+// `rows_done`, when given, is called with [r0, r1) once rows r0 .. r1 - 1 of C are final, on the thread that
+// computed them while they are still in its cache, each row exactly once (a product split by columns, or not
+// split, reports all its rows at the end): MatMulBias adds its bias there.
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
-          ThreadPool* pool, void* scratch = nullptr);
+          ThreadPool* pool, void* scratch = nullptr, const RangeFn* rows_done = nullptr);
 template <typename T>
 size_t GemmScratchBytes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k);
 

@@ -249,16 +249,23 @@ class GatherElementsGradKernel : public OpKernel {
 
 // FusedMatMul(A, B): alpha * op(A) @ op(B), op transposing the last two dims when transA/transB is set;
 // batch dims broadcast as in MatMul.
+// ai.ontrain MatMulBias(A, B, bias [N]) with FusedMatMul's attributes: FusedMatMul(A, B) + bias, the bias
+// added to each row of the product in float as Add does (engine/kernel_fusion.h), while the rows are still
+// in cache: as the product's chunks finish (Gemm's rows_done), or after each batch's product.
 class FusedMatMulKernel : public OpKernel {
  public:
   explicit FusedMatMulKernel(const NodeInfo& info)
       : ta_(info.node->GetInt("transA", 0) != 0),
         tb_(info.node->GetInt("transB", 0) != 0),
-        alpha_(info.node->GetFloat("alpha", 1.0f)) {}
+        alpha_(info.node->GetFloat("alpha", 1.0f)),
+        bias_(info.node->op_type == "MatMulBias") {}
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
     ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
-    if (a->rank() < 2 || b->rank() < 2) return InvalidArgument("FusedMatMul needs rank >= 2 operands");
+    if (a->rank() < 2 || b->rank() < 2) {
+      return InvalidArgument(bias_ ? "MatMulBias" : "FusedMatMul", " needs rank >= 2 operands, got ",
+                             ShapeToString(a->shape()), " and ", ShapeToString(b->shape()));
+    }
     int64_t ar = a->rank(), br = b->rank();
     m_ = ta_ ? a->dim(ar - 1) : a->dim(ar - 2);
     k_ = ta_ ? a->dim(ar - 2) : a->dim(ar - 1);
@@ -272,6 +279,13 @@ class FusedMatMulKernel : public OpKernel {
     Shape out = batch_;
     out.push_back(m_);
     out.push_back(n_);
+    if (bias_) {
+      ONT_ASSIGN_OR_RETURN(const Tensor* bias, RequireInput(ctx, 2, "bias"));
+      if (bias->dtype() != a->dtype() || bias->rank() != 1 || bias->dim(0) != n_) {
+        return InvalidArgument("MatMulBias: bias must be ", DTypeName(a->dtype()), " [", n_, "] (the product's columns), got ",
+                               DTypeName(bias->dtype()), ShapeToString(bias->shape()));
+      }
+    }
     if (a->dtype() == DType::kFloat32 && SharesB()) {
       ctx.RequestScratch(GemmScratchBytes<float>(false, tb_, ShapeNumElements(batch_) * m_, n_, k_));
     }
@@ -283,9 +297,20 @@ class FusedMatMulKernel : public OpKernel {
     return DispatchFloat32Or64(a.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       int64_t batches = ShapeNumElements(batch_);
+      T* py = y->data<T>();
+      const T* bias = bias_ ? ctx.input(2)->data<T>() : nullptr;
+      const int64_t n = n_;
+      // Rows [r0, r1) of the output (batches * M rows of N) plus the bias, element by element as Add.
+      auto add_bias = [py, bias, n](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          T* row = py + r * n;
+          for (int64_t j = 0; j < n; ++j) row[j] = row[j] + bias[j];
+        }
+      };
+      const RangeFn rows_done(add_bias);
       if (SharesB()) {
-        Gemm<T>(false, tb_, batches * m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), T(0), y->data<T>(),
-                ctx.thread_pool(), ctx.scratch());
+        Gemm<T>(false, tb_, batches * m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), T(0), py,
+                ctx.thread_pool(), ctx.scratch(), bias ? &rows_done : nullptr);
         return Status::OK();
       }
       // Batches in parallel, each product on one thread (see MatMul).
@@ -294,7 +319,8 @@ class FusedMatMulKernel : public OpKernel {
           int64_t oa = 0, ob = 0;
           BatchOffsets(batch_, as_, bs_, bi, &oa, &ob);
           Gemm<T>(ta_, tb_, m_, n_, k_, static_cast<T>(alpha_), a.data<T>() + oa * m_ * k_,
-                  b.data<T>() + ob * k_ * n_, T(0), y->data<T>() + bi * m_ * n_, nullptr);
+                  b.data<T>() + ob * k_ * n_, T(0), py + bi * m_ * n_, nullptr);
+          if (bias) add_bias(bi * m_, (bi + 1) * m_);
         }
       });
       return Status::OK();
@@ -311,6 +337,7 @@ class FusedMatMulKernel : public OpKernel {
 
   bool ta_, tb_;
   float alpha_;
+  bool bias_;  // MatMulBias
   int64_t m_ = 0, n_ = 0, k_ = 0;
   Shape batch_;
   Shape as_, bs_;
@@ -349,6 +376,7 @@ KernelFactory kDivGrad = MakeKernel<DivGradKernel>;
 KernelFactory kGatherGrad = MakeKernel<GatherGradKernel>;
 KernelFactory kGatherElementsGrad = MakeKernel<GatherElementsGradKernel>;
 KernelFactory kFusedMatMul = MakeKernel<FusedMatMulKernel>;
+KernelFactory kMatMulBias = MakeKernel<FusedMatMulKernel>;
 KernelFactory kConcatTraining = MakeKernel<ConcatTrainingKernel>;
 
 }  // namespace cpu

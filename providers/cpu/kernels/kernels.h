@@ -114,6 +114,7 @@ extern KernelFactory kDivGrad;
 extern KernelFactory kGatherGrad;
 extern KernelFactory kGatherElementsGrad;
 extern KernelFactory kFusedMatMul;
+extern KernelFactory kMatMulBias;
 extern KernelFactory kConcatTraining;
 
 // index_ops.cc
