@@ -23,7 +23,8 @@ npm-installed there when missing).
 Prints a table with the CPU model and its vector ISA; --json writes one record per workload, provider and
 thread count: {"workload", "provider", "threads", "steps_per_s", "peak_rss_mb", "allocs_per_step"}, plus
 "pytorch_steps_per_s" and "pytorch_peak_rss_mb", and "ort_forward_ms", "step_over_ort_forward" and
-"ort_web_steps_per_s", when compared.
+"ort_web_steps_per_s", when compared; "pool_choice", the pool tuning's decision as `ontrain bench` printed
+it (a two-thread row no faster than one thread says so, with it).
 
 The floor (CPU rows): a short profiled `ontrain bench` counts the step's matrix FLOPs (MatMul, Gemm, the
 convolutions and their gradients, from the shapes run) and measures one core's FMA peak; "floor ms" is
@@ -352,10 +353,16 @@ def time_ontrain(ontrain, artifacts, provider, batch, threads, steps):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         r = subprocess.run([ontrain, "bench", "--artifacts", artifacts, "--provider", provider, "--threads",
                             str(threads), "--batch-size", str(batch), "--steps", str(steps), "--json", f.name],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
             return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
-        return json.load(open(f.name)), None
+        rec = json.load(open(f.name))
+        # The pool tuning's decision ("pool (pooled 0.25 ms, serial 0.31 ms)", "serial (...)", "not tuned"):
+        # a two-thread row at one-thread speed says whether the pool ran slowly or was left out.
+        for line in r.stdout.splitlines():
+            if line.strip().startswith("intra-op pool per step:"):
+                rec["pool_choice"] = line.split(":", 1)[1].strip()
+        return rec, None
 
 
 def matrix_floor(ontrain, artifacts, batch):
@@ -418,8 +425,9 @@ def verdicts(records):
     if any("step_over_ort_forward" in r for r in cpu):
         lines.append("step <= 3x ONNX Runtime's forward: %s" % ("held everywhere" if not over else "above 3 for " + ", ".join(over)))
     by = {(r["workload"], r["threads"]): r["steps_per_s"] for r in cpu}
-    slower = ["%s (%.1f against %.1f steps/s)" % (w, by[(w, 2)], by[(w, 1)]) for w, t in by if t == 1 and (w, 2) in by
-              and by[(w, 2)] <= by[(w, 1)]]
+    pool = {r["workload"]: r["pool_choice"] for r in cpu if r["threads"] == 2 and "pool_choice" in r}
+    slower = ["%s (%.1f against %.1f steps/s%s)" % (w, by[(w, 2)], by[(w, 1)], "; pool tuning: " + pool[w] if w in pool else "")
+              for w, t in by if t == 1 and (w, 2) in by and by[(w, 2)] <= by[(w, 1)]]
     if any(t == 2 for _, t in by):
         lines.append("2 threads faster than 1: %s" % ("everywhere" if not slower else "not for " + ", ".join(slower)))
     allocs = [r["workload"] for r in cpu if r["allocs_per_step"] > 0]
@@ -491,6 +499,8 @@ def main():
                     break
                 rec = {"workload": name, "provider": provider, "threads": threads, "steps_per_s": ours["steps_per_s"],
                        "peak_rss_mb": ours["peak_rss_mb"], "allocs_per_step": ours["allocs_per_step"]}
+                if "pool_choice" in ours:
+                    rec["pool_choice"] = ours["pool_choice"]
                 line = "%-12s %-6s %3d %10.1f %8.1f %9.1f" % (name, provider, threads, rec["steps_per_s"],
                                                            rec["peak_rss_mb"], rec["allocs_per_step"])
                 if args.compare_pytorch and provider == "cpu":
