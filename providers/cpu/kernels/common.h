@@ -27,6 +27,11 @@ inline void PrefetchRows(const float* p, int64_t rows, int64_t cols, int64_t ld)
   }
 }
 
+// The first `count` of 16 lanes (none for count <= 0, all from 16 on): the mask of a row's last vector.
+__attribute__((target("avx512f"))) inline __mmask16 FirstLanes(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xffff) : count <= 0 ? 0 : static_cast<__mmask16>((1u << count) - 1);
+}
+
 // out[c * ldo + r] = in[r * ldi + c] for a 16 x 16 block: unpacks of row pairs, then of pairs of pairs,
 // then 128-bit lanes gathered across the four groups of four rows. Callers check for AVX-512F first.
 __attribute__((target("avx512f"))) inline void Transpose16x16(const float* in, int64_t ldi, float* out, int64_t ldo) {

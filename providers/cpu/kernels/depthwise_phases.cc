@@ -34,14 +34,6 @@ struct DwPhases {
   int64_t size() const { return hd * wd; }
 };
 
-}  // namespace
-
-// Rows of fewer than 16 elements keep the spread planes: there the per-row splits and joins cost more than
-// the products they save (MobileNet's 96 channels 8x8 -> 4x4, 32 images, dX and dW: 0.306 -> 0.327 ms).
-bool DwPhasesApply(const Geo2D& g) { return DwVectorApplies(g) && g.sh == 2 && g.sw == 2 && g.w >= 16; }
-
-namespace {
-
 int64_t FloorHalf(int64_t v) { return v >= 0 ? v / 2 : -((1 - v) / 2); }
 
 // Built by the calling thread, the masks in its buffers 0 (forward) and 1 (the four dX planes).
@@ -96,11 +88,6 @@ DwPhases BuildPhases(const Geo2D& g) {
   return p;
 }
 
-// The first `count` lanes (none for count <= 0, all 16 from 16).
-__attribute__((target("avx512f"))) inline __mmask16 MaskOfCount(int64_t count) {
-  return count >= 16 ? static_cast<__mmask16>(0xffff) : count <= 0 ? 0 : static_cast<__mmask16>((1u << count) - 1);
-}
-
 // The four phase planes of an h x w plane, each hd x wd at `size` floats apart (entries past a phase's own
 // size are left as they are: every read of them is masked). Rows go 32 elements at a time, then the last 1
 // to 31 with masks fixed for the plane.
@@ -108,8 +95,8 @@ __attribute__((target("avx512f"))) void SplitPhases(const float* x, const Geo2D&
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const int64_t whole = g.w / 32 * 32, rest = g.w - whole;
-  const __mmask16 in_lo = MaskOfCount(rest), in_hi = MaskOfCount(rest - 16), out_e = MaskOfCount((rest + 1) / 2),
-                  out_o = MaskOfCount(rest / 2);
+  const __mmask16 in_lo = FirstLanes(rest), in_hi = FirstLanes(rest - 16), out_e = FirstLanes((rest + 1) / 2),
+                  out_o = FirstLanes(rest / 2);
   const int64_t size = p.size();
   for (int64_t u = 0; u < g.h; ++u) {
     const float* row = x + u * g.w;
@@ -133,8 +120,8 @@ __attribute__((target("avx512f"))) void JoinPhases(const float* d4, const Geo2D&
   const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
   const int64_t whole = g.w / 32 * 32, rest = g.w - whole;
-  const __mmask16 in_e = MaskOfCount((rest + 1) / 2), in_o = MaskOfCount(rest / 2), out_lo = MaskOfCount(rest),
-                  out_hi = MaskOfCount(rest - 16);
+  const __mmask16 in_e = FirstLanes((rest + 1) / 2), in_o = FirstLanes(rest / 2), out_lo = FirstLanes(rest),
+                  out_hi = FirstLanes(rest - 16);
   const int64_t size = p.size();
   for (int64_t u = 0; u < g.h; ++u) {
     float* row = dx + u * g.w;
@@ -172,7 +159,37 @@ void PhaseBackwardData(const float* d, const float* w, const Geo2D& g, const DwP
   JoinPhases(d4, g, p, dx);
 }
 
+// dW lanes of channels [c0, c1) (the images in order for each), and with dx non-null their dX, in one pass:
+// the images in order and for each image the block's planes, as DwBackwardBlock.
+__attribute__((target("avx512f"))) void DwPhaseBackwardBlock(const float* dy, const float* x, const float* w,
+                                                             float* dx, float* dw, int64_t n, int64_t c, int64_t c0,
+                                                             int64_t c1, const Geo2D& g, const DwPhases& p) {
+  const int64_t taps = g.kh * g.kw;
+  float* buf = ThreadBuffer<float>(0, static_cast<size_t>(5 * p.size()));  // the phases of x, dY's rows
+  float* rows = buf + 4 * p.size();
+  float* d4 = dx ? ThreadBuffer<float>(1, static_cast<size_t>(4 * p.size())) : nullptr;
+  if (!p.direct) std::fill(rows, rows + p.size(), 0.0f);
+  __m512* acc = reinterpret_cast<__m512*>(ThreadBuffer<DwLanes>(0, static_cast<size_t>((c1 - c0) * taps)));
+  for (int64_t k = 0; k < (c1 - c0) * taps; ++k) acc[k] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const int64_t q = i * c + ch;
+      const float* d = PhaseRows(dy + q * g.oh * g.ow, g, p, rows);
+      if (dx) PhaseBackwardData(d, w + ch * taps, g, p, d4, dx + q * g.h * g.w);
+      SplitPhases(x + q * g.h * g.w, g, p, buf);
+      DwWeightGradFlat(d, buf, acc + (ch - c0) * taps, p.fwd);
+    }
+  }
+  for (int64_t ch = c0; ch < c1; ++ch) {
+    for (int64_t t = 0; t < taps; ++t) dw[ch * taps + t] = DwLaneTotal(acc[(ch - c0) * taps + t]);
+  }
+}
+
 }  // namespace
+
+// Rows of fewer than 16 elements keep the spread planes: there the per-row splits and joins cost more than
+// the products they save (MobileNet's 96 channels 8x8 -> 4x4, 32 images, dX and dW: 0.306 -> 0.327 ms).
+bool DwPhasesApply(const Geo2D& g) { return DwVectorApplies(g) && g.sh == 2 && g.sw == 2 && g.w >= 16; }
 
 void DwPhaseForward(const float* x, const float* w, const float* bias, float* y, int64_t n, int64_t c, const Geo2D& g,
                     ThreadPool* pool) {
@@ -204,36 +221,6 @@ void DwPhaseBackwardData(const float* dy, const float* w, float* dx, int64_t n, 
     }
   });
 }
-
-namespace {
-
-// dW lanes of channels [c0, c1) (the images in order for each), and with dx non-null their dX, in one pass:
-// the images in order and for each image the block's planes, as DwBackwardBlock.
-__attribute__((target("avx512f"))) void DwPhaseBackwardBlock(const float* dy, const float* x, const float* w,
-                                                             float* dx, float* dw, int64_t n, int64_t c, int64_t c0,
-                                                             int64_t c1, const Geo2D& g, const DwPhases& p) {
-  const int64_t taps = g.kh * g.kw;
-  float* buf = ThreadBuffer<float>(0, static_cast<size_t>(5 * p.size()));  // the phases of x, dY's rows
-  float* rows = buf + 4 * p.size();
-  float* d4 = dx ? ThreadBuffer<float>(1, static_cast<size_t>(4 * p.size())) : nullptr;
-  if (!p.direct) std::fill(rows, rows + p.size(), 0.0f);
-  __m512* acc = reinterpret_cast<__m512*>(ThreadBuffer<DwLanes>(0, static_cast<size_t>((c1 - c0) * taps)));
-  for (int64_t k = 0; k < (c1 - c0) * taps; ++k) acc[k] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      const int64_t q = i * c + ch;
-      const float* d = PhaseRows(dy + q * g.oh * g.ow, g, p, rows);
-      if (dx) PhaseBackwardData(d, w + ch * taps, g, p, d4, dx + q * g.h * g.w);
-      SplitPhases(x + q * g.h * g.w, g, p, buf);
-      DwWeightGradFlat(d, buf, acc + (ch - c0) * taps, p.fwd);
-    }
-  }
-  for (int64_t ch = c0; ch < c1; ++ch) {
-    for (int64_t t = 0; t < taps; ++t) dw[ch * taps + t] = DwLaneTotal(acc[(ch - c0) * taps + t]);
-  }
-}
-
-}  // namespace
 
 void DwPhaseBackward(const float* dy, const float* x, const float* w, float* dx, float* dw, int64_t n, int64_t c,
                      const Geo2D& g, ThreadPool* pool) {

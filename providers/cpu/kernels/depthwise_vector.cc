@@ -301,11 +301,12 @@ void DwBackwardVector(const float* dy, const float* x, const float* w, float* dx
 
 bool DwVectorForward(const float* x, const float* w, const float* bias, float* y, int64_t n, int64_t c, const Geo2D& g,
                      ThreadPool* pool) {
+  if (!DwVectorApplies(g)) return false;
   if (DwPhasesApply(g)) {
     DwPhaseForward(x, w, bias, y, n, c, g, pool);
     return true;
   }
-  if (DwVectorApplies(g) && DwSmallPlanes(g)) {
+  if (DwSmallPlanes(g)) {
     const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw);
     ParallelFor(pool, c, 2.0 * static_cast<double>(n * g.h * g.w * g.kh * g.kw), [&](int64_t c0, int64_t c1) {
       if (flat.taps == 9) DwForwardSmall<9>(x, w, bias, y, n, c, c0, c1, g, flat);
@@ -313,87 +314,79 @@ bool DwVectorForward(const float* x, const float* w, const float* bias, float* y
     });
     return true;
   }
-  if (DwVectorApplies(g)) {
-    const bool direct = DwSameSize(g);
-    const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw);
-    ParallelFor(pool, n * c, 2.0 * static_cast<double>(g.h * g.w * g.kh * g.kw), [&](int64_t p0, int64_t p1) {
-      float* full = direct ? nullptr : ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w));
-      for (int64_t q = p0; q < p1; ++q) {
-        const int64_t ch = q % c;
-        float* yq = y + q * g.oh * g.ow;
-        DwForwardFlat(x + q * g.h * g.w, w + ch * g.kh * g.kw, bias ? bias[ch] : 0.0f, direct ? yq : full, flat);
-        if (direct) continue;
-        for (int64_t r = 0; r < g.oh; ++r) {
-          for (int64_t o = 0; o < g.ow; ++o) yq[r * g.ow + o] = full[r * g.sh * g.w + o * g.sw];
-        }
+  const bool direct = DwSameSize(g);
+  const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw);
+  ParallelFor(pool, n * c, 2.0 * static_cast<double>(g.h * g.w * g.kh * g.kw), [&](int64_t p0, int64_t p1) {
+    float* full = direct ? nullptr : ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w));
+    for (int64_t q = p0; q < p1; ++q) {
+      const int64_t ch = q % c;
+      float* yq = y + q * g.oh * g.ow;
+      DwForwardFlat(x + q * g.h * g.w, w + ch * g.kh * g.kw, bias ? bias[ch] : 0.0f, direct ? yq : full, flat);
+      if (direct) continue;
+      for (int64_t r = 0; r < g.oh; ++r) {
+        for (int64_t o = 0; o < g.ow; ++o) yq[r * g.ow + o] = full[r * g.sh * g.w + o * g.sw];
       }
-    });
-    return true;
-  }
-  return false;
+    }
+  });
+  return true;
 }
 
 bool DwVectorBackwardData(const float* dy, const float* w, float* dx, int64_t n, int64_t c, const Geo2D& g,
                           ThreadPool* pool) {
+  if (!DwVectorApplies(g)) return false;
   if (DwPhasesApply(g)) {
     DwPhaseBackwardData(dy, w, dx, n, c, g, pool);
     return true;
   }
-  if (DwVectorApplies(g)) {
-    // The flat kernel over dY itself when the output is x's size at stride 1, else over dY spread into
-    // x's plane; the window flipped.
-    const bool spread = !DwSameSize(g);
-    const int64_t taps = g.kh * g.kw;
-    const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw, g.dh, g.dw);
-    ParallelFor(pool, n * c, 2.0 * static_cast<double>(g.h * g.w * taps), [&](int64_t p0, int64_t p1) {
-      float* z = spread ? ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w)) : nullptr;
-      if (z) std::fill(z, z + g.h * g.w, 0.0f);
-      float flipped[kDwMaxTaps];
-      for (int64_t q = p0; q < p1; ++q) {
-        const int64_t ch = q % c;
-        for (int64_t t = 0; t < taps; ++t) flipped[t] = w[ch * taps + taps - 1 - t];
-        const float* src = dy + q * g.oh * g.ow;
-        if (z) {
-          Spread(src, g, z);
-          src = z;
-        }
-        DwForwardFlat(src, flipped, 0.0f, dx + q * g.h * g.w, flat);
+
+  // The flat kernel over dY itself when the output is x's size at stride 1, else over dY spread into
+  // x's plane; the window flipped.
+  const bool spread = !DwSameSize(g);
+  const int64_t taps = g.kh * g.kw;
+  const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw, g.dh, g.dw);
+  ParallelFor(pool, n * c, 2.0 * static_cast<double>(g.h * g.w * taps), [&](int64_t p0, int64_t p1) {
+    float* z = spread ? ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w)) : nullptr;
+    if (z) std::fill(z, z + g.h * g.w, 0.0f);
+    float flipped[kDwMaxTaps];
+    for (int64_t q = p0; q < p1; ++q) {
+      const int64_t ch = q % c;
+      for (int64_t t = 0; t < taps; ++t) flipped[t] = w[ch * taps + taps - 1 - t];
+      const float* src = dy + q * g.oh * g.ow;
+      if (z) {
+        Spread(src, g, z);
+        src = z;
       }
-    });
-    return true;
-  }
-  return false;
+      DwForwardFlat(src, flipped, 0.0f, dx + q * g.h * g.w, flat);
+    }
+  });
+  return true;
 }
 
 bool DwVectorBackwardWeights(const float* dy, const float* x, float* dw, int64_t n, int64_t c, const Geo2D& g,
                              ThreadPool* pool) {
+  if (!DwVectorApplies(g)) return false;
   if (DwPhasesApply(g)) {
     DwPhaseBackward(dy, x, nullptr, nullptr, dw, n, c, g, pool);
     return true;
   }
-  if (DwVectorApplies(g)) {
-    const bool spread = !DwSameSize(g);
-    const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw);
-    ParallelFor(pool, c, 2.0 * static_cast<double>(n * g.h * g.w * g.kh * g.kw), [&](int64_t c0, int64_t c1) {
-      float* z = spread ? ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w)) : nullptr;
-      if (z) std::fill(z, z + g.h * g.w, 0.0f);
-      for (int64_t ch = c0; ch < c1; ++ch) {
-        DwWeightGradChannel(dy + ch * g.oh * g.ow, x + ch * g.h * g.w, dw + ch * g.kh * g.kw, n, c, g, flat, z);
-      }
-    });
-    return true;
-  }
-  return false;
+
+  const bool spread = !DwSameSize(g);
+  const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw);
+  ParallelFor(pool, c, 2.0 * static_cast<double>(n * g.h * g.w * g.kh * g.kw), [&](int64_t c0, int64_t c1) {
+    float* z = spread ? ThreadBuffer<float>(0, static_cast<size_t>(g.h * g.w)) : nullptr;
+    if (z) std::fill(z, z + g.h * g.w, 0.0f);
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      DwWeightGradChannel(dy + ch * g.oh * g.ow, x + ch * g.h * g.w, dw + ch * g.kh * g.kw, n, c, g, flat, z);
+    }
+  });
+  return true;
 }
 
 bool DwVectorBackward(const float* dy, const float* x, const float* w, float* dx, float* dw, int64_t n, int64_t c,
                       const Geo2D& g, ThreadPool* pool) {
-  if (DwPhasesApply(g)) {
-    DwPhaseBackward(dy, x, w, dx, dw, n, c, g, pool);
-    return true;
-  }
   if (!DwVectorApplies(g)) return false;
-  DwBackwardVector(dy, x, w, dx, dw, n, c, g, pool);
+  if (DwPhasesApply(g)) DwPhaseBackward(dy, x, w, dx, dw, n, c, g, pool);
+  else DwBackwardVector(dy, x, w, dx, dw, n, c, g, pool);
   return true;
 }
 

@@ -47,15 +47,11 @@ __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* 
   }
 }
 
-__attribute__((target("avx512f"))) inline __mmask16 MaskOf(int64_t count) {
-  return count >= 16 ? static_cast<__mmask16>(0xffff) : count <= 0 ? 0 : static_cast<__mmask16>((1u << count) - 1);
-}
-
 template <bool TA>
 __attribute__((target("avx512f"))) void Tiles(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                                               const float* bp, int64_t np, float beta, float* c, int64_t ldc) {
   for (int64_t j = 0; j < n; j += 32) {
-    const __mmask16 m0 = MaskOf(n - j), m1 = MaskOf(n - j - 16);
+    const __mmask16 m0 = FirstLanes(n - j), m1 = FirstLanes(n - j - 16);
     int64_t i = 0;
     for (; i + 8 <= m; i += 8) Tile<8, TA>(a, lda, bp, np, k, i, j, alpha, beta, c, ldc, m0, m1);
     switch (m - i) {
