@@ -164,9 +164,11 @@ Status Bench(const std::vector<std::string>& args) {
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       const double gflop = matrix_flops * per_step / 1e9, matrix_ms = matrix_nanos / 1e6 * per_step;
       const double floor_ms = gflop / (peak * cores) * 1e3;
+      // FLOPs as the definitions count them: Winograd's 3x3 convolutions (winograd.h) do fewer products, so
+      // a model that runs them may finish below this floor.
       std::printf("matrix ops (MatMul, Gemm, convolutions, their gradients): %.3f GFLOP/step in %.3f ms, %.1f "
-                  "GFLOP/s; one core's %s FMA peak %.1f GFLOP/s, so on %d core%s they need at least %.3f ms: the "
-                  "median step is %.2fx that floor\n",
+                  "GFLOP/s; one core's %s FMA peak %.1f GFLOP/s, so on %d core%s they need at least %.3f ms "
+                  "(direct products; Winograd convolutions do fewer): the median step is %.2fx that floor\n",
                   gflop, matrix_ms, gflop / matrix_ms * 1e3, isa, peak, cores, cores == 1 ? "" : "s", floor_ms,
                   median / floor_ms);
       profile_json = StrCat(", \"matrix_gflop_per_step\": ", gflop, ", \"matrix_ms_per_step\": ", matrix_ms,

@@ -1,7 +1,8 @@
 // Conv (and FusedConv with ReLU) and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for
 // 1-D, 2-D and 3-D inputs;
 // stride-1 2-D convolutions of float32 on AVX-512 CPUs (and stride-2 3x3 ones where its row tiles take them)
-// by the direct kernel of direct_conv.h, elsewhere as
+// by the direct kernel of direct_conv.h, or for 3x3 windows with pads of at most 1 and 8 or more channels
+// each side by Winograd's F(2x2, 3x3) (winograd.h), elsewhere as
 // kh * kw GEMMs over the padded-rows layout of conv_geometry.h (or one GEMM over that layout's patch matrix
 // when there are few input channels).
 #include <immintrin.h>
@@ -18,6 +19,7 @@
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cpu/kernels/pool.h"
 #include "providers/cpu/kernels/vrows.h"
+#include "providers/cpu/kernels/winograd.h"
 
 namespace ontrain {
 namespace cpu {
@@ -88,6 +90,8 @@ class ConvKernel : public OpKernel {
     padded_ = PaddedRows::Applies(in_, geo_);
     wr_ = 0;
     direct_ = false;
+    wino_ = false;
+    slot_images_ = 1;
     if (!padded_ && x->dtype() == DType::kFloat32 && DirectConv2D::Available() && in_.size() == 2 &&
         geo_.strides == Shape{2, 2} && std::all_of(geo_.pads.begin(), geo_.pads.end(), [](int64_t p) { return p >= 0; })) {
       // Stride 2 (downsampling): the direct kernel's row tiles where they take the window and channels.
@@ -120,6 +124,14 @@ class ConvKernel : public OpKernel {
         col_ = dc_.work_size();
         wr_ = group_ * dc_.packed_size();
       }
+      // 3x3 windows of enough channels: Winograd's F(2x2, 3x3), blocks of images per call (winograd.h).
+      wino_ = x->dtype() == DType::kFloat32 && group_ == 1 && Winograd3x3::Applies(rows_, c, m);
+      if (wino_) {
+        wg_ = Winograd3x3(rows_, c, m);
+        col_ = wg_.work_size();
+        wr_ = wg_.packed_size();
+        slot_images_ = wg_.block();
+      }
     }
     slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
     if (!pool_) {
@@ -133,7 +145,8 @@ class ConvKernel : public OpKernel {
     // MaxPool's output dims, floor((d - 2) / 2) + 1, and per thread one image's activations.
     pooled_ = {out_[0] >= 2 ? (out_[0] - 2) / 2 + 1 : 0, out_[1] >= 2 ? (out_[1] - 2) / 2 + 1 : 0};
     const Shape z = {x->dim(0), m, pooled_[0], pooled_[1]};
-    size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + slots_ * m * ShapeNumElements(out_)) * DTypeSize(x->dtype());
+    size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + slots_ * slot_images_ * m * ShapeNumElements(out_)) *
+                   DTypeSize(x->dtype());
     // Whole planes through VPlanesMaxPool2x2 (or its Codes form) where MaxPool takes them; window codes
     // elsewhere need each image's int64 indices in a buffer of its thread first.
     planes_2x2_ = x->dtype() == DType::kFloat32 && VPlaneMaxPoolAvailable() &&
@@ -162,7 +175,8 @@ class ConvKernel : public OpKernel {
       T* scratch = static_cast<T*>(ctx.scratch());
       // Where image i's output goes (a thread's slot of the scratch when pooled), and what follows it.
       auto image_out = [&](int64_t i, int64_t slot) {
-        return pool_ ? scratch + col_ * slots_ + wr_ + slot * m * osize : ctx.output(0)->data<T>() + i * m * osize;
+        return pool_ ? scratch + col_ * slots_ + wr_ + slot * slot_images_ * m * osize
+                     : ctx.output(0)->data<T>() + i * m * osize;
       };
       auto finish = [&](int64_t i, T* yi, int64_t slot) {
         if (fused_) ReluInPlace(yi, m * osize);
@@ -194,6 +208,22 @@ class ConvKernel : public OpKernel {
       }
       double cost = 2.0 * static_cast<double>(m * cg * ksize * osize);
       if constexpr (std::is_same_v<T, float>) {
+        if (wino_) {  // blocks of wg_.block() images; each image's outputs whatever its block
+          float* packed = scratch + col_ * slots_;
+          wg_.PackWeights(w.data<float>(), c * 9, 9, false, packed);
+          const int64_t blk = wg_.block();
+          ParallelFor(ctx.thread_pool(), (n + blk - 1) / blk, cost * static_cast<double>(blk), [&](int64_t b0, int64_t b1) {
+            const int64_t slot = next_slot++ % slots_;
+            float* work = scratch + slot * col_;
+            for (int64_t bi = b0; bi < b1; ++bi) {
+              const int64_t i0 = bi * blk, nb = std::min(blk, n - i0);
+              float* yb = image_out(i0, slot);
+              wg_.Run(x.data<float>() + i0 * c * isize, nb, packed, b ? b->data<float>() : nullptr, yb, work);
+              for (int64_t j = 0; j < nb; ++j) finish(i0 + j, yb + j * m * osize, slot);
+            }
+          });
+          return Status::OK();
+        }
         if (direct_) {
           float* packed = scratch + col_ * slots_;
           const float* pw = w.data<float>();
@@ -364,6 +394,9 @@ class ConvKernel : public OpKernel {
   bool im2col_ = false;  // padded rows through one patch matrix (few input channels)
   bool direct_ = false;  // padded rows through DirectConv2D (float32, AVX-512)
   DirectConv2D dc_;
+  bool wino_ = false;  // padded rows through Winograd3x3 (float32, AVX-512, 3x3, one group)
+  Winograd3x3 wg_;
+  int64_t slot_images_ = 1;  // pool_: images per thread's activation buffer (a Winograd block)
   PaddedRows rows_;
   int64_t wr_ = 0;  // elements of the split weights (padded rows)
   int64_t col_ = 0;  // elements of one thread's work memory (a patch matrix, or the padded-rows buffers)

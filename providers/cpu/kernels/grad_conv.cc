@@ -12,6 +12,7 @@
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cpu/kernels/pool.h"
 #include "providers/cpu/kernels/vrows.h"
+#include "providers/cpu/kernels/winograd.h"
 
 namespace ontrain {
 namespace cpu {
@@ -25,8 +26,10 @@ namespace {
 // into shifted views of a padded dX, dW from patch matrices of one copy per patch row (dY gets zero gaps;
 // the per-image column count is rows_.n). Where the CPU has AVX-512 and the data is float32, such a dX is
 // instead the stride-1 convolution of dY with the weights transposed and flipped (pads d * (k - 1) - p),
-// run by the forward pass's direct kernel (direct_conv.h), and the dW of 3x3 windows with strides 1 or 2
-// (dilation 1) by DirectWeightGrad3x3 over padded images and dY transposed, chunk by chunk as the GEMMs.
+// run by the forward pass's direct kernel (direct_conv.h) or, where it takes the shape, Winograd's
+// F(2x2, 3x3) (winograd.h: pads of at most 1, so not the dX of an unpadded convolution), and the dW of 3x3
+// windows with strides 1 or 2 (dilation 1) by DirectWeightGrad3x3 over padded images and dY transposed,
+// chunk by chunk as the GEMMs.
 class ConvGradKernel : public OpKernel {
  public:
   explicit ConvGradKernel(const NodeInfo& info)
@@ -103,10 +106,11 @@ class ConvGradKernel : public OpKernel {
     // Padded rows, dX: per thread one padded image and dY with gaps; after everything, the split weights.
     dxwork_ = pad_ + mg * o;
     dx_direct_ = false;
+    dx_wino_ = false;
     if (padded_ && ctx.output_requested(0) && x->dtype() == DType::kFloat32 && !rows_.trivial() &&
         !IsDepthwise2D(c, m, group_, in_.size()) && DirectConv2D::Available()) {
       dx_direct_ = TransposedRows(c, m);
-      if (dx_direct_) dxwork_ = dxc_.work_size();
+      if (dx_direct_) dxwork_ = dx_wino_ ? dxg_.work_size() : dxc_.work_size();
     }
     // dW of 3x3 windows (float32, AVX-512): the direct kernel over a chunk's padded images and transposed dY.
     // Strides 1 or 2.
@@ -132,7 +136,9 @@ class ConvGradKernel : public OpKernel {
     }
     int64_t elems = std::max(padded_ ? dxwork_ * slots_ : col_ * slots_, dw_elems);
     wr_offset_ = elems;
-    if (padded_ && ctx.output_requested(0)) elems += dx_direct_ ? group_ * dxc_.packed_size() : w->NumElements();
+    if (padded_ && ctx.output_requested(0)) {
+      elems += !dx_direct_ ? w->NumElements() : dx_wino_ ? dxg_.packed_size() : group_ * dxc_.packed_size();
+    }
     // MaxPoolReluConvGrad: dY image by image into a buffer per thread where only the direct weight gradient
     // reads it (one group, no dX), with each image's row sums for dB (doubles, two floats each); else dY whole.
     per_image_ = pooled_ && dw_direct_ && group_ == 1 && !ctx.output_requested(0);
@@ -177,7 +183,23 @@ class ConvGradKernel : public OpKernel {
       }
       // 1. dX: images in parallel, each with its own patch matrix (the same calls whatever the threads).
       if constexpr (std::is_same_v<T, float>) {
-        if (dx && dx_direct_) {
+        if (dx && dx_wino_) {
+          // Output channel ci of the transposed convolution reads input channel (dY's) co through the
+          // forward weight W[co, ci] flipped in space; blocks of dxg_.block() images.
+          float* packed = scratch + wr_offset_;
+          dxg_.PackWeights(w.data<float>(), 9, c * 9, true, packed);
+          const int64_t blk = dxg_.block();
+          std::atomic<int> next_slot{0};
+          ParallelFor(ctx.thread_pool(), (n + blk - 1) / blk, 2.0 * static_cast<double>(blk * m * c * 9 * osize),
+                      [&](int64_t b0, int64_t b1) {
+                        float* work = scratch + (next_slot++ % slots_) * dxwork_;
+                        for (int64_t bi = b0; bi < b1; ++bi) {
+                          const int64_t i0 = bi * blk;
+                          dxg_.Run(dyp + i0 * m * osize, std::min(blk, n - i0), packed, nullptr,
+                                   dx->data<float>() + i0 * c * isize, work);
+                        }
+                      });
+        } else if (dx && dx_direct_) {
           float* packed = scratch + wr_offset_;
           const float* pw = w.data<float>();
           const int64_t kk = ksize;
@@ -450,6 +472,12 @@ class ConvGradKernel : public OpKernel {
     StatusOr<Shape> back = t.OutputDims(out_);
     if (!back.ok() || back.value() != in_) return false;  // no such convolution: dX keeps the GEMM path
     PaddedRows rows(out_, in_, t);
+    // 3x3 windows of enough channels: Winograd's F(2x2, 3x3) (winograd.h).
+    if (group_ == 1 && Winograd3x3::Applies(rows, m, c)) {
+      dx_wino_ = true;
+      dxg_ = Winograd3x3(rows, m, c);
+      return true;
+    }
     if (!DirectConv2D::Fits(rows)) return false;
     // Unpadded windows pad dY by k - 1 on each side, and the direct kernel computes whole vectors: the CNN's
     // 11x11 dY in 15x15 planes made 193 positions per image against the GEMMs' 141 (its ConvGrad went
@@ -498,8 +526,10 @@ class ConvGradKernel : public OpKernel {
   bool padded_ = false;
   PaddedRows rows_;
   int64_t pad_ = 0;  // elements of one padded image (padded rows only)
-  bool dx_direct_ = false;  // dX by DirectConv2D (dxc_) over dY
+  bool dx_direct_ = false;  // dX by DirectConv2D (dxc_) or, where dx_wino_, Winograd3x3 (dxg_) over dY
   DirectConv2D dxc_;
+  bool dx_wino_ = false;
+  Winograd3x3 dxg_;
   bool dw_direct_ = false;  // dW by DirectWeightGrad3x3 (dwk_)
   bool dw_pointwise_ = false;  // dW of a 1x1 window without pads: one GEMM per image
   int64_t dw_gather_ = 0;      // with strides: elements of one image's gathered samples (per group), else 0
