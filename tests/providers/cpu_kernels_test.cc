@@ -273,8 +273,9 @@ TEST(CpuKernelsTest, WhereBroadcastRowsMatchDefinition) {
 // of 4 to 40, so one to three vectors per row, and a 36x36 plane); pads wider than the stride-2 grid keep
 // the plane loops, as does every case elsewhere.
 // 3x3 windows at stride 1 with pads of at most 1 and 8 or more channels each side run on Winograd's
-// F(2x2, 3x3) instead (winograd.h): here the forward passes of the 16-channel case, the CNN's second layer
-// and the 32 -> 8 rows of 15, and dX of the 16-channel case (winograd_test.cc checks it more closely).
+// F(2x2, 3x3) instead (winograd.h): here the forward passes and dX of the 16-channel case, the CNN's second
+// layer and the 32 -> 8 rows of 15 (dX of the unpadded two by the adjoint transforms; winograd_test.cc
+// checks them more closely).
 // Everything else on patch matrices and GEMMs.
 TEST(CpuKernelsTest, ConvFloat32MatchesDefinition) {
   struct Case {

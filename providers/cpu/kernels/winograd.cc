@@ -259,21 +259,36 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformOutput(const float
   }
 }
 
+Winograd3x3 Winograd3x3::InputGrad(const PaddedRows& rows, int64_t cin, int64_t cout) {
+  Winograd3x3 k(rows, cout, cin);
+  k.input_grad_ = true;
+  return k;
+}
+
 void Winograd3x3::Run(const float* x, int64_t images, const float* packed, const float* bias, float* y,
                       float* work) const {
-  float* xp = work;
+  float* xp = work;  // the padded images, or (input_grad_) one plane of dX
   float* v = xp + images_ * cin_ * plane_ + kSlack;
   float* m = v + 16 * vplane_;
   const int64_t nkb = cout_pad_ / kBlock;
-  const int64_t isize = cin_ * rows_.h * rows_.w, osize = cout_ * rows_.oh * rows_.ow;
+  const int64_t in_plane = input_grad_ ? rows_.oh * rows_.ow : rows_.h * rows_.w;
+  const int64_t out_plane = input_grad_ ? rows_.h * rows_.w : rows_.oh * rows_.ow;
   for (int64_t b0 = 0; b0 < images; b0 += images_) {
     const int64_t nb = std::min(images_, images - b0), count = RoundUp16(nb * tiles_);
-    TransformInput(x + b0 * isize, nb, xp, v);
+    if (input_grad_) {
+      TransformOutputGrad(x + b0 * cin_ * in_plane, nb, v);
+    } else {
+      TransformInput(x + b0 * cin_ * in_plane, nb, xp, v);
+    }
     for (int64_t kb = 0; kb < nkb; ++kb) {
       for (int64_t xi = 0; xi < 16; ++xi) {
         Products(packed + (xi * nkb + kb) * cin_ * kBlock, v + xi * vplane_, cin_, ld_, count, m + xi * mplane_);
       }
-      TransformOutput(m, kb, nb, bias, y + b0 * osize);
+      if (input_grad_) {
+        ScatterInputGrad(m, kb, nb, xp, y + b0 * cout_ * out_plane);
+      } else {
+        TransformOutput(m, kb, nb, bias, y + b0 * cout_ * out_plane);
+      }
     }
   }
 }

@@ -14,7 +14,8 @@
 // infinity (inf - inf in the output transform). Each output is the same sum whatever the images beside it,
 // so results do not depend on blocks or threads. Measured on Zen 4, one core, 32 images, against the
 // direct kernel: 16 channels at 32x32 1.55 -> 1.11 ms, 32 at 16x16 1.29 -> 0.99, 64 at 8x8 1.17 -> 0.94,
-// the benchmark CNN's 32 -> 64 at 13x13 1.33 -> 1.08 (its 11x11 outputs take 6x6 tiles, a fifth more).
+// the benchmark CNN's 32 -> 64 at 13x13 1.33 -> 1.08 (its 11x11 outputs take 6x6 tiles, a fifth more);
+// ConvGrad's dX of the same layers 1.60 -> 1.15, 1.31 -> 0.99, 1.17 -> 0.97 and 1.33 -> 1.22 ms.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,11 @@ class Winograd3x3 {
 
   Winograd3x3() = default;
   Winograd3x3(const PaddedRows& rows, int64_t cin, int64_t cout);
+  // ConvGrad's dX of the convolution `rows`, cin -> cout, by the adjoint of each step (winograd_grad.cc):
+  // dY's 2x2 tiles go to A f A^T, the products run from cout to cin with the same transformed weights (pack
+  // them with PackWeights(w, 9, cin * 9, false, ...)), and B W B^T of each tile is added into dX's 4x4
+  // block; Run then takes dY [images, cout, oh, ow] and writes dX [images, cin, h, w] (no bias).
+  static Winograd3x3 InputGrad(const PaddedRows& rows, int64_t cin, int64_t cout);
 
   // Images per block: Run transforms that many together so the products see enough tiles.
   int64_t block() const { return images_; }
@@ -60,9 +66,14 @@ class Winograd3x3 {
   void TransformInput(const float* x, int64_t images, float* xp, float* v) const;
   // Outputs kb * 8 .. kb * 8 + 7 of `images` images from their products m [16][8][ld_].
   void TransformOutput(const float* m, int64_t kb, int64_t images, const float* bias, float* y) const;
+  // InputGrad: dY's tiles A f A^T into V [16][cin][ld_], and dX's channels kb * 8 .. kb * 8 + 7 from the
+  // products m, each image's plane summed in `plane` (the padded input's size) and cropped into dx.
+  void TransformOutputGrad(const float* dy, int64_t images, float* v) const;
+  void ScatterInputGrad(const float* m, int64_t kb, int64_t images, float* plane, float* dx) const;
 
-  PaddedRows rows_;
-  int64_t cin_ = 0, cout_ = 0, cout_pad_ = 0;
+  PaddedRows rows_;  // the forward convolution's layout
+  bool input_grad_ = false;  // InputGrad: cin_ are dY's channels and cout_ dX's
+  int64_t cin_ = 0, cout_ = 0, cout_pad_ = 0;  // the products' inner and outer channels
   int64_t th_ = 0, tw_ = 0, tiles_ = 0;  // tile rows and columns, tiles per image
   int64_t hp_ = 0, wp_ = 0, plane_ = 0;  // the padded copy: 2 th + 2 rows of 2 tw + 2
   int64_t images_ = 1, ld_ = 0;  // images per block; V's and M's rows: a block's tiles in whole vectors, + 16
