@@ -128,6 +128,7 @@ class ConvKernel : public OpKernel {
       wino_ = x->dtype() == DType::kFloat32 && group_ == 1 && Winograd3x3::Applies(rows_, c, m);
       if (wino_) {
         wg_ = Winograd3x3(rows_, c, m);
+        wg_.set_relu(fused_);  // the activation as the outputs are stored, not in a pass after
         col_ = wg_.work_size();
         wr_ = wg_.packed_size();
         slot_images_ = wg_.block();
@@ -219,7 +220,9 @@ class ConvKernel : public OpKernel {
               const int64_t i0 = bi * blk, nb = std::min(blk, n - i0);
               float* yb = image_out(i0, slot);
               wg_.Run(x.data<float>() + i0 * c * isize, nb, packed, b ? b->data<float>() : nullptr, yb, work);
-              for (int64_t j = 0; j < nb; ++j) finish(i0 + j, yb + j * m * osize, slot);
+              if (pool_) {
+                for (int64_t j = 0; j < nb; ++j) Pool(yb + j * m * osize, i0 + j, m, ctx, slot);
+              }
             }
           });
           return Status::OK();

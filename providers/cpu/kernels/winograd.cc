@@ -84,9 +84,10 @@ __attribute__((target("avx512f"))) void InputTiles(const float* r, int64_t wp, f
   }
 }
 
-// A^T M A of 16 tiles of one output channel (m: its 16 products, xi planes `stride` apart),
-// plus the bias when given; row0 and row1 get the tiles' two output rows interleaved (32 columns each).
-__attribute__((target("avx512f"))) void OutputTiles(const float* m, int64_t stride, const float* bias,
+// A^T M A of 16 tiles of one output channel (m: its 16 products, xi planes `stride` apart), plus the bias
+// when given, then max(y, 0) where `relu` (Relu's x > 0 ? x : 0: NaN and -0 give +0); rows[0] and rows[1]
+// get the tiles' two output rows interleaved (32 columns each).
+__attribute__((target("avx512f"))) void OutputTiles(const float* m, int64_t stride, const float* bias, bool relu,
                                                     __m512 rows[2][2]) {
   __m512 q[16];
   for (int k = 0; k < 16; ++k) q[k] = _mm512_loadu_ps(m + k * stride);
@@ -104,6 +105,10 @@ __attribute__((target("avx512f"))) void OutputTiles(const float* m, int64_t stri
       const __m512 b = _mm512_set1_ps(*bias);
       y[a][0] = _mm512_add_ps(y[a][0], b);
       y[a][1] = _mm512_add_ps(y[a][1], b);
+    }
+    if (relu) {  // vmaxps returns its second operand where either is NaN
+      y[a][0] = _mm512_max_ps(y[a][0], _mm512_setzero_ps());
+      y[a][1] = _mm512_max_ps(y[a][1], _mm512_setzero_ps());
     }
   }
   const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -195,8 +200,10 @@ __attribute__((target("avx2,avx512f,avx512vl"))) void Winograd3x3::PackWeights(c
   }
 }
 
-__attribute__((target("avx512f"))) void Winograd3x3::TransformInput(const float* x, int64_t images, float* xp,
-                                                                    float* v) const {
+// The buffers are __restrict__: otherwise the compiler reloads the members after every store through them.
+__attribute__((target("avx512f"))) void Winograd3x3::TransformInput(const float* x, int64_t images,
+                                                                    float* __restrict__ xp,
+                                                                    float* __restrict__ v) const {
   const PaddedRows& pr = rows_;
   const int64_t planes = images * cin_;
   std::fill(xp, xp + planes * plane_ + kSlack, 0.0f);
@@ -229,7 +236,7 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformInput(const float*
 }
 
 __attribute__((target("avx512f"))) void Winograd3x3::TransformOutput(const float* m, int64_t kb, int64_t images,
-                                                                     const float* bias, float* y) const {
+                                                                     const float* bias, float* __restrict__ y) const {
   const int64_t oh = rows_.oh, ow = rows_.ow, osize = oh * ow;
   for (int64_t r = 0; r < kBlock && kb * kBlock + r < cout_; ++r) {
     const int64_t o = kb * kBlock + r;
@@ -239,7 +246,7 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformOutput(const float
       for (int64_t i = 0; i < th_; ++i) {
         for (int64_t j0 = 0; j0 < tw_; j0 += 16) {
           __m512 rows[2][2];
-          OutputTiles(mo + i * tw_ + j0, mplane_, bias ? bias + o : nullptr, rows);
+          OutputTiles(mo + i * tw_ + j0, mplane_, bias ? bias + o : nullptr, relu_, rows);
           const int64_t cols = std::min<int64_t>(ow - 2 * j0, 32);
           for (int a = 0; a < 2 && 2 * i + a < oh; ++a) {
             float* dst = yo + (2 * i + a) * ow + 2 * j0;

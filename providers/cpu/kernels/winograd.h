@@ -55,6 +55,9 @@ class Winograd3x3 {
   // convolution's). Layout [xi][cout_pad / 8][cin][8].
   void PackWeights(const float* w, int64_t so, int64_t si, bool flipped, float* packed) const;
 
+  // Relu on each output as it is stored (FusedConv), with Relu's bits.
+  void set_relu(bool relu) { relu_ = relu; }
+
   // y [images, cout, oh, ow] (+ bias[o] when given) = the convolution of x [images, cin, h, w] with the
   // packed weights. `work` holds work_size() floats.
   void Run(const float* x, int64_t images, const float* packed, const float* bias, float* y, float* work) const;
@@ -63,9 +66,9 @@ class Winograd3x3 {
   static constexpr int64_t kSlack = 64;  // floats after a buffer: vector loads may read past its end
 
   // The padded copies of `images` images and their transforms V [16][cin][ld_] (zeros past the tiles).
-  void TransformInput(const float* x, int64_t images, float* xp, float* v) const;
+  void TransformInput(const float* x, int64_t images, float* __restrict__ xp, float* __restrict__ v) const;
   // Outputs kb * 8 .. kb * 8 + 7 of `images` images from their products m [16][8][ld_].
-  void TransformOutput(const float* m, int64_t kb, int64_t images, const float* bias, float* y) const;
+  void TransformOutput(const float* m, int64_t kb, int64_t images, const float* bias, float* __restrict__ y) const;
   // InputGrad: dY's tiles A f A^T into V [16][cin][ld_], and dX's channels kb * 8 .. kb * 8 + 7 from the
   // products m, each image's plane summed in `plane` (the padded input's size) and cropped into dx.
   void TransformOutputGrad(const float* dy, int64_t images, float* v) const;
@@ -73,6 +76,7 @@ class Winograd3x3 {
 
   PaddedRows rows_;  // the forward convolution's layout
   bool input_grad_ = false;  // InputGrad: cin_ are dY's channels and cout_ dX's
+  bool relu_ = false;
   int64_t cin_ = 0, cout_ = 0, cout_pad_ = 0;  // the products' inner and outer channels
   int64_t th_ = 0, tw_ = 0, tiles_ = 0;  // tile rows and columns, tiles per image
   int64_t hp_ = 0, wp_ = 0, plane_ = 0;  // the padded copy: 2 th + 2 rows of 2 tw + 2

@@ -53,20 +53,23 @@ __attribute__((target("avx512f"))) inline void PutRow(float* row, int64_t n, boo
 
 __attribute__((target("avx512f"))) void Winograd3x3::TransformOutputGrad(const float* dy, int64_t images,
                                                                          float* v) const {
-  const int64_t oh = rows_.oh, ow = rows_.ow, osize = oh * ow;
+  // Members copied to locals: the stores through v could alias them, and the compiler reloaded them after
+  // each store.
+  const int64_t oh = rows_.oh, ow = rows_.ow, osize = oh * ow, cin = cin_, ld = ld_, tiles = tiles_;
+  const int64_t th = th_, tw = tw_, vplane = vplane_;
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512 zero = _mm512_setzero_ps();
   // Each row of V in increasing tile order: a store's lanes past its tiles are written over by the next
   // store or land in the row's slack, as in TransformInput.
-  for (int64_t c = 0; c < cin_; ++c) {
+  for (int64_t c = 0; c < cin; ++c) {
     for (int64_t b = 0; b < images; ++b) {
-      const float* d = dy + (b * cin_ + c) * osize;
-      float* vc = v + c * ld_ + b * tiles_;
-      for (int64_t i = 0; i < th_; ++i) {
+      const float* d = dy + (b * cin + c) * osize;
+      float* vc = v + c * ld + b * tiles;
+      for (int64_t i = 0; i < th; ++i) {
         const float* r0 = d + 2 * i * ow;
         const bool second = 2 * i + 1 < oh;
-        for (int64_t j0 = 0; j0 < tw_; j0 += 16) {
+        for (int64_t j0 = 0; j0 < tw; j0 += 16) {
           const int64_t cols = ow - 2 * j0;
           const __mmask16 m0 = FirstLanes(cols), m1 = FirstLanes(cols - 16);
           const __m512 a0 = _mm512_maskz_loadu_ps(m0, r0 + 2 * j0), a1 = _mm512_maskz_loadu_ps(m1, r0 + 2 * j0 + 16);
@@ -80,16 +83,16 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformOutputGrad(const f
           for (int n = 0; n < 4; ++n) {
             __m512 z[4];  // A down the rows: z[m] is position 4 m + n
             ApplyA(g[0][n], g[1][n], z);
-            for (int m = 0; m < 4; ++m) _mm512_storeu_ps(vc + (4 * m + n) * vplane_ + i * tw_ + j0, z[m]);
+            for (int m = 0; m < 4; ++m) _mm512_storeu_ps(vc + (4 * m + n) * vplane + i * tw + j0, z[m]);
           }
         }
       }
     }
   }
-  const int64_t used = images * tiles_, count = (used + 15) / 16 * 16;
+  const int64_t used = images * tiles, count = (used + 15) / 16 * 16;
   for (int64_t xi = 0; xi < 16; ++xi) {
-    for (int64_t c = 0; c < cin_; ++c) {
-      float* row = v + xi * vplane_ + c * ld_;
+    for (int64_t c = 0; c < cin; ++c) {
+      float* row = v + xi * vplane + c * ld;
       std::fill(row + used, row + count, 0.0f);
     }
   }
@@ -97,25 +100,28 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformOutputGrad(const f
 
 __attribute__((target("avx512f"))) void Winograd3x3::ScatterInputGrad(const float* m, int64_t kb, int64_t images,
                                                                       float* plane, float* dx) const {
-  const PaddedRows& pr = rows_;
-  const int64_t isize = pr.h * pr.w;
+  const PaddedRows pr = rows_;  // locals, as in TransformOutputGrad: the stores could alias the members
+  const int64_t isize = pr.h * pr.w, cout = cout_, ld = ld_, tiles = tiles_, th = th_, tw = tw_, wp = wp_;
+  const int64_t mplane = mplane_;
   const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  for (int64_t r = 0; r < kBlock && kb * kBlock + r < cout_; ++r) {
+  // (carry, e) -> carry's last lane, then e's first 15: each lane gets its left neighbour's value.
+  const __m512i right = _mm512_setr_epi32(15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30);
+  for (int64_t r = 0; r < kBlock && kb * kBlock + r < cout; ++r) {
     const int64_t o = kb * kBlock + r;
     for (int64_t b = 0; b < images; ++b) {
       // Each 4x4 block's rows go into the plane's rows 2 i .. 2 i + 3: rows 2 and 3 are stored (their first
       // values), rows 0 and 1 added to the previous tile row's. Along a row, columns 2 j and 2 j + 1 take
       // the block's columns 0 and 1 plus the left neighbour's 2 and 3 (a lane to the right; across
       // segments, carried). Each plane entry is stored before it is added to, so the plane needs no zeros.
-      const float* mo = m + r * ld_ + b * tiles_;
-      for (int64_t i = 0; i < th_; ++i) {
+      const float* mo = m + r * ld + b * tiles;
+      for (int64_t i = 0; i < th; ++i) {
         __m512 carry[4][2];
         for (int p = 0; p < 4; ++p) carry[p][0] = carry[p][1] = _mm512_setzero_ps();
-        for (int64_t j0 = 0; j0 < tw_; j0 += 16) {
-          const int64_t lanes = std::min<int64_t>(16, tw_ - j0);
+        for (int64_t j0 = 0; j0 < tw; j0 += 16) {
+          const int64_t lanes = std::min<int64_t>(16, tw - j0);
           __m512 q[16];
-          for (int k = 0; k < 16; ++k) q[k] = _mm512_maskz_loadu_ps(FirstLanes(lanes), mo + k * mplane_ + i * tw_ + j0);
+          for (int k = 0; k < 16; ++k) q[k] = _mm512_maskz_loadu_ps(FirstLanes(lanes), mo + k * mplane + i * tw + j0);
           __m512 s[4][4];  // s[p][n]: B down the transformed rows
           for (int n = 0; n < 4; ++n) {
             __m512 t[4];
@@ -127,17 +133,15 @@ __attribute__((target("avx512f"))) void Winograd3x3::ScatterInputGrad(const floa
           for (int p = 0; p < 4; ++p) {
             __m512 e[4];  // e[k]: column 2 j + k of the block's row p
             ApplyB(s[p], 1, e);
-            const __m512 left2 = _mm512_castsi512_ps(
-                _mm512_alignr_epi32(_mm512_castps_si512(e[2]), _mm512_castps_si512(carry[p][0]), 15));
-            const __m512 left3 = _mm512_castsi512_ps(
-                _mm512_alignr_epi32(_mm512_castps_si512(e[3]), _mm512_castps_si512(carry[p][1]), 15));
+            const __m512 left2 = _mm512_permutex2var_ps(carry[p][0], right, e[2]);
+            const __m512 left3 = _mm512_permutex2var_ps(carry[p][1], right, e[3]);
             const __m512 even = _mm512_add_ps(e[0], left2), odd = _mm512_add_ps(e[1], left3);
-            float* row = plane + (2 * i + p) * wp_ + 2 * j0;
+            float* row = plane + (2 * i + p) * wp + 2 * j0;
             const bool adding = p < 2 && i > 0;
             PutRow(row, n, adding, _mm512_permutex2var_ps(even, lo, odd), _mm512_permutex2var_ps(even, hi, odd));
             carry[p][0] = e[2];
             carry[p][1] = e[3];
-            if (lanes == 16 && j0 + 16 == tw_) {  // the last tile's columns 2 and 3 past the segment
+            if (lanes == 16 && j0 + 16 == tw) {  // the last tile's columns 2 and 3 past the segment
               const __m512 tail = _mm512_permutex2var_ps(e[2], _mm512_setr_epi32(15, 31, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                                                                  0, 0, 0, 0, 0), e[3]);
               PutRow(row + 32, 2, adding, tail, _mm512_setzero_ps());
@@ -145,9 +149,9 @@ __attribute__((target("avx512f"))) void Winograd3x3::ScatterInputGrad(const floa
           }
         }
       }
-      float* out = dx + (b * cout_ + o) * isize;
+      float* out = dx + (b * cout + o) * isize;
       for (int64_t y = 0; y < pr.h; ++y) {
-        std::memcpy(out + y * pr.w, plane + (y + pr.pt) * wp_ + pr.pl, pr.w * sizeof(float));
+        std::memcpy(out + y * pr.w, plane + (y + pr.pt) * wp + pr.pl, pr.w * sizeof(float));
       }
     }
   }
