@@ -17,6 +17,7 @@
 #include "graph/builder.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
+#include "tests/providers/kernel_test_util.h"
 #include "providers/cpu/kernels/depthwise.h"
 #include "providers/cpu/thread_pool.h"
 
@@ -24,14 +25,7 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
-std::vector<float> Uniform(int64_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& f : v) {
-    seed = seed * 1664525u + 1013904223u;
-    f = static_cast<float>(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
-  }
-  return v;
-}
+using kernel_test::Uniform;
 
 // The index of the first element whose bits differ, or -1.
 int64_t FirstDifference(const std::vector<float>& a, const std::vector<float>& b) {

@@ -1,5 +1,6 @@
 // The one-node runner and tensor makers that the CPU kernel tests share (grad_kernels_test,
-// float_kernels_test): a node run through the executor on the CPU provider, at a chosen thread count.
+// float_kernels_test, conv_grad_paths_test, winograd_test): a node run through the executor on the CPU
+// provider, at a chosen thread count.
 #pragma once
 
 #include <random>
@@ -77,6 +78,16 @@ inline Tensor Random(const Shape& shape, uint32_t seed, double lo = -1.0, double
   std::vector<double> v(static_cast<size_t>(ShapeNumElements(shape)));
   for (double& x : v) x = u(rng);
   return Tensor::FromVector(v, shape);
+}
+
+// n floats in [-1, 1) from a linear congruential sequence: the same values on every platform and library.
+inline std::vector<float> Uniform(int64_t n, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) {
+    seed = seed * 1664525u + 1013904223u;
+    f = static_cast<float>(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
+  }
+  return v;
 }
 
 }  // namespace kernel_test

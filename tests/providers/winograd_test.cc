@@ -21,19 +21,13 @@
 #include "graph/builder.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
+#include "tests/providers/kernel_test_util.h"
 
 namespace ontrain {
 namespace cpu {
 namespace {
 
-std::vector<float> Uniform(int64_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& f : v) {
-    seed = seed * 1664525u + 1013904223u;
-    f = static_cast<float>(seed >> 8) / 16777216.0f * 2.0f - 1.0f;
-  }
-  return v;
-}
+using kernel_test::Uniform;
 
 struct Geometry {
   int64_t n, cin, cout, h, w;
