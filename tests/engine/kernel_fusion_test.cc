@@ -145,6 +145,7 @@ TEST(KernelFusionTest, PoolIndicesBecomeWindowCodesWithTheSameBits) {
       {2, 1, 37, 32, true},        // 35x35 -> 17x17
       {2, 1, 14, 8, true},         // 12x12: fewer than 256 positions (8 sum lanes), 8 channels of 16
       {3, 2, 29, 24, true},        // 27x27 -> 13x13, 24 channels: a block of 16 and one of 8
+      {2, 8, 21, 16, false},       // 19x19 on Winograd's kernel: only the 18x18 that is pooled computed
       {2, 3, 14, 8, false, true},  // float64
   };
   for (const Case& t : cases) {
@@ -265,7 +266,8 @@ TEST(KernelFusionTest, FusedConvMatchesConvThenRelu) {
 
 // Conv + Relu + MaxPool(2x2, stride 2) on every path of the Conv kernel, against the three nodes: the pooled
 // values and their indices, with NaNs (which ReLU makes 0) and exact zeros (ties: the first maximum wins);
-// odd output sizes (the last row and column are not pooled), float64, and a MaxPool without Indices.
+// odd output sizes (the last row and column are not pooled), float64, and a MaxPool without Indices (on
+// Winograd's kernel, the CNN's 32 -> 64 at 13x13: only the pooled rows' and columns' tiles computed).
 TEST(KernelFusionTest, FusedConvMaxPoolMatchesTheThreeNodes) {
   struct Case {
     int64_t n, c, h, m, k, stride, pad, group;
@@ -277,7 +279,7 @@ TEST(KernelFusionTest, FusedConvMaxPoolMatchesTheThreeNodes) {
       {2, 32, 13, 64, 3, 1, 0, 1, DType::kFloat32}, {2, 16, 12, 32, 3, 2, 1, 1, DType::kFloat32},
       {2, 8, 9, 12, 1, 1, 0, 1, DType::kFloat32},   {2, 8, 10, 8, 3, 1, 1, 8, DType::kFloat32},
       {2, 6, 9, 10, 3, 1, 1, 2, DType::kFloat32},   {2, 3, 9, 5, 3, 1, 1, 1, DType::kFloat64},
-      {2, 5, 11, 7, 3, 1, 0, 1, DType::kFloat32, false},
+      {2, 5, 11, 7, 3, 1, 0, 1, DType::kFloat32, false}, {2, 32, 13, 64, 3, 1, 0, 1, DType::kFloat32, false},
       // One channel without Indices: 16 channels with pads, 48 on 13x13 (odd), 32 with pads of 2.
       {2, 1, 28, 16, 3, 1, 1, 1, DType::kFloat32, false},
       {3, 1, 15, 48, 3, 1, 0, 1, DType::kFloat32, false},

@@ -145,8 +145,25 @@ class ConvKernel : public OpKernel {
     }
     // MaxPool's output dims, floor((d - 2) / 2) + 1, and per thread one image's activations.
     pooled_ = {out_[0] >= 2 ? (out_[0] - 2) / 2 + 1 : 0, out_[1] >= 2 ? (out_[1] - 2) / 2 + 1 : 0};
+    pool_in_ = out_;
+    // The pooling reads only the first 2 * pooled rows and columns: on Winograd's kernel only their tiles
+    // are computed (the benchmark CNN's 11x11 outputs: 25 tiles of 36), each with the bits it has in the
+    // whole output (a tile's sums do not depend on the others). Not with int64 Indices, which number the
+    // whole output's elements.
+    const bool int64_indices = !compact_ && ctx.num_outputs() > 1 && ctx.output_requested(1);
+    if (wino_ && !int64_indices && pooled_[0] > 0 && pooled_[1] > 0 &&
+        (2 * pooled_[0] < out_[0] || 2 * pooled_[1] < out_[1])) {
+      PaddedRows used = rows_;
+      used.oh = 2 * pooled_[0];
+      used.ow = 2 * pooled_[1];
+      wg_ = Winograd3x3(used, c, m);
+      wg_.set_relu(fused_);
+      col_ = wg_.work_size();
+      slot_images_ = wg_.block();
+      pool_in_ = {used.oh, used.ow};
+    }
     const Shape z = {x->dim(0), m, pooled_[0], pooled_[1]};
-    size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + slots_ * slot_images_ * m * ShapeNumElements(out_)) *
+    size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + slots_ * slot_images_ * m * ShapeNumElements(pool_in_)) *
                    DTypeSize(x->dtype());
     // Whole planes through VPlanesMaxPool2x2 (or its Codes form) where MaxPool takes them; window codes
     // elsewhere need each image's int64 indices in a buffer of its thread first.
@@ -173,10 +190,11 @@ class ConvKernel : public OpKernel {
       int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
       int64_t cg = c / group_, mg = m / group_;
       int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
+      const int64_t posize = pool_ ? ShapeNumElements(pool_in_) : osize;  // one output image as computed
       T* scratch = static_cast<T*>(ctx.scratch());
       // Where image i's output goes (a thread's slot of the scratch when pooled), and what follows it.
       auto image_out = [&](int64_t i, int64_t slot) {
-        return pool_ ? scratch + col_ * slots_ + wr_ + slot * slot_images_ * m * osize
+        return pool_ ? scratch + col_ * slots_ + wr_ + slot * slot_images_ * m * posize
                      : ctx.output(0)->data<T>() + i * m * osize;
       };
       auto finish = [&](int64_t i, T* yi, int64_t slot) {
@@ -221,7 +239,7 @@ class ConvKernel : public OpKernel {
               float* yb = image_out(i0, slot);
               wg_.Run(x.data<float>() + i0 * c * isize, nb, packed, b ? b->data<float>() : nullptr, yb, work);
               if (pool_) {
-                for (int64_t j = 0; j < nb; ++j) Pool(yb + j * m * osize, i0 + j, m, ctx, slot);
+                for (int64_t j = 0; j < nb; ++j) Pool(yb + j * m * posize, i0 + j, m, ctx, slot);
               }
             }
           });
@@ -343,7 +361,7 @@ class ConvKernel : public OpKernel {
   // (relative to y) moved by the image's offset, or (compact_) window codes.
   template <typename T>
   void Pool(const T* y, int64_t i, int64_t m, KernelContext& ctx, int64_t slot) const {
-    const int64_t psize = ShapeNumElements(pooled_), osize = ShapeNumElements(out_);
+    const int64_t psize = ShapeNumElements(pooled_), osize = ShapeNumElements(pool_in_);
     if (psize == 0) return;
     T* z = ctx.output(0)->data<T>() + i * m * psize;
     Tensor* indices = ctx.num_outputs() > 1 ? ctx.output(1) : nullptr;
@@ -351,17 +369,17 @@ class ConvKernel : public OpKernel {
       uint8_t* codes = indices->data<uint8_t>() + i * m * psize;
       if constexpr (std::is_same_v<T, float>) {
         if (planes_2x2_) {
-          VPlanesMaxPool2x2Codes(y, out_[0], out_[1], pooled_[0], pooled_[1], 0, m, z, codes);
+          VPlanesMaxPool2x2Codes(y, pool_in_[0], pool_in_[1], pooled_[0], pooled_[1], 0, m, z, codes);
           return;
         }
       }
       int64_t* ind = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(ctx.scratch()) + index_offset_) + slot * m * psize;
-      MaxPool2D<T>(y, z, ind, 0, m, m, out_, pooled_, pool_geo_, 0);
+      MaxPool2D<T>(y, z, ind, 0, m, m, pool_in_, pooled_, pool_geo_, 0);
       for (int64_t p = 0; p < m; ++p) {
         for (int64_t a = 0; a < pooled_[0]; ++a) {
           for (int64_t b = 0; b < pooled_[1]; ++b) {
             const int64_t e = (p * pooled_[0] + a) * pooled_[1] + b;
-            codes[e] = WindowCode(ind[e] - p * osize, a, b, out_[1], z[e]);
+            codes[e] = WindowCode(ind[e] - p * osize, a, b, pool_in_[1], z[e]);
           }
         }
       }
@@ -371,11 +389,11 @@ class ConvKernel : public OpKernel {
     const int64_t base = i * m * osize;
     if constexpr (std::is_same_v<T, float>) {
       if (planes_2x2_) {
-        VPlanesMaxPool2x2(y, out_[0], out_[1], pooled_[0], pooled_[1], 0, m, z, ind, base);
+        VPlanesMaxPool2x2(y, pool_in_[0], pool_in_[1], pooled_[0], pooled_[1], 0, m, z, ind, base);
         return;
       }
     }
-    MaxPool2D<T>(y, z, ind, 0, m, m, out_, pooled_, pool_geo_, 0);
+    MaxPool2D<T>(y, z, ind, 0, m, m, pool_in_, pooled_, pool_geo_, 0);
     if (ind) {
       for (int64_t k = 0; k < m * psize; ++k) ind[k] += base;
     }
@@ -390,6 +408,7 @@ class ConvKernel : public OpKernel {
   size_t index_offset_ = 0;  // compact_ without planes_2x2_: bytes into the scratch of the int64 indices
   WindowAttrs pool_geo_;
   Shape pooled_;  // pool_: the pooled spatial dims
+  Shape pool_in_;  // pool_: the convolution's outputs as computed and pooled (out_, or its first 2 * pooled_)
   WindowAttrs geo_;
   Shape in_, out_;
   bool padded_ = false;

@@ -207,9 +207,12 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformInput(const float*
   const PaddedRows& pr = rows_;
   const int64_t planes = images * cin_;
   std::fill(xp, xp + planes * plane_ + kSlack, 0.0f);
+  // Rows and columns past the tiles' reach are left out (outputs computed only up to rows_.oh, rows_.ow).
+  const int64_t rows = std::min(pr.h, hp_ - pr.pt), cols = std::min(pr.w, wp_ - pr.pl);
   for (int64_t p = 0; p < planes; ++p) {
-    for (int64_t r = 0; r < pr.h; ++r) {
-      std::copy(x + (p * pr.h + r) * pr.w, x + (p * pr.h + r + 1) * pr.w, xp + p * plane_ + (r + pr.pt) * wp_ + pr.pl);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = x + (p * pr.h + r) * pr.w;
+      std::copy(src, src + cols, xp + p * plane_ + (r + pr.pt) * wp_ + pr.pl);
     }
   }
   // Each row of V in increasing tile order, so that a store's lanes past its tiles are written over by the
