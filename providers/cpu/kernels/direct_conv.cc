@@ -13,34 +13,6 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
-// yp[j, 0..16V-1] (rows ld apart) = sum over input channels c and patch positions k of w[c, k, j] times
-// xp[c * plane + shift[k] + 0..16V-1], for the 8 output channels j of one block: 8V accumulators, V input
-// vectors and a broadcast weight in registers; per (c, k) V loads and 8 broadcasts feed 8V FMAs. Full tiles
-// take V = 3; the last tile of a row of tiles as few vectors as it needs (8x8 planes: 80 positions, not 96).
-template <int V>
-__attribute__((target("avx512f"))) void Tile8(const float* xp, int64_t plane, const int64_t* shift, int64_t kk,
-                                              int64_t cin, const float* w, float* yp, int64_t ld) {
-  __m512 acc[8][V];
-  for (int j = 0; j < 8; ++j) {
-    for (int v = 0; v < V; ++v) acc[j][v] = _mm512_setzero_ps();
-  }
-  for (int64_t c = 0; c < cin; ++c) {
-    const float* xc = xp + c * plane;
-    for (int64_t k = 0; k < kk; ++k, w += 8) {
-      const float* s = xc + shift[k];
-      __m512 x[V];
-      for (int v = 0; v < V; ++v) x[v] = _mm512_loadu_ps(s + 16 * v);
-      for (int j = 0; j < 8; ++j) {
-        const __m512 b = _mm512_set1_ps(w[j]);
-        for (int v = 0; v < V; ++v) acc[j][v] = _mm512_fmadd_ps(b, x[v], acc[j][v]);
-      }
-    }
-  }
-  for (int j = 0; j < 8; ++j) {
-    for (int v = 0; v < V; ++v) _mm512_storeu_ps(yp + j * ld + 16 * v, acc[j][v]);
-  }
-}
-
 // The vector-row tiles: y[j, r * ow + 16 v + 0..15] (output channel j of the 8 of one block, rows osize
 // apart; output row r of R, vector v of V) = the sum over input channels c and patch positions k of
 // w[c, k, j] times xr[c * plane + r * wp + shift[k] + 16 v + 0..15], then bias[j] when given: Tile8's sums

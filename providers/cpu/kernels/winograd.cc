@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/direct_conv.h"
 
 namespace ontrain {
 namespace cpu {
@@ -16,33 +17,15 @@ namespace {
 
 constexpr int64_t RoundUp16(int64_t n) { return (n + 15) / 16 * 16; }
 
-// m [8][16 Q] (rows ld apart) = u [cin][8]^T v [cin][16 Q] (rows ld apart): 8 Q accumulators, per input
-// channel Q loads and 8 broadcasts feeding 8 Q FMAs; each sum over the input channels in order from zero.
-template <int Q>
-__attribute__((target("avx512f"))) void Tile(const float* u, const float* v, int64_t cin, int64_t ld, float* m) {
-  __m512 acc[8][Q];
-  for (int r = 0; r < 8; ++r) {
-    for (int q = 0; q < Q; ++q) acc[r][q] = _mm512_setzero_ps();
-  }
-  for (int64_t c = 0; c < cin; ++c, u += 8, v += ld) {
-    __m512 x[Q];
-    for (int q = 0; q < Q; ++q) x[q] = _mm512_loadu_ps(v + 16 * q);
-    for (int r = 0; r < 8; ++r) {
-      const __m512 b = _mm512_set1_ps(u[r]);
-      for (int q = 0; q < Q; ++q) acc[r][q] = _mm512_fmadd_ps(b, x[q], acc[r][q]);
-    }
-  }
-  for (int r = 0; r < 8; ++r) {
-    for (int q = 0; q < Q; ++q) _mm512_storeu_ps(m + r * ld + 16 * q, acc[r][q]);
-  }
-}
-
-// One transformed position's products over `count` tiles (a multiple of 16): 48 at a time, then the rest.
+// One transformed position's products over `count` tiles (a multiple of 16), m [8][count] = u [cin][8]^T
+// v [cin][count] (rows ld apart), by the direct kernel's register tiles (one window position, shift 0): 48
+// tiles at a time, then the rest; each sum over the input channels in order from zero.
 void Products(const float* u, const float* v, int64_t cin, int64_t ld, int64_t count, float* m) {
+  static constexpr int64_t kNoShift[1] = {0};
   int64_t p = 0;
-  for (; p + 48 <= count; p += 48) Tile<3>(u, v + p, cin, ld, m + p);
-  if (count - p == 32) Tile<2>(u, v + p, cin, ld, m + p);
-  if (count - p == 16) Tile<1>(u, v + p, cin, ld, m + p);
+  for (; p + 48 <= count; p += 48) Tile8<3>(v + p, ld, kNoShift, 1, cin, u, m + p, ld);
+  if (count - p == 32) Tile8<2>(v + p, ld, kNoShift, 1, cin, u, m + p, ld);
+  if (count - p == 16) Tile8<1>(v + p, ld, kNoShift, 1, cin, u, m + p, ld);
 }
 
 // d B for one row of B^T d, over 16 tiles: a, b are the row's columns 2 j0 .. 2 j0 + 31, c its columns
