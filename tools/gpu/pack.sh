@@ -17,7 +17,9 @@ OUTDIR=.gpu_bundle
 B="$(mktemp -d)/bundle"
 TESTS=(op_parity_test training_parity_test dropout_test coverage_test)
 
-grep -qx "/$OUTDIR/" .git/info/exclude 2>/dev/null || echo "/$OUTDIR/" >> .git/info/exclude
+exclude="$(git rev-parse --git-path info/exclude)"
+mkdir -p "$(dirname "$exclude")"
+grep -qx "/$OUTDIR/" "$exclude" 2>/dev/null || echo "/$OUTDIR/" >> "$exclude"
 mkdir -p "$B/bin" "$B/lib" "$B/ontrain/tests/data" "$B/bench"
 
 # 1. Binaries: static except for system libraries, stripped.
@@ -63,7 +65,7 @@ for m in $(/usr/bin/python3 -c "import json; print(' '.join(json.load(open('$B/b
 done
 
 # 5. One compressed file; tools/gpu/run.sh (which travels with the working tree) unpacks and runs it.
-cp tools/gpu/bench_models.py tools/bench_workloads.py "$B/"
+cp tools/gpu/bench_models.py tools/gpu/run_gtest.py tools/bench_workloads.py "$B/"
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
 tar -C "$B" -cJf "$OUTDIR/bundle.tar.xz" .

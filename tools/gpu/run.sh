@@ -4,7 +4,19 @@
 # machine's CPU, PyTorch on CUDA). Writes a few files to $OUT (the device tool brings back at most 8):
 # nvidia-smi.txt, parity.log, parity_summary.txt, bench.txt, bench.jsonl. Works on a machine without a GPU
 # too: every CUDA test then skips and says why, and the CUDA benchmarks say why they cannot run.
+#
+# Environment: STEPS="parity bench" (either or both), PARITY_TESTS (the test binaries), DEADLINE (seconds the
+# whole script may take, default 560: the device tool stops a command at 600), SANITIZE=N (rerun the first N
+# faulting cases under compute-sanitizer), GTEST_FILTER_<test> (a filter replacing the default one).
 set -uo pipefail
+START=$SECONDS
+DEADLINE=${DEADLINE:-560}
+left() {  # seconds left before the deadline, at most $1
+  local l=$((DEADLINE - (SECONDS - START)))
+  [ "$l" -gt "$1" ] && l=$1
+  [ "$l" -lt 1 ] && l=1
+  echo "$l"
+}
 OUT="${OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
 B="$(mktemp -d)/bundle"
@@ -14,49 +26,62 @@ tar -C "$B" -xJf "${BUNDLE:-.gpu_bundle/bundle.tar.xz}" || { echo "no bundle: ru
 # 1. The GPU, and the CUDA libraries of this machine (cuBLAS 13 and cuDNN 9: the toolkit's, or PyTorch's).
 (nvidia-smi 2>&1 || echo "nvidia-smi: not available") | tee "$OUT/nvidia-smi.txt" | head -15
 libdirs=""
-for pattern in 'libcublas.so.13' 'libcublasLt.so.13' 'libcudnn.so.9'; do
-  f=$(find /usr/local/cuda*/lib* /opt /usr/lib -name "$pattern*" 2>/dev/null | head -1)
-  [ -n "$f" ] && libdirs="$libdirs:$(dirname "$f")"
+roots="/usr/local/cuda /usr/local/cuda-13.0 /opt /usr/lib/x86_64-linux-gnu"
+for pattern in 'libcublas.so.13' 'libcublasLt.so.13' 'libcudnn.so.9' 'libcudnn_engines_precompiled.so.9'; do
+  f=$(find $roots -name "$pattern*" 2>/dev/null | sort | head -1)
+  echo "found $pattern: ${f:-none}"
+  [ -n "$f" ] && case ":$libdirs:" in *":$(dirname "$f"):"*) ;; *) libdirs="$libdirs:$(dirname "$f")" ;; esac
 done
-cudnn_dir=$(find / -path /proc -prune -o -name 'libcudnn_engines_precompiled.so.9*' -print 2>/dev/null | head -1)
-[ -n "$cudnn_dir" ] && libdirs="$libdirs:$(dirname "$cudnn_dir")"
 export LD_LIBRARY_PATH="$B/lib$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export ONTRAIN_CUDA_PROVIDER="$B/lib/libontrain_cuda.so"
 export ONTRAIN_ORT_ARTIFACTS="$B/ort-artifacts"
 export TEST_TMPDIR="$(mktemp -d)"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
-# 2. Parity suite (from the workspace-root copy of the test data).
+# 2. Parity suite (from the workspace-root copy of the test data), through run_gtest.py: batches of cases, one
+# process each, so that a case ending in a sticky CUDA fault or a crash is named and the cases after it still
+# run. The simulated-device halves of these binaries run in CI and are left out here.
 cd "$B/ontrain"
 : > "$OUT/parity.log"
 : > "$OUT/parity_summary.txt"
-for t in op_parity_test training_parity_test dropout_test coverage_test; do
-  "$B/bin/$t" --gtest_brief=0 >"$TEST_TMPDIR/$t.log" 2>&1
-  rc=$?
-  cat "$TEST_TMPDIR/$t.log" >> "$OUT/parity.log"
-  {
-    echo "== $t (exit $rc)"
-    grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$TEST_TMPDIR/$t.log"
-    grep -E '^\[  FAILED  \] [A-Za-z]' "$TEST_TMPDIR/$t.log" | head -60
-  } | tee -a "$OUT/parity_summary.txt"
+declare -A FILTER=(
+  [op_parity_test]='Ops/OpParityTest.*:OpParityCoverage.*'
+  [training_parity_test]='*Cuda*'
+  [dropout_test]='*'
+  [coverage_test]='*'
+)
+mkdir -p "$TEST_TMPDIR/cases"
+for t in ${PARITY_TESTS:-op_parity_test training_parity_test dropout_test coverage_test}; do
+  [[ " ${STEPS:-parity bench} " == *" parity "* ]] || break
+  echo "== $t ($((SECONDS - START)) s in)" | tee -a "$OUT/parity_summary.txt"
+  var="GTEST_FILTER_$t"
+  timeout "$(left 300)" python3 "$B/run_gtest.py" "$B/bin/$t" --filter "${!var:-${FILTER[$t]}}" \
+    --batch "${PARITY_BATCH:-400}" --timeout 200 --log "$OUT/parity.log" --json "$TEST_TMPDIR/cases/$t.json" \
+    --sanitize "${SANITIZE:-0}" 2>&1 | tee -a "$OUT/parity_summary.txt"
+  tar -C "$TEST_TMPDIR" -czf "$OUT/cases.tar.gz" cases
 done
-grep -h -B1 -A6 'Failure$' "$TEST_TMPDIR"/*.log | head -200 >> "$OUT/parity_summary.txt"
 
-# 3. Benchmarks: ontrain on CUDA and on the CPU, PyTorch on CUDA, the same models, batches and optimizer.
+# 3. Benchmarks: ontrain on CUDA (graph capture on and off) and on the CPU, PyTorch on CUDA, the same models,
+# batches and optimizer.
 cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 gpu_model=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "no GPU") | head -1)
-{
+[[ " ${STEPS:-parity bench} " == *" bench "* ]] && {
   echo "machine: $gpu_model; CPU $cpu_model ($(nproc) cores)"
   : > "$OUT/bench.jsonl"
   for m in $(python3 -c "import json; print(' '.join(json.load(open('$B/bench/models.json'))))"); do
     batch=$(python3 -c "import json; print(json.load(open('$B/bench/models.json'))['$m']['batch'])" 2>/dev/null || echo 64)
-    for p in cuda cpu; do
+    # CUDA with graph capture (the default) and without, then the CPU.
+    for p in cuda cuda:eager cpu; do
       steps=200
       [ "$p" = cpu ] && steps=20
-      "$B/bin/ontrain" bench --artifacts "$B/bench/$m/artifacts" --provider "$p" --batch-size "$batch" \
-        --steps "$steps" --warmup 10 --json "$TEST_TMPDIR/b.json" 2>&1 && cat "$TEST_TMPDIR/b.json" >> "$OUT/bench.jsonl"
+      flags=""
+      [ "$p" = cuda:eager ] && flags="--no-graph-capture"
+      [ "$(left 600)" -lt 40 ] && { echo "deadline: $m on $p not run"; continue; }
+      timeout "$(left 120)" "$B/bin/ontrain" bench --artifacts "$B/bench/$m/artifacts" --provider "${p%:eager}" \
+        --batch-size "$batch" --steps "$steps" --warmup 10 $flags --json "$TEST_TMPDIR/b.json" 2>&1 \
+        && cat "$TEST_TMPDIR/b.json" >> "$OUT/bench.jsonl"
     done
   done
-  python3 "$B/bench_models.py" torch "$B/bench" 200 2>&1 | tee -a "$OUT/bench.jsonl"
+  timeout "$(left 300)" python3 "$B/bench_models.py" torch "$B/bench" 200 2>&1 | tee -a "$OUT/bench.jsonl"
 } 2>&1 | tee "$OUT/bench.txt"
-echo "results in $OUT"
+echo "results in $OUT ($((SECONDS - START)) s)"
