@@ -21,6 +21,7 @@ struct OtStatus {
 struct OtEnv {};
 struct OtSessionOptions {
   int threads = 0;
+  bool graph_capture = true;
   std::vector<std::string> providers;
   std::string data_parallel;  // "", "mpi" or "nccl"
   int64_t memory_limit = 0;   // bytes; 0: none
@@ -90,7 +91,10 @@ OtStatus* MakeSession(const OtSessionOptions* options, OtCheckpointState* state,
   if (train.empty()) return Error("Training session creation failed: train model data cannot be NULL");
   std::vector<std::string> names = options ? options->providers : std::vector<std::string>{};
   auto session = std::make_unique<OtTrainingSession>();
-  auto providers = ontrain::CreateProviders(names, options ? options->threads : 0);
+  ontrain::ProviderListOptions provider_options;
+  provider_options.threads = options ? options->threads : 0;
+  provider_options.graph_capture = options ? options->graph_capture : true;
+  auto providers = ontrain::CreateProviders(names, provider_options);
   if (!providers.ok()) return Wrap(providers.status());
   session->providers = std::move(providers).value();
   ontrain::TrainingSessionOptions session_options{session->providers.ordered};
@@ -165,6 +169,11 @@ OtStatus* OtSessionOptionsSetIntraOpThreads(OtSessionOptions* options, int threa
   OT_REQUIRE(options, "options");
   if (threads < 0) return Error("intra-op threads must be >= 0");
   options->threads = threads;
+  return nullptr;
+}
+OtStatus* OtSessionOptionsSetGraphCapture(OtSessionOptions* options, int enabled) {
+  OT_REQUIRE(options, "options");
+  options->graph_capture = enabled != 0;
   return nullptr;
 }
 OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* provider) {

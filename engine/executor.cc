@@ -3,9 +3,11 @@
 #include "engine/executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <set>
 
+#include "engine/executor_internal.h"
 #include "engine/kernel_fusion.h"
 #include "engine/memory_plan.h"
 #include "engine/op_flops.h"
@@ -17,28 +19,6 @@
 #include "providers/kernel_registry.h"
 
 namespace ontrain {
-
-struct Executor::Step {
-  PlanStep plan;
-  const Node* node = nullptr;  // kernel steps
-  int64_t opset = 0;
-  std::unique_ptr<OpKernel> kernel;
-  KernelContext ctx;
-  std::vector<const Value*> in_ptrs;
-  std::vector<bool> requested;
-  size_t slot_base = 0;  // kernel: output i at slot_base + i, scratch after them; copy: slot_base
-  std::vector<std::pair<int, int>> aliases;  // (output value, input value) sharing storage
-  std::string profile_key;  // `ontrain bench --profile`: "domain::Op", made on the first profiled run
-};
-
-struct Executor::MemoryArenas {
-  std::vector<size_t> offset;  // by slot
-  std::vector<size_t> size;    // by slot
-  std::vector<Tensor> arenas;  // by provider
-  bool valid = true;           // false once a run needed more than planned: rebuilt after that run
-  size_t charged = 0;          // bytes charged to the executor's budget
-  PoolTuner tuner;             // with or without the intra-op pool, at these shapes
-};
 
 Executor::~Executor() {
   if (budget_) budget_->planned -= std::min(budget_->planned, arena_charge_);
@@ -76,7 +56,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   ex->leader_ = options.pool_leader;
   ex->budget_ = options.budget && options.budget->limit > 0 ? options.budget : nullptr;
   Model folded = model;
-  FoldConstantNodes(&folded.graph);
+  PrepareForPlanning(&folded, options.providers);
   ONT_ASSIGN_OR_RETURN(GraphPartition partition, PartitionGraph(folded, options.providers));
   if (options.fuse_kernels && FuseKernels(&folded, partition, options.providers).total() > 0) {
     ONT_ASSIGN_OR_RETURN(partition, PartitionGraph(folded, options.providers));
@@ -327,6 +307,7 @@ Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>
     auto kernel = def.value()->create(info);
     if (!kernel.ok()) return kernel.status().WithContext(n.Describe());
     st.kernel = std::move(kernel).value();
+    st.def = def.value();
   }
   // The node's description is built only on failure: this runs for every node of every step.
   if (Status s = st.kernel->Prepare(st.ctx); !s.ok()) return s.WithContext(n.Describe());
@@ -378,9 +359,22 @@ Status Executor::RunCopy(size_t pos, MemoryArenas* arenas, std::vector<size_t>* 
   if (!src.is_sequence()) {
     const Tensor& t = src.tensor();
     ONT_ASSIGN_OR_RETURN(Tensor dst, Place(st.slot_base, dst_provider, t.SizeInBytes(), t.dtype(), t.shape(), arenas, sizes));
-    if (Status s = provider->CopyTensor(t, &dst); !s.ok()) return s.WithContext(context());
+    if (recording_ != nullptr && t.device().is_host()) {
+      // A recorded copy reads its source again at every replay: it is copied from staging memory the
+      // recording owns (refreshed from the feeds before a replay when it is a fed input).
+      ONT_ASSIGN_OR_RETURN(Tensor staging, Tensor::Allocate(t.dtype(), t.shape(), provider->staging_allocator()));
+      if (t.SizeInBytes() > 0) std::memcpy(staging.raw_data(), t.raw_data(), t.SizeInBytes());
+      if (Status s = provider->CopyTensor(staging, &dst); !s.ok()) return s.WithContext(context());
+      if (graph_.FindInput(name) != nullptr) recording_->refresh.push_back({src_id, staging});
+      recording_->staging.push_back(std::move(staging));
+    } else if (Status s = provider->CopyTensor(t, &dst); !s.ok()) {
+      return s.WithContext(context());
+    }
     values_[dst_id] = Value(std::move(dst));
     return Status::OK();
+  }
+  if (recording_ != nullptr && !src.sequence()->empty() && src.sequence()->front().device().is_host()) {
+    return Unimplemented("copying the sequence \"", name, "\" to the device in a recorded run");
   }
   // A sequence: one buffer, its items side by side.
   const TensorSequence& items = *src.sequence();
@@ -438,8 +432,12 @@ void Executor::BuildArenas(const std::vector<size_t>& sizes) {
     }
   }
   MemoryPlan mp = PlanMemory(buffers, static_cast<int>(providers_.size()));
-  PoolTuner tuner;  // a replaced plan's tuner carries over to its successor
-  if (auto old = plans_.find(key_); old != plans_.end()) tuner = old->second->tuner;
+  PoolTuner tuner;  // a replaced plan's tuner and capture refusal carry over to its successor
+  std::string no_capture;
+  if (auto old = plans_.find(key_); old != plans_.end()) {
+    tuner = old->second->tuner;
+    no_capture = old->second->no_capture;
+  }
   size_t total = 0;
   for (size_t b : mp.arena_bytes) total += b;
   if (budget_) {
@@ -457,6 +455,7 @@ void Executor::BuildArenas(const std::vector<size_t>& sizes) {
   // 2. One allocation per device holds them all.
   auto arenas = std::make_unique<MemoryArenas>();
   arenas->tuner = tuner;
+  arenas->no_capture = no_capture;
   arenas->offset = mp.offset;
   arenas->size.assign(sizes.size(), 0);
   for (size_t s = 0; s < sizes.size(); ++s) arenas->size[s] = sizes[s] > 0 ? AlignUp(sizes[s]) : 0;
@@ -473,6 +472,18 @@ void Executor::BuildArenas(const std::vector<size_t>& sizes) {
   plans_[key_] = std::move(arenas);
 }
 
+Status Executor::RunSteps(MemoryArenas* arenas, RunObserver* observer) {
+  for (size_t pos = 0; pos < steps_.size(); ++pos) {
+    const Step& st = *steps_[pos];
+    for (int p : st.plan.sync_before) ONT_RETURN_IF_ERROR(providers_[p]->Synchronize());
+    ONT_RETURN_IF_ERROR(st.plan.kind == PlanStep::Kind::kKernel ? RunKernel(pos, arenas, &sizes_)
+                                                                : RunCopy(pos, arenas, &sizes_));
+    if (observer != nullptr) ONT_RETURN_IF_ERROR(observer->AfterStep(pos));
+    Release(pos, st);
+  }
+  return Status::OK();
+}
+
 Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& fetch_names,
                      std::vector<Tensor>* fetches, RunObserver* observer) {
   ONT_RETURN_IF_ERROR(Bind(feeds));
@@ -482,8 +493,35 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
               (keep_[it->second] || graph_.FindInput(f) || initial_values_[it->second].defined());
     if (!ok) return InvalidArgument("fetch \"", f, "\" is not a graph output, input or initializer");
   }
+  ++capture_stats_.runs;
   auto pit = plans_.find(key_);
   MemoryArenas* arenas = pit == plans_.end() ? nullptr : pit->second.get();
+  // Graph capture: replay this run's recording, record this run, or run it eagerly (executor_capture.cc).
+  // Runs that report each step (an observer) or time each node (profiling) are eager.
+  Capture* replay = nullptr;
+  bool record = false;
+  ChooseCapture(arenas, observer == nullptr && !OpProfileEnabled(), &replay, &record);
+  auto fetch = [&]() -> Status {
+    fetches->clear();
+    for (const std::string& f : fetch_names) {
+      const Value& v = values_[plan_.ids.at(f)];
+      if (v.is_sequence()) return InvalidArgument("fetch \"", f, "\" is a sequence; only tensors can be fetched");
+      fetches->push_back(v.tensor());
+    }
+    for (size_t v = 0; v < values_.size(); ++v) {
+      if (!keep_[v]) values_[v] = Value();
+    }
+    return Status::OK();
+  };
+  if (replay != nullptr) {
+    if (Status s = Replay(*replay); !s.ok()) {
+      values_.assign(values_.size(), Value());
+      return s.WithContext(StrCat(name_, ": replaying its recorded run"));
+    }
+    ++capture_stats_.replayed;
+    last_ = arenas;
+    return fetch();
+  }
   // The first run at new shapes plans the arenas with the pool; later ones are timed for the tuner, this
   // executor's own or its leader's.
   PoolTuner* tuner = nullptr;
@@ -500,38 +538,35 @@ Status Executor::Run(const NamedValues& feeds, const std::vector<std::string>& f
     if (tuner) tuner->AddTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   };
   std::vector<size_t>& sizes = sizes_;  // a member: its memory is reused from run to run
-  sizes.assign(slot_provider_.size(), 0);
-  if (budget_) {
-    live_ = 0;
-    std::fill(charged_.begin(), charged_.end(), 0);
-  }
-  for (size_t pos = 0; pos < steps_.size(); ++pos) {
-    const Step& st = *steps_[pos];
-    Status s;
-    for (int p : st.plan.sync_before) {
-      s = providers_[p]->Synchronize();
-      if (!s.ok()) break;
+  auto reset_run = [&] {
+    sizes.assign(slot_provider_.size(), 0);
+    if (budget_) {
+      live_ = 0;
+      std::fill(charged_.begin(), charged_.end(), 0);
     }
-    if (s.ok()) s = st.plan.kind == PlanStep::Kind::kKernel ? RunKernel(pos, arenas, &sizes) : RunCopy(pos, arenas, &sizes);
-    if (s.ok() && observer != nullptr) s = observer->AfterStep(pos);
-    if (!s.ok()) {
-      values_.assign(values_.size(), Value());
-      clock_out();
-      return s;
+  };
+  reset_run();
+  Status s;
+  if (record) {
+    s = Record(arenas);
+    if (!s.ok()) {  // these shapes run eagerly from now on, this run first
+      arenas->no_capture = StrCat("recording failed: ", s.message());
+      s = Bind(feeds);
+      reset_run();
+      if (s.ok()) s = RunSteps(arenas, nullptr);
     }
-    Release(pos, st);
+  } else {
+    s = RunSteps(arenas, observer);
+    if (s.ok() && arenas != nullptr) ++arenas->eager_runs;
   }
-  fetches->clear();
-  for (const std::string& f : fetch_names) {
-    const Value& v = values_[plan_.ids.at(f)];
-    if (v.is_sequence()) {
-      clock_out();
-      return InvalidArgument("fetch \"", f, "\" is a sequence; only tensors can be fetched");
-    }
-    fetches->push_back(v.tensor());
+  if (!s.ok()) {
+    values_.assign(values_.size(), Value());
+    clock_out();
+    return s;
   }
-  for (size_t v = 0; v < values_.size(); ++v) {
-    if (!keep_[v]) values_[v] = Value();
+  if (Status f = fetch(); !f.ok()) {
+    clock_out();
+    return f;
   }
   last_value_bytes_.assign(plan_.values.size(), 0);
   for (size_t slot = 0; slot < sizes.size(); ++slot) {

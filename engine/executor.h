@@ -7,6 +7,11 @@
 // intermediate value, copy, output and scratch buffer in the arenas: no allocation through any provider's
 // allocator. Fetched tensors are views into executor memory that may live on a device, valid until the
 // next Run: ToHost() gives a host copy.
+//
+// Graph capture (executor_capture.cc): when one device provider that can record its work (CUDA, the
+// simulated device) runs the graph's nodes, a run at planned shapes is recorded after a few eager ones
+// and later runs at those shapes replay the recording: one launch, no Prepare and no placement per node.
+// CaptureStatus() says whether that happens and, when not, why.
 #pragma once
 
 #include <map>
@@ -104,8 +109,20 @@ class Executor {
   // with the leader's name.
   std::string PoolChoice() const;
 
+  // Graph capture: runs so far, how many were recorded and how many replayed a recording.
+  struct CaptureStats {
+    int64_t runs = 0;
+    int64_t recorded = 0;
+    int64_t replayed = 0;
+  };
+  const CaptureStats& capture_stats() const { return capture_stats_; }
+  // "recorded R, replayed P of N runs", or why this graph's runs (or those at the last run's shapes) are
+  // not recorded.
+  std::string CaptureStatus() const;
+
   struct Step;
   struct MemoryArenas;
+  struct Capture;
 
  private:
   Executor() = default;
@@ -121,6 +138,13 @@ class Executor {
   void Release(size_t pos, const Step& step);
   void Uncharge(int slot);
   void BuildArenas(const std::vector<size_t>& sizes);
+  Status RunSteps(MemoryArenas* arenas, RunObserver* observer);
+  // Graph capture (executor_capture.cc).
+  void AnalyseCapture();
+  void ChooseCapture(MemoryArenas* arenas, bool allowed, Capture** replay, bool* record);
+  bool MakeReplayKey(MemoryArenas* arenas);
+  Status Record(MemoryArenas* arenas);
+  Status Replay(Capture& capture);
 
   std::vector<IExecutionProvider*> providers_;
   Graph graph_;  // nodes and value infos; initializers moved into initial_values_
@@ -158,6 +182,20 @@ class Executor {
   bool use_pool_ = true;       // this run hands kernels their provider's pool
   Executor* leader_ = nullptr;            // ExecutorOptions::pool_leader
   PoolTuner* current_tuner_ = nullptr;    // the tuner of this executor's current (or last) run, if any
+  // Graph capture (executor_capture.cc).
+  static constexpr int kCaptureNotAnalysed = -2;
+  int capture_provider_ = kCaptureNotAnalysed;  // the recording provider; -1: never (capture_refusal_ says why)
+  std::string capture_refusal_;
+  std::vector<int> keyed_inputs_;     // fed host inputs that nodes read directly: their bytes key a recording
+  std::vector<int> device_inputs_;    // inputs fed on the device: their addresses key a recording
+  std::vector<int> capture_outputs_;  // graph outputs a node makes: kept by each recording
+  std::string replay_key_;            // the current run's (memory reused from run to run)
+  MemoryArenas* capture_plan_ = nullptr;  // the plan of the last run: only its recordings are kept
+  Capture* recording_ = nullptr;          // set while a run is being recorded
+  // What ChooseCapture decided for the last run that could have been recorded, for CaptureStatus.
+  enum class CaptureChoice { kNone, kWarmUp, kUnrepeated, kRecord, kReplay, kRefused };
+  CaptureChoice last_choice_ = CaptureChoice::kNone;
+  CaptureStats capture_stats_;
 };
 
 }  // namespace ontrain

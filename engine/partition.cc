@@ -1,6 +1,10 @@
 // PartitionGraph: kernel-row lookup per provider in priority order, then the host-side pass.
 #include "engine/partition.h"
 
+#include <set>
+
+#include "graph/builder.h"
+#include "graph/tensor_proto.h"
 #include "graph/value_types.h"
 
 namespace ontrain {
@@ -93,7 +97,82 @@ void KeepHostSideOnHost(const Model& model, const std::vector<IExecutionProvider
   }
 }
 
+// Integer arithmetic on constants and shapes (a padding's pads, the index ranges of its gradient, a
+// Concat's lengths) gives the same values at every run at the same shapes. It runs on the host, where its
+// roots are (initializers, Shape), and a device node that reads its result gets a copy to the device;
+// computed on the device, the host nodes among it (Range has no CUDA kernel) would need copies back, each a
+// synchronization in the middle of a run.
+void KeepShapeArithmeticOnHost(const Model& model, const std::vector<IExecutionProvider*>& providers,
+                               GraphPartition* p) {
+  const Graph& g = model.graph;
+  const int host = static_cast<int>(providers.size()) - 1;
+  auto integer = [&](const std::string& v) {
+    auto t = p->dtypes.find(v);
+    return t != p->dtypes.end() && t->second != DType::kUndefined && !IsFloatingPoint(t->second);
+  };
+  std::set<std::string> known;  // integer values that depend on constants and shapes only
+  for (const auto& [name, t] : g.initializers) {
+    if (!IsFloatingPoint(t.dtype()) && !g.FindInput(name)) known.insert(name);
+  }
+  for (size_t idx : p->order) {
+    const Node& n = g.nodes[idx];
+    NodePlacement& place = p->nodes[idx];
+    bool computable = !n.outputs.empty();
+    for (size_t i = 0; i < n.inputs.size() && computable; ++i) {
+      InputUse use = UseOfInput(place, n, static_cast<int>(i));
+      if (use == InputUse::kInPlace) computable = false;
+      if (use != InputUse::kNone && use != InputUse::kShapeOnly && !known.count(n.inputs[i])) computable = false;
+    }
+    for (const std::string& o : n.outputs) computable = computable && (o.empty() || integer(o));
+    if (!computable) continue;
+    for (const std::string& o : n.outputs) {
+      if (!o.empty()) known.insert(o);
+    }
+    if (place.provider == host) continue;
+    std::string why;
+    const KernelDef* row = FindRow(*providers[host], n, model.OpsetFor(n.domain), p->dtypes, &why);
+    if (row == nullptr) continue;
+    place.provider = host;
+    place.def = row;
+    place.why_fallback = "integer arithmetic on constants and shapes";
+  }
+}
+
+// ConcatTraining(x...) -> (y, lengths): lengths[i] = x[i].shape[axis], made by Shape and Gather per input and
+// a Concat; the node keeps y alone.
+void SplitConcatLengths(Model* model) {
+  Graph& g = model->graph;
+  std::vector<Node> added;
+  std::set<std::string> read;
+  for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+  for (Node& n : g.nodes) {
+    if (n.op_type != "ConcatTraining" || n.domain != "com.microsoft" || n.outputs.size() < 2 || n.outputs[1].empty() ||
+        !read.count(n.outputs[1])) {
+      continue;
+    }
+    const std::string base = (n.name.empty() ? n.outputs[0] : n.name) + "/per_input_length";
+    const std::string axis = base + "/axis";
+    if (g.initializers.count(axis)) continue;  // already split (a name the graph uses otherwise: leave it)
+    g.initializers[axis] = Tensor::FromVector<int64_t>({n.GetInt("axis", 0)}, {1});  // Gather takes it negative too
+    std::vector<std::string> lengths;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const std::string shape = StrCat(base, "/shape_", i), length = StrCat(base, "/length_", i);
+      added.push_back(MakeNode("Shape", {n.inputs[i]}, {shape}, {}, shape));
+      added.push_back(MakeNode("Gather", {shape, axis}, {length}, {AttrInt("axis", 0)}, length));
+      lengths.push_back(length);
+    }
+    added.push_back(MakeNode("Concat", lengths, {n.outputs[1]}, {AttrInt("axis", 0)}, base));
+    n.outputs.resize(1);
+  }
+  for (Node& n : added) g.nodes.push_back(std::move(n));
+}
+
 }  // namespace
+
+void PrepareForPlanning(Model* model, const std::vector<IExecutionProvider*>& providers) {
+  FoldConstantNodes(&model->graph);
+  if (providers.size() > 1 && model->OpsetFor("") > 0) SplitConcatLengths(model);
+}
 
 StatusOr<GraphPartition> PartitionGraph(const Model& model, const std::vector<IExecutionProvider*>& providers) {
   if (providers.empty()) return InvalidArgument("no execution provider given");
@@ -142,8 +221,11 @@ StatusOr<GraphPartition> PartitionGraph(const Model& model, const std::vector<IE
     return NotFound(n.Describe(), ": no kernel for op ", n.op_type, " (domain ", DomainName(n.domain), ", opset ",
                     opset, ") on provider", providers.size() > 1 ? "s " : " ", names);
   }
-  // 3. Host-side computations stay on the host.
-  if (providers.size() > 1) KeepHostSideOnHost(model, providers, &p);
+  // 3. Host-side computations stay on the host, and so does integer arithmetic on constants and shapes.
+  if (providers.size() > 1) {
+    KeepShapeArithmeticOnHost(model, providers, &p);
+    KeepHostSideOnHost(model, providers, &p);
+  }
   return p;
 }
 

@@ -32,6 +32,12 @@ struct GraphPartition {
 
 StatusOr<GraphPartition> PartitionGraph(const Model& model, const std::vector<IExecutionProvider*>& providers);
 
+// The graph as the executor plans it over `providers`: Constant nodes folded into initializers and, when the
+// list has a device, outputs that describe only the shapes of a node's inputs moved to nodes of their own
+// (ConcatTraining's per_input_length becomes Shape -> Gather -> Concat), which the planner keeps on the host
+// beside their readers instead of computing them on the device and copying them back at every run.
+void PrepareForPlanning(Model* model, const std::vector<IExecutionProvider*>& providers);
+
 // How a node reads input `i` under its placement.
 enum class InputUse {
   kNone,       // omitted

@@ -108,6 +108,7 @@ StatusOr<ProviderList> CreateProviders(const std::vector<std::string>& given, co
     } else if (n == "sim") {
       SimProviderOptions o;
       o.threads = resolved;
+      o.graph_capture = options.graph_capture;
       ONT_ASSIGN_OR_RETURN(p, SimExecutionProvider::Create(o));
     } else if (n == "cuda" || n.rfind("cuda:", 0) == 0) {
       ONT_ASSIGN_OR_RETURN(p, CreateCuda(n, options));

@@ -26,9 +26,10 @@ struct ProviderListOptions {
   bool tune_pool = true;
   // Device providers only plan (PlanOnlyProvider): placement reports on machines without the device.
   bool plan_only = false;
-  // Device providers: fixed algorithms, no atomics (bit-identical reruns), and CUDA graph replay (not yet
-  // implemented: ignored).
+  // Device providers: fixed algorithms, no atomics (bit-identical reruns).
   bool deterministic = true;
+  // Device providers (cuda, sim): record a graph's run once its shapes have been seen and replay it
+  // (engine/executor_capture.cc); false runs every kernel eagerly.
   bool graph_capture = true;
 };
 

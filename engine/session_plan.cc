@@ -22,7 +22,7 @@ using Placements = std::map<std::string, InputPlacement>;
 StatusOr<Placements> InputPlacements(const Model& model, const std::vector<IExecutionProvider*>& providers,
                                      const char* what) {
   Model m = model;
-  FoldConstantNodes(&m.graph);  // as the executor does
+  PrepareForPlanning(&m, providers);  // as the executor does
   auto p = PartitionGraph(m, providers);
   if (!p.ok()) return p.status().WithContext(what);
   return PlaceInputs(m, p.value(), providers);

@@ -67,6 +67,10 @@ class KernelContext {
 
   // Executor side.
   void Reset(const std::vector<const Value*>& inputs, const std::vector<bool>& requested, ThreadPool* pool);
+  const std::vector<const Value*>& input_values() const { return inputs_; }
+  // Points the inputs elsewhere and keeps everything else (a recorded launch's copy of its context reads
+  // values the recorder owns).
+  void ReplaceInputs(const std::vector<const Value*>& inputs) { inputs_ = inputs; }
   OutputKind output_kind(int i) const { return kinds_[i]; }
   DType declared_dtype(int i) const { return declared_dtypes_[i]; }
   const Shape& declared_shape(int i) const { return declared_shapes_[i]; }
@@ -99,6 +103,10 @@ class OpKernel {
   virtual ~OpKernel() = default;
   virtual Status Prepare(KernelContext& ctx) = 0;
   virtual Status Compute(KernelContext& ctx) = 0;
+  // Whether the device work Compute queues is a function of the prepared context alone, so that a
+  // recording of it replays right (graph capture). False for kernels that change their own state at every
+  // run (a random kernel's draw counter) or queue copies from host memory they rewrite.
+  virtual bool capturable() const { return true; }
 };
 
 // Creates the kernel for one node; reads and validates attributes.

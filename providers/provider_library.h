@@ -24,8 +24,8 @@ struct DeviceProviderOptions {
   int device_index = 0;
   // Fixed library algorithms and no atomics in reductions: two runs give bit-identical results.
   bool deterministic = true;
-  // Capture a training step as a device graph once its shapes have been seen, and replay it. Not
-  // implemented yet: the CUDA provider ignores it (docs/notes.md, "CUDA provider").
+  // Record a graph's run as one device graph once its shapes have been seen, and replay it
+  // (engine/executor_capture.cc); false runs every kernel eagerly.
   bool graph_capture = true;
   // The engine's seed source for random kernels without a seed attribute (core/random.h's
   // NextKernelSeed): the library has its own copy of core/, so the engine's global seed reaches it
@@ -33,7 +33,8 @@ struct DeviceProviderOptions {
   uint64_t (*next_kernel_seed)() = nullptr;
 };
 
-constexpr uint32_t kProviderAbiVersion = 2;  // 2: IAllocator::counters
+// 2: IAllocator::counters; 3: graph capture (IExecutionProvider's capture calls, OpKernel::capturable).
+constexpr uint32_t kProviderAbiVersion = 3;
 
 // sizeof of the types that cross the boundary, summed: a stale library built against other headers fails
 // the check instead of corrupting memory.

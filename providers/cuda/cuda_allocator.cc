@@ -68,5 +68,22 @@ void CudaAllocator::ReleaseCacheLocked() {
   free_.clear();
 }
 
+void* PinnedHostAllocator::Allocate(size_t bytes) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  stats_.num_allocs++;
+  stats_.backing_allocs++;
+  return p;
+}
+
+void PinnedHostAllocator::Free(void* p) {
+  if (p == nullptr) return;
+  cudaFreeHost(p);
+  stats_.num_frees++;
+}
+
 }  // namespace cuda
 }  // namespace ontrain

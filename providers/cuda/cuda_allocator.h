@@ -37,5 +37,18 @@ class CudaAllocator : public IAllocator {
   AllocatorStats stats_;
 };
 
+// Page-locked host memory (cudaHostAlloc), for host buffers the device copies from asynchronously: the
+// sources of copies in a recorded run (IExecutionProvider::staging_allocator). Its tensors are host tensors.
+class PinnedHostAllocator : public IAllocator {
+ public:
+  void* Allocate(size_t bytes) override;
+  void Free(void* p) override;
+  Device device() const override { return Device(); }
+  const AllocatorStats* counters() const override { return &stats_; }
+
+ private:
+  AllocatorStats stats_;
+};
+
 }  // namespace cuda
 }  // namespace ontrain

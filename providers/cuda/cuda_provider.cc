@@ -74,8 +74,84 @@ Status PinnedStaging::CopyToDevice(void* dst, const void* src, size_t bytes, cud
   return Status::OK();
 }
 
+// A CUDA graph instantiated from a captured stream, launched on that stream.
+class CudaGraphWork : public CapturedWork {
+ public:
+  CudaGraphWork(int device, cudaStream_t stream, cudaGraphExec_t exec, cudaEvent_t done)
+      : device_(device), stream_(stream), exec_(exec), done_(done) {}
+  ~CudaGraphWork() override {
+    cudaSetDevice(device_);
+    cudaEventSynchronize(done_);  // a graph still running keeps reading its staging
+    cudaGraphExecDestroy(exec_);
+    cudaEventDestroy(done_);
+  }
+  Status Replay() override {
+    ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+    ONT_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec_, stream_));
+    ONT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
+    return Status::OK();
+  }
+  // An event never recorded counts as complete.
+  Status WaitForReplay() override {
+    ONT_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(done_));
+    return Status::OK();
+  }
+
+ private:
+  int device_;
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_;
+  cudaEvent_t done_;
+};
+
+Status CudaExecutionProvider::BeginCapture() {
+  if (!capture_enabled_) return Unimplemented("the CUDA provider was made with graph_capture off");
+  if (capturing_) return FailedPrecondition("the CUDA provider is already capturing");
+  ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
+  ONT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(resources_.stream, cudaStreamCaptureModeRelaxed));
+  capturing_ = true;
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<CapturedWork>> CudaExecutionProvider::EndCapture() {
+  if (!capturing_) return FailedPrecondition("the CUDA provider is not capturing");
+  capturing_ = false;
+  ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(resources_.stream, &graph);
+  if (e != cudaSuccess) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    return CudaStatus(e, "cudaStreamEndCapture");
+  }
+  cudaGraphExec_t exec = nullptr;
+  e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return CudaStatus(e, "cudaGraphInstantiate");
+  }
+  cudaEvent_t done = nullptr;
+  if (cudaError_t ev = cudaEventCreateWithFlags(&done, cudaEventDisableTiming); ev != cudaSuccess) {
+    cudaGraphExecDestroy(exec);
+    return CudaStatus(ev, "cudaEventCreateWithFlags");
+  }
+  return std::unique_ptr<CapturedWork>(new CudaGraphWork(resources_.device_index, resources_.stream, exec, done));
+}
+
+void CudaExecutionProvider::AbortCapture() {
+  if (!capturing_) return;
+  capturing_ = false;
+  cudaSetDevice(resources_.device_index);
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(resources_.stream, &graph);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaGetLastError();
+}
+
 Status CudaExecutionProvider::Init(const DeviceProviderOptions& options) {
   CudaResources& r = resources_;
+  capture_enabled_ = options.graph_capture;
   r.device_index = options.device_index;
   r.deterministic = options.deterministic;
   r.allocator = allocator_.get();
@@ -85,6 +161,12 @@ Status CudaExecutionProvider::Init(const DeviceProviderOptions& options) {
   ONT_CUBLAS_RETURN_IF_ERROR(cublasSetStream(r.cublas, r.stream));
   // No TF32 and no reduced-precision reductions: float32 results stay comparable with the CPU provider's.
   ONT_CUBLAS_RETURN_IF_ERROR(cublasSetMathMode(r.cublas, r.deterministic ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
+  // A workspace of its own, so that no cuBLAS call allocates (which a captured stream would not allow).
+  cublas_workspace_ = allocator_->Allocate(kCublasWorkspaceBytes);
+  if (cublas_workspace_ == nullptr) {
+    return ResourceExhausted("no device memory for cuBLAS's workspace (", kCublasWorkspaceBytes, " bytes)");
+  }
+  ONT_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(r.cublas, cublas_workspace_, kCublasWorkspaceBytes));
   ONT_CUDNN_RETURN_IF_ERROR(cudnnCreate(&r.cudnn));
   ONT_CUDNN_RETURN_IF_ERROR(cudnnSetStream(r.cudnn, r.stream));
   ONT_RETURN_IF_ERROR(staging_.Init());
@@ -93,12 +175,14 @@ Status CudaExecutionProvider::Init(const DeviceProviderOptions& options) {
 
 CudaExecutionProvider::~CudaExecutionProvider() {
   CudaResources& r = resources_;
+  AbortCapture();
   if (r.stream != nullptr) {
     cudaSetDevice(r.device_index);
     cudaStreamSynchronize(r.stream);
   }
   if (r.cudnn != nullptr) cudnnDestroy(r.cudnn);
   if (r.cublas != nullptr) cublasDestroy(r.cublas);
+  if (cublas_workspace_ != nullptr) allocator_->Free(cublas_workspace_);
   if (r.stream != nullptr) cudaStreamDestroy(r.stream);
 }
 
@@ -115,6 +199,14 @@ Status CudaExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {
   cudaMemcpyKind kind = src_here ? (dst_here ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
                                  : (dst_here ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
   ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
+  if (capturing_) {
+    // Recorded: the source is read again at every replay, so it is the caller's (page-locked) staging.
+    if (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost) {
+      return FailedPrecondition("the CUDA provider cannot copy to the host while capturing (", bytes, " bytes)");
+    }
+    ONT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->raw_data(), src.raw_data(), bytes, kind, resources_.stream));
+    return Status::OK();
+  }
   if (kind == cudaMemcpyHostToDevice && staging_.enabled() && bytes <= PinnedStaging::kSlotBytes) {
     return staging_.CopyToDevice(dst->raw_data(), src.raw_data(), bytes, resources_.stream);
   }
@@ -135,6 +227,7 @@ Status CudaExecutionProvider::Run(OpKernel& kernel, KernelContext& ctx) {
 }
 
 Status CudaExecutionProvider::Synchronize() {
+  if (capturing_) return FailedPrecondition("the CUDA provider cannot synchronize while capturing");
   ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
   ONT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(resources_.stream));
   return Status::OK();

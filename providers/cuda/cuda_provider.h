@@ -11,6 +11,12 @@
 //   every copy where page-locked memory could not be had, go directly.
 // - Errors: a failing CUDA, cuBLAS or cuDNN call becomes a Status naming the call; the executor adds the
 //   node. An asynchronous fault surfaces at the next call that checks, at the latest at Synchronize.
+// - Graph capture (when DeviceProviderOptions::graph_capture): between BeginCapture and EndCapture the
+//   stream is captured (relaxed mode: a kernel may still grow a workspace through cudaMalloc); kernels and
+//   copies are recorded into a CUDA graph, instantiated once and launched at each Replay. Copies from the
+//   host then come straight from the executor's page-locked staging (staging_allocator), which a replay
+//   reads again; copies to the host and Synchronize fail while capturing. cuBLAS works in a workspace set
+//   at creation, so that no call allocates while captured.
 #pragma once
 
 #include <memory>
@@ -67,6 +73,13 @@ class CudaExecutionProvider : public IExecutionProvider {
   Status CopyTensor(const Tensor& src, Tensor* dst) override;
   Status Run(OpKernel& kernel, KernelContext& ctx) override;
   Status Synchronize() override;
+  bool can_capture() const override { return capture_enabled_; }
+  Status BeginCapture() override;
+  StatusOr<std::unique_ptr<CapturedWork>> EndCapture() override;
+  void AbortCapture() override;
+  IAllocator* staging_allocator() override { return pinned_.get(); }
+
+  static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
  private:
   CudaExecutionProvider(KernelRegistry registry, std::shared_ptr<CudaAllocator> allocator);
@@ -75,7 +88,11 @@ class CudaExecutionProvider : public IExecutionProvider {
   std::string name_ = "CUDA";
   KernelRegistry registry_;
   std::shared_ptr<CudaAllocator> allocator_;
+  std::shared_ptr<PinnedHostAllocator> pinned_ = std::make_shared<PinnedHostAllocator>();
   CudaResources resources_;
+  void* cublas_workspace_ = nullptr;
+  bool capture_enabled_ = true;
+  bool capturing_ = false;
   PinnedStaging staging_;  // destroyed after the destructor has synchronized the stream
 };
 

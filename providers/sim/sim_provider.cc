@@ -112,6 +112,16 @@ class Open {
   SimExecutionProvider::Memory* m_;
 };
 
+// A value as a recorded launch keeps it: host tensors copied now (frozen), device tensors by reference
+// (read at the replay).
+Value Frozen(const Value& v) {
+  if (!v.defined()) return Value();
+  if (!v.is_sequence()) return v.tensor().device().is_host() ? Value(v.tensor().Clone()) : v;
+  TensorSequence items;
+  for (const Tensor& t : *v.sequence()) items.push_back(t.device().is_host() ? t.Clone() : t);
+  return Value::Sequence(std::move(items));
+}
+
 std::string RowName(const KernelDef& d) {
   return std::string(d.domain).empty() ? d.op : std::string(d.domain) + "::" + d.op;
 }
@@ -129,11 +139,76 @@ std::vector<std::string> DefaultSimOps() {
           "com.microsoft::AdamWOptimizer", "com.microsoft::SGDOptimizerV2", "com.microsoft::InplaceClipGradNorm"};
 }
 
-SimExecutionProvider::SimExecutionProvider(KernelRegistry registry, int index, int threads)
+// The work recorded between BeginCapture and EndCapture: kernel launches (each with its own copy of its
+// context and inputs) and copies, run in order at each replay.
+class SimExecutionProvider::Recording : public CapturedWork {
+ public:
+  struct Op {
+    OpKernel* kernel = nullptr;  // a launch; else a copy
+    KernelContext ctx;
+    std::vector<Value> inputs;
+    const void* src = nullptr;
+    void* dst = nullptr;
+    size_t bytes = 0;
+  };
+
+  explicit Recording(SimExecutionProvider* owner) : owner_(owner) {}
+
+  Status Replay() override {
+    Open open(owner_->memory_.get());
+    owner_->memory_->Flush();  // stream order: copies queued before the replay first
+    for (const auto& op : ops_) {
+      if (op->kernel == nullptr) {
+        std::memcpy(op->dst, op->src, op->bytes);
+      } else {
+        ONT_RETURN_IF_ERROR(op->kernel->Compute(op->ctx));
+      }
+    }
+    owner_->stats_.replays++;
+    return Status::OK();
+  }
+  Status WaitForReplay() override { return Status::OK(); }  // a replay runs to its end before returning
+
+  void AddLaunch(OpKernel& kernel, const KernelContext& ctx) {
+    auto op = std::make_unique<Op>();
+    op->kernel = &kernel;
+    op->ctx = ctx;
+    const std::vector<const Value*>& given = ctx.input_values();
+    op->inputs.resize(given.size());
+    std::vector<const Value*> inputs(given.size(), nullptr);
+    for (size_t i = 0; i < given.size(); ++i) {
+      if (given[i] == nullptr) continue;
+      op->inputs[i] = Frozen(*given[i]);
+      inputs[i] = &op->inputs[i];
+    }
+    op->ctx.ReplaceInputs(inputs);
+    ops_.push_back(std::move(op));
+  }
+  void AddCopy(const void* src, void* dst, size_t bytes) {
+    auto op = std::make_unique<Op>();
+    op->src = src;
+    op->dst = dst;
+    op->bytes = bytes;
+    ops_.push_back(std::move(op));
+  }
+
+ private:
+  SimExecutionProvider* owner_;
+  std::vector<std::unique_ptr<Op>> ops_;
+};
+
+std::vector<std::string> AllCpuOps() {
+  std::set<std::string> names;
+  for (const KernelDef& d : CpuKernelList()) names.insert(RowName(d));
+  return {names.begin(), names.end()};
+}
+
+SimExecutionProvider::SimExecutionProvider(KernelRegistry registry, int index, int threads, bool capture)
     : registry_(std::move(registry)),
       index_(index),
       memory_(std::make_shared<Memory>(Device{DeviceType::kSimulated, index})),
-      pool_(std::make_unique<ThreadPool>(threads)) {}
+      pool_(std::make_unique<ThreadPool>(threads)),
+      capture_(capture) {}
 
 SimExecutionProvider::~SimExecutionProvider() = default;
 
@@ -152,7 +227,7 @@ StatusOr<std::unique_ptr<SimExecutionProvider>> SimExecutionProvider::Create(con
   if (!left.empty()) return InvalidArgument("the CPU provider has no kernel for \"", *left.begin(), "\"");
   ONT_ASSIGN_OR_RETURN(KernelRegistry registry, KernelRegistry::Create(std::move(rows)));
   return std::unique_ptr<SimExecutionProvider>(
-      new SimExecutionProvider(std::move(registry), options.device_index, options.threads));
+      new SimExecutionProvider(std::move(registry), options.device_index, options.threads, options.graph_capture));
 }
 
 IAllocator* SimExecutionProvider::allocator() { return memory_.get(); }
@@ -169,6 +244,15 @@ Status SimExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {
   }
   size_t bytes = src.SizeInBytes();
   if (bytes == 0 || src.raw_data() == dst->raw_data()) return Status::OK();
+  if (recording_ != nullptr) {
+    if (!dst_here) {
+      return FailedPrecondition("the simulated device cannot copy to the host while it records a run (",
+                                bytes, " bytes)");
+    }
+    recording_->AddCopy(src.raw_data(), dst->raw_data(), bytes);
+    stats_.recorded_launches++;
+    return Status::OK();
+  }
   if (src_here && !dst_here) {
     // To the host: queued until the next synchronization; NaN (all bits set) until then.
     std::memset(dst->raw_data(), 0xFF, bytes);
@@ -184,6 +268,11 @@ Status SimExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {
 }
 
 Status SimExecutionProvider::Run(OpKernel& kernel, KernelContext& ctx) {
+  if (recording_ != nullptr) {
+    recording_->AddLaunch(kernel, ctx);
+    stats_.recorded_launches++;
+    return Status::OK();
+  }
   Open open(memory_.get());
   memory_->Flush();
   stats_.runs++;
@@ -191,11 +280,30 @@ Status SimExecutionProvider::Run(OpKernel& kernel, KernelContext& ctx) {
 }
 
 Status SimExecutionProvider::Synchronize() {
+  if (recording_ != nullptr) return FailedPrecondition("the simulated device cannot synchronize while it records a run");
   stats_.synchronizations++;
   if (!memory_->has_pending()) return Status::OK();
   Open open(memory_.get());
   memory_->Flush();
   return Status::OK();
 }
+
+}  // namespace ontrain
+
+namespace ontrain {
+
+Status SimExecutionProvider::BeginCapture() {
+  if (!capture_) return Unimplemented("the simulated device was made without graph_capture");
+  if (recording_ != nullptr) return FailedPrecondition("the simulated device is already recording a run");
+  recording_ = std::make_unique<Recording>(this);
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<CapturedWork>> SimExecutionProvider::EndCapture() {
+  if (recording_ == nullptr) return FailedPrecondition("the simulated device is not recording");
+  return std::unique_ptr<CapturedWork>(std::move(recording_));
+}
+
+void SimExecutionProvider::AbortCapture() { recording_.reset(); }
 
 }  // namespace ontrain

@@ -9,6 +9,11 @@
 // - Like an asynchronous device, it queues copies to the host until Synchronize() (or its next operation)
 //   and fills their destinations with NaN meanwhile: a host reader that skipped the synchronization sees
 //   garbage, not the right answer.
+// - With graph_capture, it records runs as CUDA's stream capture does (IExecutionProvider::BeginCapture):
+//   recorded kernels and copies do not run until replayed; a replay reads device memory as it is then,
+//   but every host input a kernel was given keeps the value it had when recorded (a CUDA launch's host
+//   arguments are frozen into the graph). A recorded run that relied on a host value changing therefore
+//   computes the wrong thing here too.
 #pragma once
 
 #include <memory>
@@ -27,12 +32,17 @@ struct SimProviderOptions {
   std::vector<std::string> ops;
   int threads = 1;
   int device_index = 0;
+  // Record and replay runs (graph capture), as the CUDA provider does.
+  bool graph_capture = false;
 };
 
 // The default subset: the dense compute of MLPs, CNNs and transformer blocks, forward and backward, with
 // gradient accumulation and the optimizers; the losses, pooling gradients and most shape ops are left to
 // the CPU, so that a training graph splits into several partitions with copies both ways.
 std::vector<std::string> DefaultSimOps();
+// Every op of the CPU kernel list: a whole graph then runs on the device, as it does on CUDA (only shape
+// arithmetic stays on the host).
+std::vector<std::string> AllCpuOps();
 
 class SimExecutionProvider : public IExecutionProvider {
  public:
@@ -41,6 +51,8 @@ class SimExecutionProvider : public IExecutionProvider {
     int64_t copies_to_device = 0;
     int64_t copies_to_host = 0;
     int64_t synchronizations = 0;
+    int64_t recorded_launches = 0;  // kernels and copies recorded
+    int64_t replays = 0;
   };
 
   static StatusOr<std::unique_ptr<SimExecutionProvider>> Create(const SimProviderOptions& options = {});
@@ -54,14 +66,19 @@ class SimExecutionProvider : public IExecutionProvider {
   Status Run(OpKernel& kernel, KernelContext& ctx) override;
   Status Synchronize() override;
   ThreadPool* thread_pool() override { return pool_.get(); }
+  bool can_capture() const override { return capture_; }
+  Status BeginCapture() override;
+  StatusOr<std::unique_ptr<CapturedWork>> EndCapture() override;
+  void AbortCapture() override;
 
   const Stats& stats() const { return stats_; }
   const AllocatorStats& allocator_stats() const;
 
   class Memory;
+  class Recording;
 
  private:
-  SimExecutionProvider(KernelRegistry registry, int index, int threads);
+  SimExecutionProvider(KernelRegistry registry, int index, int threads, bool capture);
 
   std::string name_ = "SIM";
   KernelRegistry registry_;
@@ -69,6 +86,8 @@ class SimExecutionProvider : public IExecutionProvider {
   std::shared_ptr<Memory> memory_;
   std::unique_ptr<ThreadPool> pool_;
   Stats stats_;
+  bool capture_ = false;
+  std::unique_ptr<Recording> recording_;  // while a run is recorded
 };
 
 }  // namespace ontrain

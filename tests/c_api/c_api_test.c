@@ -290,6 +290,25 @@ int main(void) {
   CHECK(SameFile(Tmp("c_api_cpu_live.ckpt"), Tmp("c_api_sim_live.ckpt")));
   CHECK(SameFile(Tmp("c_api_cpu_live.ckpt"), Tmp("c_api_sim_after.ckpt")));
   for (int k = 0; k < 2; ++k) OtReleaseCheckpointState(states[k]);
+
+  /* Graph capture switched off reaches the session and changes no bit (6 steps: past the 2 warm-up runs). */
+  OtStatus* null_capture = OtSessionOptionsSetGraphCapture(NULL, 0);
+  CHECK(null_capture != NULL && strstr(OtStatusMessage(null_capture), "options") != NULL);
+  OtReleaseStatus(null_capture);
+  float capture_losses[2][6];
+  for (int k = 0; k < 2; ++k) {
+    OK(OtSessionOptionsSetGraphCapture(sim_opts, k));
+    OtCheckpointState* st = NULL;
+    OtTrainingSession* s = NULL;
+    OK(OtLoadCheckpoint(DIR "checkpoint", &st));
+    OK(OtCreateTrainingSession(env, sim_opts, st, DIR "training_model.onnx", DIR "eval_model.onnx",
+                               DIR "optimizer_model.onnx", &s));
+    if (s == NULL) return 1;
+    for (int step = 0; step < 6; ++step) capture_losses[k][step] = TrainOneStep(s, step);
+    OtReleaseTrainingSession(s);
+    OtReleaseCheckpointState(st);
+  }
+  CHECK(memcmp(capture_losses[0], capture_losses[1], sizeof capture_losses[0]) == 0);
   OtReleaseSessionOptions(sim_opts);
 
   OK(OtSaveCheckpoint(state, Tmp("c_api_trained.ckpt"), true));

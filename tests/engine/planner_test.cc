@@ -135,7 +135,7 @@ TEST(PlannerTest, ShapeComputationsStayOnTheHost) {
   const Executor& e = *ex.value();
   EXPECT_EQ(PlacementOf(e, m, "shape").provider, 1);
   EXPECT_EQ(PlacementOf(e, m, "gather").provider, 1);
-  EXPECT_THAT(PlacementOf(e, m, "gather").why_fallback, HasSubstr("host-side inputs"));
+  EXPECT_THAT(PlacementOf(e, m, "gather").why_fallback, HasSubstr("integer arithmetic on constants and shapes"));
   EXPECT_EQ(PlacementOf(e, m, "concat").provider, 1);
   EXPECT_EQ(PlacementOf(e, m, "reshape").provider, 0);
   EXPECT_EQ(e.plan().num_copy_steps(), 1);
@@ -147,6 +147,86 @@ TEST(PlannerTest, ShapeComputationsStayOnTheHost) {
   EXPECT_EQ(out[0].shape(), (Shape{2, 12}));
   Tensor y = ex.value()->ToHost(out[0]).value();
   for (int i = 0; i < 24; ++i) EXPECT_EQ(y.data<float>()[i], std::max(0.0f, x[i])) << i;
+}
+
+// The index arithmetic of a padding's gradient (as PyTorch exports F.pad): integers computed from a shape,
+// some read on the host (Range's bounds), the last read by a device Gather. It all runs on the host and only
+// its result is copied to the device: computed there, the Range's bound would come back (a synchronization).
+TEST(PlannerTest, IntegerArithmeticOnShapesRunsOnTheHost) {
+  Devices s = Make({"Relu", "Gather", "Sub", "Min"});
+  Model m = Base();
+  m.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, {2, 5}));
+  m.graph.outputs.push_back(TensorInfo("y", DType::kFloat32, {2, 5}));
+  m.graph.AddInitializer("one_at", Tensor::FromVector<int64_t>({1}, {}));
+  m.graph.AddInitializer("zero", Tensor::FromVector<int64_t>({0}, {}));
+  m.graph.AddInitializer("one", Tensor::FromVector<int64_t>({1}, {}));
+  m.graph.nodes = {MakeNode("Relu", {"x"}, {"r"}, {}, "relu"), MakeNode("Shape", {"r"}, {"s"}, {}, "shape"),
+                   MakeNode("Gather", {"s", "one_at"}, {"n"}, {}, "width"),
+                   MakeNode("Sub", {"n", "one"}, {"last"}, {}, "last"),
+                   MakeNode("Range", {"zero", "n", "one"}, {"j"}, {}, "range"),
+                   MakeNode("Min", {"j", "last"}, {"k"}, {}, "clamp"),
+                   MakeNode("Sub", {"last", "k"}, {"reversed"}, {}, "reverse"),
+                   MakeNode("Gather", {"r", "reversed"}, {"y"}, {AttrInt("axis", 1)}, "gather")};
+  auto ex = Executor::Create(m, {s.list, {}});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  const Executor& e = *ex.value();
+  for (const char* host : {"width", "last", "clamp", "reverse"}) {
+    EXPECT_EQ(PlacementOf(e, m, host).provider, 1) << host;
+    EXPECT_THAT(PlacementOf(e, m, host).why_fallback, HasSubstr("integer arithmetic on constants and shapes")) << host;
+  }
+  EXPECT_EQ(PlacementOf(e, m, "gather").provider, 0);
+  EXPECT_EQ(CountSyncs(e.plan()), 0);
+  int to_device = 0;
+  for (const PlanStep& st : e.plan().steps) {
+    if (st.kind != PlanStep::Kind::kCopy) continue;
+    EXPECT_FALSE(e.plan().values[st.outputs[0]].device.is_host()) << e.plan().values[st.inputs[0]].name;
+    ++to_device;
+  }
+  EXPECT_EQ(to_device, 2);  // x, and the reversed indices
+  std::vector<float> x = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10};
+  std::vector<Tensor> out;
+  ASSERT_TRUE(ex.value()->Run({{"x", Tensor::FromVector(x, {2, 5})}}, {"y"}, &out).ok());
+  Tensor y = ex.value()->ToHost(out[0]).value();
+  for (int row = 0; row < 2; ++row) {
+    for (int c = 0; c < 5; ++c) {
+      EXPECT_EQ(y.data<float>()[row * 5 + c], std::max(0.0f, x[row * 5 + 4 - c])) << row << "," << c;
+    }
+  }
+}
+
+// ConcatTraining's lengths (shapes only) are read on the host by SplitTraining in the backward pass. With a
+// device they are made by nodes of their own on the host (PrepareForPlanning), not on the device and copied
+// back.
+TEST(PlannerTest, ConcatLengthsAreMadeOnTheHost) {
+  Devices s = Make({"Relu", "com.microsoft::ConcatTraining", "com.microsoft::SplitTraining"});
+  Model m = Base();
+  m.graph.inputs = {TensorInfo("a", DType::kFloat32, {2, 3}), TensorInfo("b", DType::kFloat32, {2, 4})};
+  m.graph.outputs = {TensorInfo("oa", DType::kFloat32, {2, 3}), TensorInfo("ob", DType::kFloat32, {2, 4})};
+  m.graph.nodes = {MakeNode("ConcatTraining", {"a", "b"}, {"c", "lengths"}, {AttrInt("axis", 1)}, "concat", "com.microsoft"),
+                   MakeNode("Relu", {"c"}, {"r"}, {}, "relu"),
+                   MakeNode("SplitTraining", {"r", "lengths"}, {"oa", "ob"}, {AttrInt("axis", 1)}, "split",
+                            "com.microsoft")};
+  auto ex = Executor::Create(m, {s.list, {}});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  const Executor& e = *ex.value();
+  EXPECT_EQ(CountSyncs(e.plan()), 0);
+  for (const PlanStep& st : e.plan().steps) {
+    if (st.kind == PlanStep::Kind::kCopy) {
+      EXPECT_FALSE(e.plan().values[st.outputs[0]].device.is_host()) << e.plan().values[st.inputs[0]].name;
+    }
+  }
+  const Graph& g = e.graph();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].name == "concat/per_input_length") EXPECT_EQ(e.plan().partition.nodes[i].provider, 1);
+    if (g.nodes[i].name == "concat") EXPECT_EQ(g.nodes[i].outputs.size(), 1u);
+  }
+  std::vector<float> a = {1, -2, 3, -4, 5, -6}, b = {-1, 2, -3, 4, -5, 6, -7, 8};
+  std::vector<Tensor> out;
+  ASSERT_TRUE(ex.value()->Run({{"a", Tensor::FromVector(a, {2, 3})}, {"b", Tensor::FromVector(b, {2, 4})}},
+                              {"oa", "ob"}, &out).ok());
+  Tensor oa = ex.value()->ToHost(out[0]).value(), ob = ex.value()->ToHost(out[1]).value();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(oa.data<float>()[i], std::max(0.0f, a[i])) << i;
+  for (size_t i = 0; i < b.size(); ++i) EXPECT_EQ(ob.data<float>()[i], std::max(0.0f, b[i])) << i;
 }
 
 TEST(PlannerTest, CopiesBetweenTwoDevicesGoThroughTheHost) {

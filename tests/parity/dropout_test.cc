@@ -1,7 +1,7 @@
 // Dropout on CUDA draws its own masks (a counter-based generator, not the CPU's), so instead of parity
 // this checks what a mask must satisfy: kept elements scaled by 1 / (1 - ratio), dropped ones zero, the
-// kept fraction near 1 - ratio, a fresh mask each step, the same masks again from the same seed, and a
-// DropoutGrad that applies the same mask.
+// kept fraction near 1 - ratio, a fresh mask each step (replayed steps of a recorded run too), the same
+// masks again from the same seed and with graph capture off, and a DropoutGrad that applies the same mask.
 #include <cmath>
 
 #include "engine/executor.h"
@@ -31,8 +31,11 @@ struct Step {
   Tensor y, mask, dx;
 };
 
-std::vector<Step> RunDropout(int64_t seed, int steps) {
-  auto providers = MakeProviders(true);
+constexpr int kSteps = 8;  // with graph capture, runs 5 to 8 replay a recording
+
+std::vector<Step> RunDropout(int64_t seed, int steps, bool graph_capture, std::string* capture_status = nullptr,
+                             int64_t* replayed = nullptr) {
+  auto providers = MakeProviders("cuda", graph_capture);
   EXPECT_TRUE(providers.ok()) << providers.status().ToString();
   auto ex = Executor::Create(DropoutModel(seed), {providers->ordered, {}});
   EXPECT_TRUE(ex.ok()) << ex.status().ToString();
@@ -44,22 +47,32 @@ std::vector<Step> RunDropout(int64_t seed, int steps) {
                           {"training", Tensor::FromVector<bool>({true}, {})},
                           {"dy", Random(DType::kFloat32, {64, 100}, 2, 0.5, 1.5)}};
     std::vector<Tensor> f;
-    EXPECT_TRUE(ex.value()->Run(ToNamedValues(feeds), {"y", "mask", "dx"}, &f).ok());
-    Step st;
-    st.y = ex.value()->ToHost(f[0]).value().Clone();
-    st.mask = ex.value()->ToHost(f[1]).value().Clone();
-    st.dx = ex.value()->ToHost(f[2]).value().Clone();
-    out.push_back(st);
+    Status st = ex.value()->Run(ToNamedValues(feeds), {"y", "mask", "dx"}, &f);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok()) break;
+    Step step;
+    step.y = ex.value()->ToHost(f[0]).value().Clone();
+    step.mask = ex.value()->ToHost(f[1]).value().Clone();
+    step.dx = ex.value()->ToHost(f[2]).value().Clone();
+    out.push_back(step);
   }
+  if (capture_status) *capture_status = ex.value()->CaptureStatus();
+  if (replayed) *replayed = ex.value()->capture_stats().replayed;
   return out;
 }
 
 TEST(CudaDropout, MasksAreScaledFreshAndReproducible) {
   if (!CudaUnavailableReason().empty()) GTEST_SKIP() << CudaUnavailableReason();
-  std::vector<Step> a = RunDropout(7, 3), b = RunDropout(7, 3);
+  std::string status;
+  int64_t replayed = 0;
+  std::vector<Step> a = RunDropout(7, kSteps, true, &status, &replayed), b = RunDropout(7, kSteps, true);
+  ASSERT_EQ(a.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(b.size(), static_cast<size_t>(kSteps));
+  // The draws' counter lives on the device: replayed steps draw fresh masks too.
+  EXPECT_GE(replayed, kSteps - 4) << status;
   Tensor x = Random(DType::kFloat32, {64, 100}, 1, 0.5, 1.5), dy = Random(DType::kFloat32, {64, 100}, 2, 0.5, 1.5);
   const float scale = 1.0f / 0.7f;
-  for (int s = 0; s < 3; ++s) {
+  for (int s = 0; s < kSteps; ++s) {
     int64_t kept = 0, same_as_previous = 0;
     for (int64_t i = 0; i < x.NumElements(); ++i) {
       bool k = a[s].mask.data<bool>()[i];
@@ -71,7 +84,20 @@ TEST(CudaDropout, MasksAreScaledFreshAndReproducible) {
     }
     double frac = static_cast<double>(kept) / static_cast<double>(x.NumElements());
     EXPECT_NEAR(frac, 0.7, 0.03) << "step " << s;  // 6400 draws: 4.7 standard deviations
-    if (s > 0) EXPECT_LT(same_as_previous, x.NumElements() * 0.7) << "step " << s << " reused the mask";
+    if (s > 0) {
+      EXPECT_LT(same_as_previous, x.NumElements() * 0.7) << "step " << s << " reused the mask";
+    }
+  }
+}
+
+// Recording and replaying changes nothing: the same masks, step for step, as eager runs.
+TEST(CudaDropout, ReplayedStepsDrawTheEagerMasks) {
+  if (!CudaUnavailableReason().empty()) GTEST_SKIP() << CudaUnavailableReason();
+  std::vector<Step> replayed = RunDropout(11, kSteps, true), eager = RunDropout(11, kSteps, false);
+  ASSERT_EQ(replayed.size(), eager.size());
+  for (size_t s = 0; s < eager.size(); ++s) {
+    EXPECT_EQ(Compare(eager[s].mask, replayed[s].mask, {0, 0}), "") << "step " << s;
+    EXPECT_EQ(Compare(eager[s].y, replayed[s].y, {0, 0}), "") << "step " << s;
   }
 }
 

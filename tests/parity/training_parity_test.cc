@@ -32,13 +32,15 @@ struct TrainRun {
   Tensor eval;        // the eval model's first output on the next batch
   std::string checkpoint;
   std::vector<float> resumed_losses;  // the continuation (see Resume)
+  int64_t train_replayed = 0;         // training-graph runs that replayed a recording (graph capture)
+  std::string train_capture;          // the training graph's CaptureStatus
 };
 
 // Trains `steps` steps of `set` from `state` on {device, cpu} ("": the CPU alone), starting at batch
 // `first_step`.
 void Train(const testing::ArtifactSet& set, testing::LoadedSet* l, const std::string& device, int first_step, int steps,
-           TrainRun* r) {
-  auto providers = MakeProviders(device);
+           TrainRun* r, bool graph_capture = true) {
+  auto providers = MakeProviders(device, graph_capture);
   ASSERT_TRUE(providers.ok()) << providers.status().ToString();
   auto created = TrainingSession::Create({providers->ordered}, &l->state, l->train, l->eval, l->optimizer);
   ASSERT_TRUE(created.ok()) << created.status().ToString();
@@ -51,6 +53,8 @@ void Train(const testing::ArtifactSet& set, testing::LoadedSet* l, const std::st
     s.LazyResetGrad();
     r->losses.push_back(out[0].data<float>()[0]);
   }
+  r->train_replayed = s.train_executor().capture_stats().replayed;
+  r->train_capture = s.train_executor().CaptureStatus();
   std::vector<Tensor> eval;
   ASSERT_TRUE(s.EvalStep(testing::MakeBatch(set, first_step + steps), &eval).ok());
   r->eval = eval[0].Clone();
@@ -187,6 +191,26 @@ TEST_P(TrainingParityTest, CudaTrainsLikeCpu) {
 
 // The same harness against the simulated device (the CPU's kernels): runs everywhere.
 TEST(TrainingParityHarness, SimulatedDeviceOnTheMlp) { CheckSet("gen-mlp", "sim"); }
+
+// Graph capture changes no bit: the same losses and parameters with recorded steps replayed as with every
+// kernel launched eagerly (deterministic mode), and the recorded run did replay.
+TEST_P(TrainingParityTest, CudaReplaysMatchEagerBitForBit) {
+  if (!CudaUnavailableReason().empty()) GTEST_SKIP() << CudaUnavailableReason();
+  const testing::ArtifactSet& set = testing::FindSet(GetParam());
+  std::string why;
+  TrainRun runs[2];  // graph capture on, off
+  for (int i = 0; i < 2; ++i) {
+    auto loaded = testing::LoadSet(set, &why);
+    if (!loaded.ok() && !why.empty()) GTEST_SKIP() << why;
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    ASSERT_NO_FATAL_FAILURE(Train(set, &loaded.value(), "cuda", 0, kSteps, &runs[i], i == 0));
+  }
+  EXPECT_GT(runs[0].train_replayed, kSteps / 2) << runs[0].train_capture;
+  EXPECT_EQ(runs[1].train_replayed, 0) << runs[1].train_capture;
+  EXPECT_EQ(runs[0].losses, runs[1].losses);
+  EXPECT_EQ(Compare(runs[1].params, runs[0].params, {0, 0}), "");
+  EXPECT_EQ(Compare(runs[1].eval, runs[0].eval, {0, 0}), "");
+}
 
 INSTANTIATE_TEST_SUITE_P(Sets, TrainingParityTest,
                          ::testing::Values("gen-mlp", "gen-cnn", "gen-bn", "gen-encoder", "ort-testdata-mlp",

@@ -5,7 +5,9 @@
 // the median gives, the median of each part, peak RSS and C++ heap allocations per step after warm-up;
 // --json FILE writes the same; --profile adds kernel time per op type, --profile-shapes per op type and
 // input shapes, both with the GFLOP/s of the matrix ops and the step against its floor: the step's matrix
-// FLOPs (engine/op_flops.h) at the FMA peak measured on this core, on the cores the run used.
+// FLOPs (engine/op_flops.h) at the FMA peak measured on this core, on the cores the run used. With a device
+// provider it also says whether each graph's runs were recorded and replayed (graph capture; the JSON counts
+// the replayed runs), and --no-graph-capture times every kernel launched eagerly instead.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -72,7 +74,7 @@ double PeakRssMb() {
 Status Bench(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "provider", "batch-size", "steps", "warmup", "threads",
                                                     "json"},
-                                             {"profile", "profile-shapes", "gemm", "no-pool-tuning"}));
+                                             {"profile", "profile-shapes", "gemm", "no-pool-tuning", "no-graph-capture"}));
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", 200));
   ONT_ASSIGN_OR_RETURN(int64_t warmup, f.GetInt("warmup", 40));
@@ -82,6 +84,7 @@ Status Bench(const std::vector<std::string>& args) {
   OpenOptions oo;
   oo.threads = static_cast<int>(threads);
   oo.tune_pool = !f.Has("no-pool-tuning");
+  oo.graph_capture = !f.Has("no-graph-capture");
   oo.providers = f.Get("provider", "cpu");
   ONT_ASSIGN_OR_RETURN(OpenSession o, OpenArtifacts(f.Get("artifacts"), oo));
   ONT_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, SyntheticInputs(o, batch));
@@ -133,6 +136,11 @@ Status Bench(const std::vector<std::string>& args) {
               allocs_per_step);
   // The optimizer graph follows the training graph's choice; their times are decided together.
   std::printf("  intra-op pool per step: %s\n", o.session->train_executor().PoolChoice().c_str());
+  const std::string train_capture = o.session->train_executor().CaptureStatus();
+  if (o.providers.ordered.size() > 1) {  // a device provider: whether its runs were recorded and replayed
+    std::printf("  graph capture: training graph %s; optimizer graph %s\n", train_capture.c_str(),
+                o.session->optimizer()->executor().CaptureStatus().c_str());
+  }
   // Matrix work: its FLOPs per step against one core's measured FMA peak, the floor no engine can beat.
   std::string profile_json;
   if (f.Has("profile") || f.Has("profile-shapes")) {
@@ -181,7 +189,10 @@ Status Bench(const std::vector<std::string>& args) {
                               ", \"median_ms\": ", median, ", \"p10_ms\": ", p10, ", \"p90_ms\": ", p90,
                               ", \"steps_per_s\": ", 1000.0 / median, ", \"train_step_ms\": ", Percentile(train_ms, 0.5),
                               ", \"optimizer_step_ms\": ", Percentile(opt_ms, 0.5), ", \"peak_rss_mb\": ", peak_rss_mb,
-                              ", \"allocs_per_step\": ", allocs_per_step, ", \"last_loss\": ", loss, profile_json, "}\n");
+                              ", \"allocs_per_step\": ", allocs_per_step, ", \"last_loss\": ", loss,
+                              ", \"train_runs_replayed\": ", o.session->train_executor().capture_stats().replayed,
+                              ", \"optimizer_runs_replayed\": ", o.session->optimizer()->executor().capture_stats().replayed,
+                              profile_json, "}\n");
     ONT_RETURN_IF_ERROR(WriteFileAtomically(f.Get("json"), json));
   }
   return Status::OK();

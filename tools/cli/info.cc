@@ -213,7 +213,7 @@ struct InfoPlan {
 };
 
 Status MakeInfoPlan(const std::string& dir, const std::vector<IExecutionProvider*>& list, int64_t batch, InfoPlan* p) {
-  // 1. The folder's models (Constant nodes folded, as the executor does) and checkpoint.
+  // 1. The folder's models (prepared for planning over `list`, as the executor does) and checkpoint.
   ONT_ASSIGN_OR_RETURN(p->train, LoadModel(dir + "/training_model.onnx"));
   if (FileExists(dir + "/eval_model.onnx")) {
     ONT_ASSIGN_OR_RETURN(p->eval, LoadModel(dir + "/eval_model.onnx"));
@@ -223,7 +223,7 @@ Status MakeInfoPlan(const std::string& dir, const std::vector<IExecutionProvider
   }
   ONT_ASSIGN_OR_RETURN(p->state, LoadCheckpoint(dir + "/checkpoint"));
   for (Model* m : {&p->train, p->eval ? &*p->eval : nullptr, p->optim ? &*p->optim : nullptr}) {
-    if (m) FoldConstantNodes(&m->graph);
+    if (m) PrepareForPlanning(m, list);
   }
   // 2. Where the state goes, and each graph's plan for it.
   const Model* eval = p->eval ? &*p->eval : nullptr;

@@ -17,7 +17,8 @@ const char* kUsage =
     "           [--ignore-index N] [--bn-running-stats pytorch|onnx|constant] [--no-fuse]\n"
     "  train    --artifacts DIR --data SPEC [--eval-data SPEC] [--batch-size N]\n"
     "           [--epochs N | --steps N] [--lr X] [--scheduler constant|linear|cosine|step|exponential]\n"
-    "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--no-pool-tuning] [--out DIR] [--resume]\n"
+    "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--no-pool-tuning] [--no-graph-capture]\n"
+    "           [--out DIR] [--resume]\n"
     "           [--checkpoint-every N] [--stop-after N] [--metrics FILE]\n"
     "           [--export FILE --export-outputs a,b] [--provider LIST] [--memory-limit-mb N]\n"
     "           SPEC: fashion-mnist | fashion-mnist:test | idx:IMAGES,LABELS | FILE.npz | FILE.npy | FILE.csv\n"
@@ -28,13 +29,15 @@ const char* kUsage =
     "           --outputs: one numpy array per model output, in its own dtype (float16/32/64, int8-64,\n"
     "           uint8-64, bool); bfloat16, which numpy lacks, is written as float32 (exactly)\n"
     "  bench    --artifacts DIR [--provider LIST] [--batch-size N] [--steps N] [--warmup N] [--threads N]\n"
-    "           [--json FILE] [--profile] [--profile-shapes] [--no-pool-tuning]\n"
+    "           [--json FILE] [--profile] [--profile-shapes] [--no-pool-tuning] [--no-graph-capture]\n"
     "                                      time full training steps on synthetic inputs\n"
     "  bench    --gemm [--threads N]   the CPU's FP32 FMA peak and the GEMM's share of it\n"
     "  LIST: providers in priority order, comma-separated, ending with cpu (appended when missing):\n"
     "        cpu | sim (a device simulated on the host, to check placement) | cuda | cuda:N\n"
     "  --threads N: the CPU pool's threads (0: one per core); each graph is timed with and without the\n"
-    "        pool over its first steps and keeps the faster, unless --no-pool-tuning\n";
+    "        pool over its first steps and keeps the faster, unless --no-pool-tuning\n"
+    "  --no-graph-capture: launch every kernel of a device provider (cuda, sim) at every step, instead of\n"
+    "        recording a step once its shapes have been seen and replaying it as one launch\n";
 
 }  // namespace
 

@@ -57,6 +57,9 @@ OtStatus* OtSessionOptionsSetIntraOpThreads(OtSessionOptions* options, int threa
  * simulated on the host, for checking placement) or "cuda" / "cuda:N" (device 0 / device N; creating the
  * session says whether this build and machine have it). */
 OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* provider);
+/* Device providers record a graph's run once its shapes have been seen and replay it as one launch (the
+ * default, 1); 0 launches every kernel at every step. Results are the same either way. */
+OtStatus* OtSessionOptionsSetGraphCapture(OtSessionOptions* options, int enabled);
 /* Data-parallel training (run under mpirun): "mpi" averages host gradients over MPI, "nccl" device gradients
  * over NCCL, "" (the default) trains alone. Parameters are broadcast from rank 0 when the session is made and
  * gradients averaged in OptimizerStep; each rank feeds its own shard of every batch to TrainStep. */

@@ -335,6 +335,9 @@ class DropoutKernel : public OpKernel {
     return Status::OK();
   }
 
+  // Its generator advances at every run: a recording would repeat one mask.
+  bool capturable() const override { return false; }
+
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     Tensor* mask = ctx.output(1);

@@ -182,13 +182,16 @@ __device__ __forceinline__ float Uniform(uint64_t seed, uint64_t counter) {
 }
 
 __global__ void DropoutKernel(const float* x, float* y, uint8_t* mask, int64_t n, float ratio, float scale,
-                              uint64_t seed, uint64_t offset) {
+                              uint64_t seed, const uint64_t* counter) {
+  const uint64_t offset = *counter;
   ONT_GRID_STRIDE_LOOP(i, n) {
     bool keep = Uniform(seed, offset + i) >= ratio;
     y[i] = keep ? x[i] * scale : 0.0f;
     if (mask) mask[i] = keep ? 1 : 0;
   }
 }
+
+__global__ void AdvanceKernel(uint64_t* counter, uint64_t by) { *counter += by; }
 
 __global__ void DropoutGradKernel(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale) {
   ONT_GRID_STRIDE_LOOP(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
@@ -263,10 +266,12 @@ cudaError_t Cast(int from, int to, const void* x, void* y, int64_t n, cudaStream
   }
 }
 
-cudaError_t Dropout(const float* x, float* y, uint8_t* mask, int64_t n, float ratio, uint64_t seed, uint64_t offset,
+cudaError_t Dropout(const float* x, float* y, uint8_t* mask, int64_t n, float ratio, uint64_t seed, uint64_t* offset,
                     cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   DropoutKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, mask, n, ratio, 1.0f / (1.0f - ratio), seed, offset);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  AdvanceKernel<<<1, 1, 0, stream>>>(offset, static_cast<uint64_t>(n));  // after every draw of this launch
   return cudaGetLastError();
 }
 

@@ -70,6 +70,8 @@ class EinsumKernel : public DelegatingKernel {
 class ResizeBase : public DelegatingKernel {
  public:
   using DelegatingKernel::DelegatingKernel;
+  // A new plan re-uploads the tables from pageable memory during Compute.
+  bool capturable() const override { return false; }
 
  protected:
   // Uploads the tables when the plan changed; returns their device view in *t.

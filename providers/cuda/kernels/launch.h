@@ -71,10 +71,11 @@ cudaError_t Where(const uint8_t* cond, const void* x, const void* y, void* out, 
 // Cast between float32, float64, int32, int64 and bool (dtype codes: core/dtype.h's DType values).
 cudaError_t Cast(int from_dtype, int to_dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
 
-// Dropout: keep element i when u(seed, offset + i) >= ratio, with u uniform in [0, 1) from a counter-based
+// Dropout: keep element i when u(seed, *offset + i) >= ratio, with u uniform in [0, 1) from a counter-based
 // hash (so a step's mask depends only on the seed and the element's counter, never on the launch); kept
-// elements are scaled by 1 / (1 - ratio). `mask` (bool as uint8) is nullable.
-cudaError_t Dropout(const float* x, float* y, uint8_t* mask, int64_t n, float ratio, uint64_t seed, uint64_t offset,
+// elements are scaled by 1 / (1 - ratio). `mask` (bool as uint8) is nullable. Then *offset += n, on the
+// device: the counter lives in device memory so that a recorded launch draws fresh masks at each replay.
+cudaError_t Dropout(const float* x, float* y, uint8_t* mask, int64_t n, float ratio, uint64_t seed, uint64_t* offset,
                     cudaStream_t stream);
 // dX = mask ? dY * scale : 0.
 cudaError_t DropoutGrad(const float* dy, const uint8_t* mask, float* dx, int64_t n, float scale, cudaStream_t stream);

@@ -30,6 +30,12 @@ class RecurrentKernel : public DelegatingKernel {
   RecurrentKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, RecurrentPass pass)
       : DelegatingKernel(info, std::move(cpu)), pass_(pass) {}
 
+  // Sequence lengths (a host input) are uploaded from pageable memory at every run.
+  bool capturable() const override {
+    const size_t sl = pass_ == RecurrentPass::kLstmGrad ? 3 : 4;
+    return node_.inputs.size() <= sl || node_.inputs[sl].empty();
+  }
+
   Status Prepare(KernelContext& ctx) override {
     ONT_RETURN_IF_ERROR(DelegatingKernel::Prepare(ctx));
     if (!parsed_) {

@@ -170,6 +170,8 @@ class SplitKernel : public DelegatingKernel {
 class ConcatTrainingKernel : public ConcatKernel {
  public:
   using ConcatKernel::ConcatKernel;
+  // The lengths are uploaded from pageable memory at every run.
+  bool capturable() const override { return false; }
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     ONT_RETURN_IF_ERROR(ConcatKernel::ComputeCuda(r, ctx));
     Tensor* lens = ctx.output(1);

@@ -94,7 +94,9 @@ class DivGradKernel : public DelegatingKernel {
 };
 
 // Dropout (opset >= 12): ratio and training_mode are host inputs. Each run draws from the counter range
-// after the previous run's, so steps get fresh masks; the stream of masks depends only on the seed.
+// after the previous run's, so steps get fresh masks; the stream of masks depends only on the seed. The
+// counter lives on the device and advances there, so a recorded run (graph capture) replays with fresh
+// masks too.
 class DropoutKernel : public DelegatingKernel {
  public:
   DropoutKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
@@ -116,16 +118,20 @@ class DropoutKernel : public DelegatingKernel {
       return Status::OK();
     }
     uint8_t* m = mask ? static_cast<uint8_t*>(mask->raw_data()) : nullptr;
-    ONT_RETURN_IF_ERROR(CudaStatus(Dropout(x.data<float>(), y->data<float>(), m, n, static_cast<float>(ratio), seed_,
-                                           offset_, r.stream),
-                                   "Dropout"));
-    offset_ += static_cast<uint64_t>(n);
-    return Status::OK();
+    if (counter_ == nullptr) {  // the counter of draws so far, on the device (Dropout advances it there)
+      ONT_ASSIGN_OR_RETURN(void* p, counter_buffer_.Get(sizeof(uint64_t), r.allocator));
+      counter_ = static_cast<uint64_t*>(p);
+      ONT_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(counter_, 0, sizeof(uint64_t), r.stream));
+    }
+    return CudaStatus(Dropout(x.data<float>(), y->data<float>(), m, n, static_cast<float>(ratio), seed_, counter_,
+                              r.stream),
+                      "Dropout");
   }
 
  private:
   uint64_t seed_;
-  uint64_t offset_ = 0;
+  DeviceBuffer counter_buffer_;
+  uint64_t* counter_ = nullptr;
 };
 
 // DropoutGrad(dY, mask, ratio?, training_mode?).
