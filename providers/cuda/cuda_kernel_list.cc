@@ -112,7 +112,7 @@ std::vector<KernelDef> CudaKernelList() {
       {kOnnx, "Upsample", 9, 9, kF32, kResize, 0, Host({1})},
       {kOnnx, "Where", 9, kLatest, kAll, kWhere, 1},
       // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them
-      {kMs, "AdamWOptimizer", 1, 1, kF32, kAdamWOptimizer, 2, Host({0, 1, 6}) | InPlace({2, 4, 5})},
+      {kMs, "AdamWOptimizer", 1, 1, kF32, kAdamWOptimizer, 2, Host({6}) | InPlace({2, 4, 5})},  // lr, step on the device
       {kMs, "BatchNormInternal", 1, 1, kF32, kBatchNormInternal, 0, Host({5})},
       {kMs, "BatchNormalizationGrad", 1, 1, kF32, kBatchNormalizationGrad},
       {kMs, "ConcatTraining", 1, 1, kAll, kConcatTraining},
@@ -142,7 +142,7 @@ std::vector<KernelDef> CudaKernelList() {
       {kMs, "ReduceSumTraining", 1, 1, kF32, kReduceSumTraining, 0, Host({1})},
       {kMs, "ReluGrad", 1, 1, kF32, kReluGrad},
       {kMs, "ResizeGrad", 1, 1, kF32, kResizeGrad, 0, Host({2, 3})},
-      {kMs, "SGDOptimizerV2", 1, 1, kF32, kSGDOptimizerV2, 1, Host({0, 3}) | InPlace({1})},
+      {kMs, "SGDOptimizerV2", 1, 1, kF32, kSGDOptimizerV2, 1, Host({3}) | InPlace({1})},  // lr on the device
       {kMs, "Scale", 1, 1, kF32, kScale, 0, Host({1})},
       {kMs, "SigmoidGrad", 1, 1, kF32, kSigmoidGrad},
       {kMs, "SliceGrad", 1, 1, kAll, kSliceGrad, 0, Host({1, 2, 3, 4, 5})},

@@ -8,7 +8,8 @@
 //
 // The same sets then train on a simulated device offering exactly the CUDA kernel list's ops (so graphs are
 // placed as on CUDA) with graph capture on: each training graph must be recorded and replayed (a CUDA
-// placement leaves nothing on the host that would stop it), with the CPU provider's bits. Without a GPU
+// placement leaves nothing on the host that would stop it), and so must each optimizer graph, with the CPU
+// provider's bits. Without a GPU
 // this is how CUDA's capture of these graphs is checked; the simulated device records with CUDA's
 // semantics (providers/sim/sim_provider.h).
 #include <algorithm>
@@ -134,8 +135,8 @@ StatusOr<std::vector<Tensor>> Batch(const testing::ArtifactSet& set, const Train
 struct Trained {
   std::vector<uint32_t> losses;
   std::string checkpoint;
-  Executor::CaptureStats train;
-  std::string train_status;
+  Executor::CaptureStats train, optimizer;
+  std::string train_status, optimizer_status;
 };
 
 constexpr int kCaptureSteps = 10;
@@ -164,6 +165,8 @@ void TrainSet(const testing::ArtifactSet& set, const std::vector<IExecutionProvi
   }
   r->train = s.train_executor().capture_stats();
   r->train_status = s.train_executor().CaptureStatus();
+  r->optimizer = s.optimizer()->executor().capture_stats();
+  r->optimizer_status = s.optimizer()->executor().CaptureStatus();
   auto bytes = SerializeCheckpoint(loaded->state);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   r->checkpoint = bytes.value();
@@ -193,6 +196,9 @@ TEST_P(CudaCoverageTest, CudaPlacementRecordsTheTrainingStep) {
   ASSERT_NO_FATAL_FAILURE(TrainSet(GetParam(), {sim.value().get(), cpu.value().get()}, &on_sim));
   EXPECT_EQ(on_sim.losses, on_cpu.losses);
   EXPECT_TRUE(on_sim.checkpoint == on_cpu.checkpoint) << "checkpoints differ";
+  // The optimizer graph reads the learning rate and the step count on the device: one recording, replayed.
+  EXPECT_EQ(on_sim.optimizer.recorded, 1) << on_sim.optimizer_status;
+  EXPECT_EQ(on_sim.optimizer.replayed, kCaptureSteps - 4) << on_sim.optimizer_status;
   // The CPU's Dropout draws on the host at every run, so the simulated device cannot record a graph with
   // one; CUDA's Dropout keeps its counter on the device and can (tests/parity/dropout_test.cc, on a GPU).
   if (on_sim.train_status.find("(Dropout) cannot be recorded") != std::string::npos) {

@@ -138,12 +138,14 @@ class AdamWKernel : public OpKernel {
       return InvalidArgument("adam_mode and correct_bias must be 0 or 1");
     }
     if (adam_mode_ == 0 && correct_bias_ == 0) return InvalidArgument("adam_mode 0 requires correct_bias 1");
+    // lr and step are read at Compute, not here: a device running this kernel (the simulated one) may keep
+    // them in its memory, as CUDA's kernel does (a recorded run then reads each step's values).
     ONT_ASSIGN_OR_RETURN(const Tensor* lr, RequireInput(ctx, 0, "lr"));
     ONT_ASSIGN_OR_RETURN(const Tensor* step, RequireInput(ctx, 1, "step"));
-    ONT_ASSIGN_OR_RETURN(double lr_value, ReadScalar(*lr, "lr"));
-    ONT_ASSIGN_OR_RETURN(double step_value, ReadScalar(*step, "step"));
-    lr_ = static_cast<float>(lr_value);
-    step_ = static_cast<int64_t>(step_value);
+    if (lr->NumElements() != 1 || step->NumElements() != 1) {
+      return InvalidArgument("lr and step must have one element each, got ", ShapeToString(lr->shape()), " and ",
+                             ShapeToString(step->shape()));
+    }
     ONT_RETURN_IF_ERROR(CheckSequences(ctx, {{2, "weights"}, {3, "gradients"}, {4, "momentums_1"}, {5, "momentums_2"}})
                             .status());
     update_ = UpdateSignal(ctx, 6);
@@ -158,15 +160,19 @@ class AdamWKernel : public OpKernel {
     Tensor* flag = ctx.output(0);
     for (int64_t i = 0; i < flag->NumElements(); ++i) flag->data<bool>()[i] = update_;
     if (!update_) return Status::OK();
+    ONT_ASSIGN_OR_RETURN(double lr_value, ReadScalar(*ctx.input(0), "lr"));
+    ONT_ASSIGN_OR_RETURN(double step_value, ReadScalar(*ctx.input(1), "step"));
+    const float lr = static_cast<float>(lr_value);
+    const int64_t step = static_cast<int64_t>(step_value);
     const TensorSequence &w = *ctx.input_sequence(2), &g = *ctx.input_sequence(3);
     const TensorSequence &m = *ctx.input_sequence(4), &v = *ctx.input_sequence(5);
     float ac = 1.0f, bc = 1.0f;
     if (correct_bias_) {
-      ac = 1.0f - static_cast<float>(std::pow(static_cast<double>(alpha_), static_cast<double>(step_)));
-      bc = 1.0f - static_cast<float>(std::pow(static_cast<double>(beta_), static_cast<double>(step_)));
+      ac = 1.0f - static_cast<float>(std::pow(static_cast<double>(alpha_), static_cast<double>(step)));
+      bc = 1.0f - static_cast<float>(std::pow(static_cast<double>(beta_), static_cast<double>(step)));
     }
     Offsets(w, &offsets_);
-    const AdamWParams params{alpha_, beta_, epsilon_, lr_, weight_decay_, ac, bc, lr_ * std::sqrt(bc) / ac,
+    const AdamWParams params{alpha_, beta_, epsilon_, lr, weight_decay_, ac, bc, lr * std::sqrt(bc) / ac,
                              adam_mode_ == 0};
     ForEachTensorPart(ctx.thread_pool(), offsets_, 12.0, [&](size_t k, int64_t lo, int64_t hi) {
       // In place: these are the session's parameter and moment buffers.
@@ -179,8 +185,6 @@ class AdamWKernel : public OpKernel {
  private:
   float alpha_, beta_, epsilon_, weight_decay_;
   int64_t adam_mode_, correct_bias_;
-  float lr_ = 0;
-  int64_t step_ = 0;
   bool update_ = true;
   Shape offsets_;
 };
@@ -191,9 +195,8 @@ class SgdKernel : public OpKernel {
  public:
   explicit SgdKernel(const NodeInfo&) {}
   Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* lr, RequireInput(ctx, 0, "lr"));
-    ONT_ASSIGN_OR_RETURN(double lr_value, ReadScalar(*lr, "lr"));
-    lr_ = static_cast<float>(lr_value);
+    ONT_ASSIGN_OR_RETURN(const Tensor* lr, RequireInput(ctx, 0, "lr"));  // read at Compute (see AdamW)
+    if (lr->NumElements() != 1) return InvalidArgument("lr must have one element, got ", ShapeToString(lr->shape()));
     ONT_RETURN_IF_ERROR(CheckSequences(ctx, {{1, "weights"}, {2, "gradients"}}).status());
     update_ = UpdateSignal(ctx, 3);
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, DType::kBool, lr->shape()));
@@ -204,9 +207,10 @@ class SgdKernel : public OpKernel {
     Tensor* flag = ctx.output(0);
     for (int64_t i = 0; i < flag->NumElements(); ++i) flag->data<bool>()[i] = update_;
     if (!update_) return Status::OK();
+    ONT_ASSIGN_OR_RETURN(double lr_value, ReadScalar(*ctx.input(0), "lr"));
+    const float lr = static_cast<float>(lr_value);
     const TensorSequence &w = *ctx.input_sequence(1), &g = *ctx.input_sequence(2);
     Offsets(w, &offsets_);
-    const float lr = lr_;
     ForEachTensorPart(ctx.thread_pool(), offsets_, 2.0, [&](size_t k, int64_t lo, int64_t hi) {
       SgdRange(const_cast<float*>(w[k].data<float>()), g[k].data<float>(), lo, hi, lr);
     });
@@ -214,7 +218,6 @@ class SgdKernel : public OpKernel {
   }
 
  private:
-  float lr_ = 0;
   bool update_ = true;
   Shape offsets_;
 };

@@ -268,15 +268,22 @@ struct TensorSlot {
   float* v;
   int64_t n;
 };
+// The learning rate and the step count are read from device memory by the kernel, so that a recorded step
+// (graph capture) uses each step's values; the bias corrections 1 - alpha^step and 1 - beta^step are
+// computed there in double and rounded once, as the CPU kernel does.
 struct AdamWArgs {
-  float alpha, beta, epsilon, weight_decay, lr, ac, bc;
-  int mode;  // 0: PyTorch, 1: Hugging Face (see providers/cpu/kernels/training_optimizers.cc)
+  float alpha, beta, epsilon, weight_decay;
+  const float* lr;       // device, one float
+  const int64_t* step;   // device, one int64
+  int mode;              // 0: PyTorch, 1: Hugging Face (see providers/cpu/kernels/training_optimizers.cc)
+  int correct_bias;      // 0: no bias correction
 };
 // Every tensor of the step in one launch: `slots` is a device array of `count` TensorSlots and `starts`
 // (device, count + 1) the running element offsets; a thread finds its tensor by binary search.
 cudaError_t AdamW(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, const AdamWArgs& args,
                   cudaStream_t stream);
-cudaError_t Sgd(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, float lr,
+// w -= *lr g, the rate read from device memory.
+cudaError_t Sgd(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, const float* lr,
                 cudaStream_t stream);
 // The sum of squares of every g (in double, fixed order: per-tensor block partials, then one block), then
 // g *= min(max_norm / (sqrt(sum) + 1e-6), 1). `partials` holds `count` doubles.

@@ -19,22 +19,34 @@ __device__ __forceinline__ int FindSlot(const int64_t* starts, int count, int64_
 }
 
 __global__ void AdamWKernel(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, AdamWArgs a) {
-  const float lr_c = a.lr * sqrtf(a.bc) / a.ac;
+  __shared__ float lr, ac, bc, lr_c;
+  if (threadIdx.x == 0) {  // once per block, from this step's values in device memory
+    lr = *a.lr;
+    ac = 1.0f;
+    bc = 1.0f;
+    if (a.correct_bias) {
+      const double step = static_cast<double>(*a.step);
+      ac = 1.0f - static_cast<float>(pow(static_cast<double>(a.alpha), step));
+      bc = 1.0f - static_cast<float>(pow(static_cast<double>(a.beta), step));
+    }
+    lr_c = lr * sqrtf(bc) / ac;
+  }
+  __syncthreads();
   ONT_GRID_STRIDE_LOOP(t, total) {
     int k = FindSlot(starts, count, t);
     int64_t i = t - starts[k];
     TensorSlot s = slots[k];
     float w = s.w[i], m = s.m[i], v = s.v[i], g = s.g[i];
     if (a.mode == 0) {
-      w -= w * a.lr * a.weight_decay;
+      w -= w * lr * a.weight_decay;
       m = a.alpha * m + (1.0f - a.alpha) * g;
       v = a.beta * v + (1.0f - a.beta) * g * g;
-      w -= a.lr * m / (a.ac * (sqrtf(v / a.bc) + a.epsilon));
+      w -= lr * m / (ac * (sqrtf(v / bc) + a.epsilon));
     } else {
       m = a.alpha * m + (1.0f - a.alpha) * g;
       v = a.beta * v + (1.0f - a.beta) * g * g;
       w -= lr_c * m / (sqrtf(v) + a.epsilon);
-      w -= a.lr * a.weight_decay * w;
+      w -= lr * a.weight_decay * w;
     }
     s.w[i] = w;
     s.m[i] = m;
@@ -42,7 +54,8 @@ __global__ void AdamWKernel(const TensorSlot* slots, const int64_t* starts, int 
   }
 }
 
-__global__ void SgdKernel(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, float lr) {
+__global__ void SgdKernel(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, const float* rate) {
+  const float lr = *rate;
   ONT_GRID_STRIDE_LOOP(t, total) {
     int k = FindSlot(starts, count, t);
     int64_t i = t - starts[k];
@@ -83,7 +96,7 @@ cudaError_t AdamW(const TensorSlot* slots, const int64_t* starts, int count, int
   return cudaGetLastError();
 }
 
-cudaError_t Sgd(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, float lr,
+cudaError_t Sgd(const TensorSlot* slots, const int64_t* starts, int count, int64_t total, const float* lr,
                 cudaStream_t stream) {
   if (total == 0) return cudaSuccess;
   SgdKernel<<<Blocks(total), kThreads, 0, stream>>>(slots, starts, count, total, lr);

@@ -1,7 +1,9 @@
 // Gradient accumulation and the optimizer ops on CUDA: InPlaceAccumulatorV2, AdamWOptimizer,
 // SGDOptimizerV2 and InplaceClipGradNorm (float32). Prepare (checks, flags, aliases) is the CPU kernels';
 // the multi-tensor ops upload their table of tensor pointers only when the pointers change, which for a
-// session's state (placed once) is the first step only.
+// session's state (placed once) is the first step only. The optimizers read the learning rate and the step
+// count on the device (their rows make them device inputs), so a recorded optimizer run replays with each
+// step's values.
 #include <cmath>
 #include <cstring>
 
@@ -84,6 +86,15 @@ Status WriteFlag(const CudaResources& r, KernelContext& ctx, bool value) {
   return CudaStatus(SetFlags(static_cast<uint8_t*>(flag->raw_data()), flag->NumElements(), value, r.stream), "SetFlags");
 }
 
+// Device scalars of the dtype the kernel reads.
+Status CheckScalar(const Tensor& t, DType dtype, const char* op, const char* what) {
+  if (t.dtype() != dtype || t.NumElements() != 1) {
+    return Unimplemented(op, " on CUDA takes ", what, " as one ", DTypeName(dtype), ", got ", DTypeName(t.dtype()),
+                         ShapeToString(t.shape()));
+  }
+  return Status::OK();
+}
+
 // AdamWOptimizer(lr, step, weights, gradients, m1, m2, update_signal?): one launch for every tensor.
 class AdamWKernel : public DelegatingKernel {
  public:
@@ -99,15 +110,13 @@ class AdamWKernel : public DelegatingKernel {
     bool update = Flag(ctx.input(6));
     ONT_RETURN_IF_ERROR(WriteFlag(r, ctx, update));
     if (!update) return Status::OK();
-    ONT_ASSIGN_OR_RETURN(double lr, cpu::ReadScalar(*ctx.input(0), "lr"));
-    ONT_ASSIGN_OR_RETURN(double step, cpu::ReadScalar(*ctx.input(1), "step"));
+    const Tensor &lr = *ctx.input(0), &step = *ctx.input(1);
+    ONT_RETURN_IF_ERROR(CheckScalar(lr, DType::kFloat32, "AdamWOptimizer", "lr"));
+    ONT_RETURN_IF_ERROR(CheckScalar(step, DType::kInt64, "AdamWOptimizer", "step"));
     AdamWArgs a = args_;
-    a.lr = static_cast<float>(lr);
-    a.ac = a.bc = 1.0f;
-    if (correct_bias_) {  // as the CPU kernel: the powers in double, rounded once
-      a.ac = 1.0f - static_cast<float>(std::pow(static_cast<double>(a.alpha), static_cast<double>(static_cast<int64_t>(step))));
-      a.bc = 1.0f - static_cast<float>(std::pow(static_cast<double>(a.beta), static_cast<double>(static_cast<int64_t>(step))));
-    }
+    a.lr = lr.data<float>();
+    a.step = step.data<int64_t>();
+    a.correct_bias = correct_bias_ ? 1 : 0;
     const TensorSequence &w = *ctx.input_sequence(2), &g = *ctx.input_sequence(3);
     const TensorSequence &m = *ctx.input_sequence(4), &v = *ctx.input_sequence(5);
     std::vector<TensorSlot> slots;
@@ -132,12 +141,13 @@ class SgdKernel : public DelegatingKernel {
     bool update = Flag(ctx.input(3));
     ONT_RETURN_IF_ERROR(WriteFlag(r, ctx, update));
     if (!update) return Status::OK();
-    ONT_ASSIGN_OR_RETURN(double lr, cpu::ReadScalar(*ctx.input(0), "lr"));
+    const Tensor& lr = *ctx.input(0);
+    ONT_RETURN_IF_ERROR(CheckScalar(lr, DType::kFloat32, "SGDOptimizerV2", "lr"));
     const TensorSequence &w = *ctx.input_sequence(1), &g = *ctx.input_sequence(2);
     std::vector<TensorSlot> slots;
     for (size_t k = 0; k < w.size(); ++k) slots.push_back({Mutable(w[k]), g[k].data<float>(), nullptr, nullptr, w[k].NumElements()});
     ONT_RETURN_IF_ERROR(table_.Upload(r, slots));
-    return CudaStatus(Sgd(table_.slots(), table_.starts(), table_.count(), table_.total(), static_cast<float>(lr), r.stream),
+    return CudaStatus(Sgd(table_.slots(), table_.starts(), table_.count(), table_.total(), lr.data<float>(), r.stream),
                       "Sgd");
   }
 
