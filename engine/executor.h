@@ -143,6 +143,7 @@ class Executor {
   void AnalyseCapture();
   void ChooseCapture(MemoryArenas* arenas, bool allowed, Capture** replay, bool* record);
   bool MakeReplayKey(MemoryArenas* arenas);
+  std::string ChangingInputs() const;  // what a replay key holds, for messages
   Status Record(MemoryArenas* arenas);
   Status Replay(Capture& capture);
 

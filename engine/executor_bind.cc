@@ -1,9 +1,13 @@
 // Executor::Bind: feeds checked against the graph's inputs (dtype, static dims, symbolic dims bound
-// consistently, sequences on their device) and the key of their shapes, which selects the memory plan; and
-// the accumulation buffer a gradient is written into on a run (see FindAccumulatorTargets in executor.cc).
+// consistently, sequences on their device) and the key of their shapes, which selects the memory plan;
+// Executor::BuildArenas, which makes that plan from a run's sizes and lifetimes; and the accumulation buffer
+// a gradient is written into on a run (see FindAccumulatorTargets in executor.cc).
+#include <algorithm>
 #include <charconv>
 
 #include "engine/executor.h"
+#include "engine/executor_internal.h"
+#include "engine/memory_plan.h"
 #include "graph/value_types.h"
 
 namespace ontrain {
@@ -136,6 +140,67 @@ const Tensor* Executor::AccumulatorBufferFor(int value, DType dtype, const Shape
     return nullptr;
   }
   return &buffer.tensor();
+}
+
+void Executor::BuildArenas(const std::vector<size_t>& sizes) {
+  // 1. Each slot is alive from its step to the last reader of its value (graph outputs: to the end); a
+  //    value that a later output aliases lives as long as that output.
+  int end = static_cast<int>(steps_.size());
+  std::vector<int> last = last_use_;
+  for (size_t v = 0; v < last.size(); ++v) if (keep_[v]) last[v] = end;
+  for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) {
+    for (const auto& [out, in] : (*it)->aliases) last[in] = std::max(last[in], last[out]);
+  }
+  std::vector<BufferUse> buffers(sizes.size());
+  for (size_t pos = 0; pos < steps_.size(); ++pos) {
+    const Step& st = *steps_[pos];
+    size_t n = st.plan.kind == PlanStep::Kind::kKernel ? st.plan.outputs.size() + 1 : 1;
+    for (size_t i = 0; i < n; ++i) {
+      size_t slot = st.slot_base + i;
+      int v = slot_value_[slot];
+      int first = static_cast<int>(pos);
+      buffers[slot] = {slot_provider_[slot], sizes[slot], first, v >= 0 ? std::max(first, last[v]) : first};
+    }
+  }
+  MemoryPlan mp = PlanMemory(buffers, static_cast<int>(providers_.size()));
+  PoolTuner tuner;  // a replaced plan's tuner and capture refusal carry over to its successor
+  std::string no_capture;
+  if (auto old = plans_.find(key_); old != plans_.end()) {
+    tuner = old->second->tuner;
+    no_capture = old->second->no_capture;
+  }
+  size_t total = 0;
+  for (size_t b : mp.arena_bytes) total += b;
+  if (budget_) {
+    auto old = plans_.find(key_);
+    if (old != plans_.end()) {  // replaced below (or dropped): its arenas no longer count
+      budget_->planned -= old->second->charged;
+      arena_charge_ -= old->second->charged;
+      old->second->charged = 0;
+    }
+    if (budget_->planned + total > budget_->limit) {  // no plan: runs keep allocating per value, within the cap
+      plans_.erase(key_);
+      return;
+    }
+  }
+  // 2. One allocation per device holds them all.
+  auto arenas = std::make_unique<MemoryArenas>();
+  arenas->tuner = tuner;
+  arenas->no_capture = no_capture;
+  arenas->offset = mp.offset;
+  arenas->size.assign(sizes.size(), 0);
+  for (size_t s = 0; s < sizes.size(); ++s) arenas->size[s] = sizes[s] > 0 ? AlignUp(sizes[s]) : 0;
+  for (size_t p = 0; p < providers_.size(); ++p) {
+    auto arena = Tensor::Allocate(DType::kUInt8, {static_cast<int64_t>(mp.arena_bytes[p])}, providers_[p]->allocator());
+    if (!arena.ok()) return;  // no plan: later runs keep allocating per value
+    arenas->arenas.push_back(std::move(arena).value());
+  }
+  if (budget_) {
+    budget_->planned += total;
+    arena_charge_ += total;
+    arenas->charged = total;
+  }
+  plans_[key_] = std::move(arenas);
 }
 
 }  // namespace ontrain

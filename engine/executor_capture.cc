@@ -166,15 +166,20 @@ void Executor::ChooseCapture(MemoryArenas* arenas, bool allowed, Capture** repla
     return;
   }
   if (arenas->captures.size() >= kMaxCaptures) {
-    std::string names;
-    for (int v : keyed_inputs_) names += (names.empty() ? "\"" : ", \"") + plan_.values[v].name + "\"";
-    arenas->no_capture = StrCat("more than ", kMaxCaptures, " recordings at these shapes: the host inputs ", names,
-                                " or the device inputs' addresses keep changing");
+    arenas->no_capture = StrCat("more than ", kMaxCaptures, " recordings at these shapes: ", ChangingInputs(),
+                                " keep changing");
     arenas->captures.clear();
     return;
   }
   *record = true;
   last_choice_ = CaptureChoice::kRecord;
+}
+
+std::string Executor::ChangingInputs() const {
+  std::string names;
+  for (int v : keyed_inputs_) names += (names.empty() ? "\"" : ", \"") + plan_.values[v].name + "\"";
+  if (names.empty()) return "the device inputs' addresses";
+  return StrCat("the host inputs it reads (", names, ")", device_inputs_.empty() ? "" : " or the device inputs' addresses");
 }
 
 bool Executor::MakeReplayKey(MemoryArenas* arenas) {
@@ -274,14 +279,9 @@ std::string Executor::CaptureStatus() const {
     case CaptureChoice::kReplay: return s + "; the last run replayed";
     case CaptureChoice::kRecord: return s + "; the last run was recorded";
     case CaptureChoice::kWarmUp: return s + "; the last run was a warm-up run at its shapes";
-    case CaptureChoice::kUnrepeated: {
-      std::string names;
-      for (int v : keyed_inputs_) names += (names.empty() ? "\"" : ", \"") + plan_.values[v].name + "\"";
-      return s + StrCat("; the last run was not recorded: ",
-                        names.empty() ? std::string("the device inputs' addresses")
-                                      : StrCat("the host inputs it reads (", names, ")"),
-                        " have not repeated in ", kRecentKeys, " runs");
-    }
+    case CaptureChoice::kUnrepeated:
+      return s + StrCat("; the last run was not recorded: ", ChangingInputs(), " have not repeated in ", kRecentKeys,
+                        " runs");
     default: return s;
   }
 }

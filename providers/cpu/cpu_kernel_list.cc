@@ -184,7 +184,8 @@ std::vector<KernelDef> CpuKernelList() {
       {kOntrain, "MaxPoolReluConvGrad", 1, 1, kFloat32, kMaxPoolReluConvGrad},
       {kOntrain, "MaxPoolReluGrad", 1, 1, kFloat, kMaxPoolReluGrad},
       // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them
-      {kMs, "AdamWOptimizer", 1, 1, kFloat32, kAdamWOptimizer, 2, Host({0, 1, 6}) | InPlace({2, 4, 5})},
+      // lr and step are read at Compute: a device may keep them (CUDA's rows do, so recorded runs replay).
+      {kMs, "AdamWOptimizer", 1, 1, kFloat32, kAdamWOptimizer, 2, Host({6}) | InPlace({2, 4, 5})},
       {kMs, "BatchNormInternal", 1, 1, kFloat, kBatchNormInternal, 0, Host({5})},
       {kMs, "BatchNormalizationGrad", 1, 1, kFloat, kBatchNormalizationGrad},
       {kMs, "BroadcastGradientArgs", 1, 1, kIndex, kBroadcastGradientArgs, 0, Host({0, 1})},
@@ -216,7 +217,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kMs, "ReduceSumTraining", 1, 1, kNumeric, kReduceSumTraining, 0, Host({1})},
       {kMs, "ReluGrad", 1, 1, kFloat, kReluGrad},
       {kMs, "ResizeGrad", 1, 1, kFloat, kResizeGrad, 0, Host({2, 3})},
-      {kMs, "SGDOptimizerV2", 1, 1, kFloat32, kSGDOptimizerV2, 1, Host({0, 3}) | InPlace({1})},
+      {kMs, "SGDOptimizerV2", 1, 1, kFloat32, kSGDOptimizerV2, 1, Host({3}) | InPlace({1})},  // lr: as AdamW's
       {kMs, "Scale", 1, 1, kFloat, kScale, 0, Host({1})},
       {kMs, "SigmoidGrad", 1, 1, kFloat, kSigmoidGrad},
       {kMs, "SliceGrad", 1, 1, kAll, kSliceGrad, 0, Host({1, 2, 3, 4, 5})},

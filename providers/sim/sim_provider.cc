@@ -222,9 +222,6 @@ StatusOr<std::unique_ptr<SimExecutionProvider>> SimExecutionProvider::Create(con
     if (left.count(name) || (std::string(d.domain).empty() && left.count("ai.onnx::" + name))) {
       rows.push_back(d);
       left.erase(name);
-      // As on CUDA, the optimizers read the learning rate and the step count in device memory.
-      if (name == "com.microsoft::AdamWOptimizer") rows.back().roles.host &= ~0x3u;
-      if (name == "com.microsoft::SGDOptimizerV2") rows.back().roles.host &= ~0x1u;
     }
   }
   if (!left.empty()) return InvalidArgument("the CPU provider has no kernel for \"", *left.begin(), "\"");

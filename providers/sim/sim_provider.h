@@ -5,8 +5,7 @@
 //   copy calls: host code that reads or writes device data without a copy faults at once instead of
 //   passing silently.
 // - It runs a chosen subset of the CPU provider's kernel rows (the same kernels, so results are bit for
-//   bit the CPU's), so real graphs split into several partitions. As on CUDA, AdamWOptimizer and
-//   SGDOptimizerV2 take the learning rate (and step) in device memory.
+//   bit the CPU's), so real graphs split into several partitions.
 // - Like an asynchronous device, it queues copies to the host until Synchronize() (or its next operation)
 //   and fills their destinations with NaN meanwhile: a host reader that skipped the synchronization sees
 //   garbage, not the right answer.

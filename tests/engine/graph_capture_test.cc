@@ -419,6 +419,32 @@ TEST(GraphCaptureTest, AFailedRecordingLeavesTheRunRightAndItsShapesEager) {
   EXPECT_EQ(d.sim->stats().replays, 0);
 }
 
+// A run that fails on its own input while it is recorded returns that error, and its shapes stay recordable:
+// only a recording that fails where the eager run works marks them eager.
+TEST(GraphCaptureTest, ARunsOwnErrorWhileRecordedLeavesItsShapesRecordable) {
+  Devices d = MakeDevices(true);
+  Model m;
+  m.opset_imports[""] = 17;
+  m.graph.inputs = {TensorInfo("x", DType::kFloat32, {4, 8}), TensorInfo("index", DType::kInt64, {2})};
+  m.graph.outputs = {TensorInfo("y", DType::kFloat32, {2, 8})};
+  m.graph.nodes = {MakeNode("Gather", {"x", "index"}, {"y"}, {}, "gather")};
+  auto ex = Executor::Create(m, {d.list, {}});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  auto run = [&](int64_t second) {
+    std::vector<Tensor> out;
+    return ex.value()->Run({{"x", Floats({4, 8}, 1.0f)}, {"index", Tensor::FromVector<int64_t>({1, second}, {2})}},
+                           {"y"}, &out);
+  };
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(run(3).ok());  // a plan, two warm-up runs
+  Status bad = run(9);                                     // the run that is recorded: index 9 of 4 rows
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("index 9"), std::string::npos) << bad.ToString();
+  EXPECT_EQ(ex.value()->CaptureStatus().find("recording failed"), std::string::npos) << ex.value()->CaptureStatus();
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(run(3).ok());
+  EXPECT_EQ(ex.value()->capture_stats().recorded, 1) << ex.value()->CaptureStatus();
+  EXPECT_GE(ex.value()->capture_stats().replayed, 3) << ex.value()->CaptureStatus();
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The simulated device's recordings, kernel by kernel: nothing runs while recorded, a replay reads device
 // memory as it is then, and host inputs keep the values they had when recorded (as a CUDA graph's launch

@@ -138,8 +138,9 @@ class AdamWKernel : public OpKernel {
       return InvalidArgument("adam_mode and correct_bias must be 0 or 1");
     }
     if (adam_mode_ == 0 && correct_bias_ == 0) return InvalidArgument("adam_mode 0 requires correct_bias 1");
-    // lr and step are read at Compute, not here: a device running this kernel (the simulated one) may keep
-    // them in its memory, as CUDA's kernel does (a recorded run then reads each step's values).
+    // lr and step are read at Compute, not here: they are not host inputs of the row, so a device running
+    // this kernel (the simulated one) keeps them in its memory, as CUDA's does, and a recorded run reads
+    // each step's values.
     ONT_ASSIGN_OR_RETURN(const Tensor* lr, RequireInput(ctx, 0, "lr"));
     ONT_ASSIGN_OR_RETURN(const Tensor* step, RequireInput(ctx, 1, "step"));
     if (lr->NumElements() != 1 || step->NumElements() != 1) {
