@@ -104,6 +104,7 @@ StatusOr<ProviderList> CreateProviders(const std::vector<std::string>& given, co
       CpuProviderOptions o;
       o.intra_op_threads = resolved;
       o.tune_pool = options.tune_pool;
+      o.flush_denormals = options.flush_denormals;
       ONT_ASSIGN_OR_RETURN(p, CpuExecutionProvider::Create(o));
     } else if (n == "sim") {
       SimProviderOptions o;

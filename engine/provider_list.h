@@ -31,6 +31,8 @@ struct ProviderListOptions {
   // Device providers (cuda, sim): record a graph's run once its shapes have been seen and replay it
   // (engine/executor_capture.cc); false runs every kernel eagerly.
   bool graph_capture = true;
+  // The CPU provider: subnormal floats flushed to zero (CpuProviderOptions::flush_denormals).
+  bool flush_denormals = false;
 };
 
 // `names`: e.g. {"sim", "cpu"}.

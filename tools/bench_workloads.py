@@ -3,7 +3,7 @@
 Runtime in the same run.
 
   /usr/bin/python3 tools/bench_workloads.py [--threads 1,2] [--steps 200] [--json FILE] [--only NAME,...]
-      [--compare-pytorch] [--compare-ort] [--providers cpu,cuda]
+      [--compare-pytorch] [--compare-ort] [--providers cpu,cuda] [--flush-denormals]
 
 For each workload: the forward model is built in PyTorch (seeded) and exported to ONNX at opset 14,
 `ontrain generate` makes training artifacts from it (cross-entropy, PyTorch's AdamW: lr 1e-3, eps 1e-8,
@@ -19,6 +19,11 @@ and OpenMP pools have that many threads; it also reports PyTorch's peak RSS. Nee
 thread count, giving ontrain's step time over ORT's forward time; and ONNX Runtime's own training engine
 (onnxruntime-web 1.19.2, wasm, one thread) trains the same artifacts (tools/ort_reference/bench_ort.js,
 npm-installed there when missing).
+
+--flush-denormals: both engines flush subnormal floats to zero (`ontrain bench --flush-denormals`,
+`torch.set_flush_denormal(True)` in PyTorch's processes); results then differ from IEEE arithmetic where
+values are subnormal. Off by default, so that the tables compare the engines' exact arithmetic; on CPUs
+that take a microcode assist for subnormals (Intel's) it shows what that costs each engine.
 
 Prints a table with the CPU model and its vector ISA; --json writes one record per workload, provider and
 thread count: {"workload", "provider", "threads", "steps_per_s", "peak_rss_mb", "allocs_per_step"}, plus
@@ -286,8 +291,10 @@ def peak_rss_mb():
 
 
 def time_pytorch(name, cls, shape, threads, steps):
-    """Steps/s and peak RSS (MB) of this process."""
+    """Steps/s and peak RSS (MB) of this process (flushing subnormals when ONTRAIN_BENCH_FLUSH is 1)."""
     torch.set_num_threads(threads)
+    if os.environ.get("ONTRAIN_BENCH_FLUSH") == "1" and not torch.set_flush_denormal(True):
+        sys.exit("torch.set_flush_denormal(True) is not supported on this CPU")
     per_s = 1e3 / statistics.median(step_times_pytorch(name, cls, shape, steps))
     return per_s, peak_rss_mb()
 
@@ -335,11 +342,15 @@ def openblas_for_pytorch():
     return best, "OpenBLAS kernels: %s (OPENBLAS_CORETYPE: OpenBLAS detected %s, without AVX2)" % (forced, detected)
 
 
+FLUSH_DENORMALS = False  # --flush-denormals
+
+
 def time_pytorch_isolated(name, threads, steps, coretype=None):
     """time_pytorch in a child process whose OpenBLAS and OpenMP pools have `threads` threads: PyTorch's
     set_num_threads does not reach OpenBLAS, which otherwise uses every core even at "1 thread"; and with
     OPENBLAS_CORETYPE=coretype where openblas_for_pytorch chose one."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               ONTRAIN_BENCH_FLUSH="1" if FLUSH_DENORMALS else "0")
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--pytorch-worker", name, str(threads), str(steps)],
@@ -352,7 +363,8 @@ def time_ontrain(ontrain, artifacts, provider, batch, threads, steps):
     """ontrain bench's JSON record, or the error line when the provider cannot run here."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         r = subprocess.run([ontrain, "bench", "--artifacts", artifacts, "--provider", provider, "--threads",
-                            str(threads), "--batch-size", str(batch), "--steps", str(steps), "--json", f.name],
+                            str(threads), "--batch-size", str(batch), "--steps", str(steps), "--json", f.name] +
+                           (["--flush-denormals"] if FLUSH_DENORMALS else []),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
             return None, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
@@ -447,9 +459,12 @@ def main():
     ap.add_argument("--providers", default="cpu,cuda")
     ap.add_argument("--compare-pytorch", action="store_true")
     ap.add_argument("--compare-ort", action="store_true")
+    ap.add_argument("--flush-denormals", action="store_true")
     ap.add_argument("--ontrain", default=os.path.join(ROOT, ".bazel/bin/tools/ontrain"))
     ap.add_argument("--pytorch-worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global FLUSH_DENORMALS
+    FLUSH_DENORMALS = args.flush_denormals
     if args.pytorch_worker:
         name, threads, steps = args.pytorch_worker
         cls, shape = next((c, s) for n, c, s in WORKLOADS if n == name)
@@ -462,7 +477,8 @@ def main():
     coretype, blas_line = openblas_for_pytorch() if args.compare_pytorch else (None, "")
     work = tempfile.mkdtemp(prefix="ontrain-bench-")
     records, skipped = [], {}
-    print("CPU: %s; PyTorch %s%s" % (cpu_description(), torch.__version__, "; " + blas_line if blas_line else ""))
+    print("CPU: %s; PyTorch %s%s%s" % (cpu_description(), torch.__version__, "; " + blas_line if blas_line else "",
+                                      "; subnormals flushed to zero in both engines" if FLUSH_DENORMALS else ""))
     head = "%-12s %-6s %3s %10s %8s %9s" % ("workload", "prov", "thr", "st/s", "RSS MB", "allocs/st")
     if args.compare_pytorch:
         head += " %10s %8s %6s" % ("torch st/s", "torch MB", "ratio")
@@ -501,6 +517,8 @@ def main():
                        "peak_rss_mb": ours["peak_rss_mb"], "allocs_per_step": ours["allocs_per_step"]}
                 if "pool_choice" in ours:
                     rec["pool_choice"] = ours["pool_choice"]
+                if FLUSH_DENORMALS:
+                    rec["flush_denormals"] = True
                 line = "%-12s %-6s %3d %10.1f %8.1f %9.1f" % (name, provider, threads, rec["steps_per_s"],
                                                            rec["peak_rss_mb"], rec["allocs_per_step"])
                 if args.compare_pytorch and provider == "cpu":

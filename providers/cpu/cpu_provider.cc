@@ -1,4 +1,4 @@
-// CPU provider construction and host copies.
+// CPU provider construction, host copies, and running a kernel (in the flush-to-zero mode when asked).
 #include "providers/cpu/cpu_provider.h"
 
 #include "providers/cpu/kernels/gemm.h"
@@ -8,8 +8,10 @@
 
 namespace ontrain {
 
-CpuExecutionProvider::CpuExecutionProvider(KernelRegistry registry, int threads, bool tune_pool)
-    : registry_(std::move(registry)), pool_(std::make_unique<ThreadPool>(threads, tune_pool)) {}
+CpuExecutionProvider::CpuExecutionProvider(KernelRegistry registry, int threads, const CpuProviderOptions& options)
+    : registry_(std::move(registry)),
+      pool_(std::make_unique<ThreadPool>(threads, options.tune_pool, options.flush_denormals)),
+      flush_denormals_(options.flush_denormals) {}
 
 StatusOr<std::unique_ptr<CpuExecutionProvider>> CpuExecutionProvider::Create(const CpuProviderOptions& options) {
   if (options.intra_op_threads < 0) {
@@ -17,9 +19,17 @@ StatusOr<std::unique_ptr<CpuExecutionProvider>> CpuExecutionProvider::Create(con
   }
   int threads = options.intra_op_threads;
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options.flush_denormals && !CanFlushDenormals()) {
+    return Unimplemented("flush_denormals: this build's CPU has no flush-to-zero mode (x86 SSE only)");
+  }
   ONT_ASSIGN_OR_RETURN(KernelRegistry registry, KernelRegistry::Create(CpuKernelList()));
   cpu::InitBlas();  // before the pool's threads run any kernel
-  return std::unique_ptr<CpuExecutionProvider>(new CpuExecutionProvider(std::move(registry), threads, options.tune_pool));
+  return std::unique_ptr<CpuExecutionProvider>(new CpuExecutionProvider(std::move(registry), threads, options));
+}
+
+Status CpuExecutionProvider::Run(OpKernel& kernel, KernelContext& ctx) {
+  ScopedFlushDenormals flush(flush_denormals_);  // the caller's own mode comes back after the kernel
+  return kernel.Compute(ctx);
 }
 
 Status CpuExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {

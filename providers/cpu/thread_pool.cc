@@ -27,6 +27,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 namespace ontrain {
 namespace {
 
@@ -130,13 +134,37 @@ struct ThreadPool::Impl {
   }
 };
 
-ThreadPool::ThreadPool(int num_threads, bool tunable) : num_threads_(std::max(1, num_threads)), tunable_(tunable) {
+ThreadPool::ThreadPool(int num_threads, bool tunable, bool flush_denormals)
+    : num_threads_(std::max(1, num_threads)), tunable_(tunable) {
   if (num_threads_ <= 1) return;
   impl_ = std::make_unique<Impl>();
   impl_->claimed = std::make_unique<std::atomic<uint64_t>[]>(num_threads_);
   for (int i = 0; i < num_threads_; ++i) impl_->claimed[i].store(0);
-  for (int i = 1; i < num_threads_; ++i) impl_->threads.emplace_back([this, i] { impl_->Worker(i); });
+  for (int i = 1; i < num_threads_; ++i) {
+    impl_->threads.emplace_back([this, i, flush_denormals] {
+      ScopedFlushDenormals flush(flush_denormals);  // the worker's own mode, for its whole life
+      impl_->Worker(i);
+    });
+  }
 }
+
+#if defined(__SSE__)
+bool CanFlushDenormals() { return true; }
+ScopedFlushDenormals::ScopedFlushDenormals(bool enable) {
+  if (!enable) return;
+  constexpr unsigned kFtz = 0x8000, kDaz = 0x0040;
+  saved_ = _mm_getcsr();
+  active_ = true;
+  _mm_setcsr(saved_ | kFtz | kDaz);
+}
+ScopedFlushDenormals::~ScopedFlushDenormals() {
+  if (active_) _mm_setcsr(saved_);
+}
+#else
+bool CanFlushDenormals() { return false; }
+ScopedFlushDenormals::ScopedFlushDenormals(bool) {}
+ScopedFlushDenormals::~ScopedFlushDenormals() {}
+#endif
 
 ThreadPool::~ThreadPool() {
   if (!impl_) return;

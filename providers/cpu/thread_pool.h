@@ -24,8 +24,9 @@ class RangeFn {
 class ThreadPool {
  public:
   // `num_threads` <= 1 runs everything on the calling thread. `tunable`: an executor may run a graph
-  // without the pool when timing shows that it is faster (engine/pool_tuner.h).
-  explicit ThreadPool(int num_threads, bool tunable = true);
+  // without the pool when timing shows that it is faster (engine/pool_tuner.h). `flush_denormals`: the
+  // workers run with the CPU's flush-to-zero and denormals-are-zero modes (see ScopedFlushDenormals).
+  explicit ThreadPool(int num_threads, bool tunable = true, bool flush_denormals = false);
   ~ThreadPool();
   int num_threads() const { return num_threads_; }
   bool tunable() const { return tunable_; }
@@ -40,6 +41,24 @@ class ThreadPool {
   bool tunable_;
   std::unique_ptr<Impl> impl_;
 };
+
+// While alive, the calling thread's float arithmetic (SSE/AVX) flushes subnormal results to zero and reads
+// subnormal inputs as zero (MXCSR's FTZ and DAZ bits); the previous mode comes back at destruction. Where
+// `enable` is false, or the CPU is not x86, it does nothing.
+class ScopedFlushDenormals {
+ public:
+  explicit ScopedFlushDenormals(bool enable);
+  ~ScopedFlushDenormals();
+  ScopedFlushDenormals(const ScopedFlushDenormals&) = delete;
+  ScopedFlushDenormals& operator=(const ScopedFlushDenormals&) = delete;
+
+ private:
+  bool active_ = false;
+  unsigned saved_ = 0;
+};
+
+// Whether this build can flush denormals (x86 with SSE).
+bool CanFlushDenormals();
 
 // Runs on `pool` when given, else serially.
 void ParallelFor(ThreadPool* pool, int64_t n, double cost_per_item, RangeFn fn);

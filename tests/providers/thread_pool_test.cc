@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <thread>
 #include <vector>
@@ -12,6 +14,61 @@
 
 namespace ontrain {
 namespace {
+
+// The bits of a product whose IEEE result is subnormal (2^-140), through volatile so that nothing folds it.
+// Bits, not floats, are compared: with DAZ set a float comparison would read the subnormal as zero.
+uint32_t Bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+uint32_t SubnormalProduct() {
+  volatile float a = 0x1p-70f, b = 0x1p-70f;
+  return Bits(a * b);
+}
+const uint32_t kSubnormal = Bits(0x1p-140f), kZero = Bits(0.0f);
+
+TEST(ThreadPoolTest, ScopedFlushDenormalsFlushesAndRestoresTheCallersMode) {
+  if (!CanFlushDenormals()) GTEST_SKIP() << "this build's CPU has no flush-to-zero mode (x86 SSE only)";
+  ASSERT_EQ(SubnormalProduct(), kSubnormal);
+  {
+    ScopedFlushDenormals flush(true);
+    EXPECT_EQ(SubnormalProduct(), kZero);
+    volatile float subnormal = 0x1p-140f, one = 1.0f;
+    EXPECT_EQ(Bits(subnormal * one), kZero) << "subnormal inputs read as zero (DAZ)";
+    {
+      ScopedFlushDenormals off(false);  // does nothing
+      EXPECT_EQ(SubnormalProduct(), kZero);
+    }
+  }
+  EXPECT_EQ(SubnormalProduct(), kSubnormal) << "the caller's IEEE mode came back";
+}
+
+// With flush_denormals, every block a worker runs flushes; the caller's blocks keep its own mode (the CPU
+// provider sets it around each kernel); without, workers compute IEEE subnormals.
+TEST(ThreadPoolTest, WorkersFlushDenormalsOnlyWhenTheirPoolWasMadeSo) {
+  if (!CanFlushDenormals()) GTEST_SKIP() << "this build's CPU has no flush-to-zero mode (x86 SSE only)";
+  for (bool flush : {true, false}) {
+    SCOPED_TRACE(flush);
+    ThreadPool pool(2, true, flush);
+    const std::thread::id caller = std::this_thread::get_id();
+    int worker_blocks = 0;
+    for (int attempt = 0; attempt < 1000 && worker_blocks == 0; ++attempt) {
+      std::atomic<int> bad{0}, by_worker{0};
+      pool.ParallelFor(2, 1e6, [&](int64_t, int64_t) {
+        const bool on_worker = std::this_thread::get_id() != caller;
+        const uint32_t expected = on_worker && flush ? kZero : kSubnormal;
+        if (SubnormalProduct() != expected) bad++;
+        if (on_worker) by_worker++;
+        // The caller claims block 0 first: holding it gives a waking worker time to claim block 1.
+        if (!on_worker) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+      EXPECT_EQ(bad.load(), 0);
+      worker_blocks += by_worker.load();
+    }
+    EXPECT_GT(worker_blocks, 0) << "no block ran on a worker in 1000 jobs";
+  }
+}
 
 TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
   ThreadPool pool(2);

@@ -2,6 +2,9 @@
 // provider, against their formulas written out in double precision: in-place updates of sequences, the
 // update signal, ONNX Runtime's errors, and results that do not depend on the thread count.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 
 #include "engine/executor.h"
@@ -22,7 +25,7 @@ Tensor Floats(std::vector<float> v, Shape s) { return Tensor::FromVector(v, std:
 // Runs one node whose inputs are the graph inputs `inputs`, fed `feeds`; `flag` (when given) receives its
 // first output.
 Status RunOne(const Node& node, const std::vector<ValueInfo>& inputs, const NamedValues& feeds, int threads,
-              Tensor* flag) {
+              Tensor* flag, bool flush_denormals = false) {
   Model m;
   m.opset_imports[""] = 17;
   m.opset_imports[kMs] = 1;
@@ -31,7 +34,10 @@ Status RunOne(const Node& node, const std::vector<ValueInfo>& inputs, const Name
   out.name = node.outputs[0];
   m.graph.outputs.push_back(out);
   m.graph.nodes.push_back(node);
-  auto cpu = CpuExecutionProvider::Create({threads}).value();
+  CpuProviderOptions options;
+  options.intra_op_threads = threads;
+  options.flush_denormals = flush_denormals;
+  auto cpu = CpuExecutionProvider::Create(options).value();
   auto ex = Executor::Create(m, cpu.get());
   if (!ex.ok()) return ex.status();
   std::vector<Tensor> fetched;
@@ -179,6 +185,115 @@ TEST(TrainingOptimizersTest, AdamWIsIndependentOfTheThreadCount) {
   }
   EXPECT_EQ(results[0], results[1]);
   EXPECT_EQ(results[0], results[2]);
+  }
+}
+
+// The float operations of AdamWOptimizer's formula, one element at a time, in the kernel's order (tests
+// build with -ffp-contract=off, so no FMA contraction either): the reference for bit-for-bit checks where
+// moments go subnormal, so that a flush-to-zero or a faster path for such values cannot change the bits
+// unnoticed (docs/notes.md: Intel's assists for subnormal floats).
+void AdamWReference(float& w, float& m, float& v, float g, float a, float b, float eps, float lr, float wd,
+                    float ac, float bc, int mode) {
+  if (mode == 0) {
+    w -= w * lr * wd;
+    m = a * m + (1.0f - a) * g;
+    v = b * v + (1.0f - b) * g * g;
+    w -= lr * m / (ac * (std::sqrt(v / bc) + eps));
+  } else {
+    m = a * m + (1.0f - a) * g;
+    v = b * v + (1.0f - b) * g * g;
+    w -= lr * std::sqrt(bc) / ac * m / (std::sqrt(v) + eps);
+    w -= lr * wd * w;
+  }
+}
+
+bool SameFloat(float x, float y) { return (std::isnan(x) && std::isnan(y)) || std::memcmp(&x, &y, sizeof x) == 0; }
+
+TEST(TrainingOptimizersTest, AdamWMatchesFloatArithmeticBitForBitWhereMomentsGoSubnormal) {
+  // Gradients from 1e-2 down to float's smallest subnormal (so (1 - beta) g^2 and (1 - alpha) g are
+  // subnormal or round to zero), zeros of both signs, moments that are themselves tiny or subnormal, and an
+  // infinity and a NaN; an odd count, so that the loop's remainder runs too.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f), expo(-2.0f, -45.5f);
+  const int n = 20011;
+  std::vector<float> w(n), m(n), v(n), g(n);
+  for (int i = 0; i < n; ++i) {
+    w[i] = unit(rng) * 0.05f;
+    g[i] = unit(rng) * std::pow(10.0f, expo(rng));
+    // Tiny moments in the second half only, so that the first half has blocks where only gradients are.
+    const bool tiny_moments = i > n / 2;
+    m[i] = tiny_moments && i % 5 == 0 ? unit(rng) * std::pow(10.0f, expo(rng)) : unit(rng) * 1e-3f;
+    v[i] = tiny_moments && i % 7 == 0 ? std::fabs(unit(rng)) * std::pow(10.0f, expo(rng)) : std::fabs(unit(rng)) * 1e-6f;
+    if (i % 13 == 0) m[i] = i % 2 ? -0.0f : 0.0f;  // -0 + (1 - alpha) g stays -0 only where g rounds to -0
+    if (i % 97 == 0) g[i] = 0.0f;
+    if (i % 101 == 0) g[i] = -0.0f;
+  }
+  g[5000] = std::numeric_limits<float>::infinity();
+  m[7001] = std::numeric_limits<float>::quiet_NaN();
+  int subnormal_products = 0, subnormal_moments = 0;
+  for (int i = 0; i < n; ++i) {
+    subnormal_products += std::fpclassify((1.0f - 0.999f) * g[i] * g[i]) == FP_SUBNORMAL;
+  }
+  ASSERT_GT(subnormal_products, 1000);
+  for (int mode : {0, 1}) {
+    SCOPED_TRACE(mode);
+    const float lr = 1e-3f, a = 0.9f, b = 0.999f, eps = 1e-8f, wd = 0.01f;
+    const int64_t step = 7;
+    // As the kernel makes them: from the float attributes widened to double.
+    const float ac = 1.0f - static_cast<float>(std::pow(static_cast<double>(a), 7.0));
+    const float bc = 1.0f - static_cast<float>(std::pow(static_cast<double>(b), 7.0));
+    std::vector<float> rw = w, rm = m, rv = v;
+    for (int i = 0; i < n; ++i) AdamWReference(rw[i], rm[i], rv[i], g[i], a, b, eps, lr, wd, ac, bc, mode);
+    for (float x : rv) subnormal_moments += std::fpclassify(x) == FP_SUBNORMAL;
+    Tensor tw = Floats(w, {n}), tm = Floats(m, {n}), tv = Floats(v, {n});
+    Status st = RunOne(AdamWNode(a, b, eps, wd, mode), AdamWInputs(),
+                       {{"lr", Floats({lr}, {1})}, {"step", Tensor::FromVector<int64_t>({step}, {1})},
+                        {"w", Value::Sequence({tw})}, {"g", Value::Sequence({Floats(g, {n})})},
+                        {"m", Value::Sequence({tm})}, {"v", Value::Sequence({tv})}},
+                       1, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const float *ow = tw.data<float>(), *om = tm.data<float>(), *ov = tv.data<float>();
+    int mismatches = 0;
+    for (int i = 0; i < n && mismatches < 5; ++i) {
+      if (!SameFloat(ow[i], rw[i]) || !SameFloat(om[i], rm[i]) || !SameFloat(ov[i], rv[i])) {
+        ++mismatches;
+        ADD_FAILURE() << "element " << i << " (g " << g[i] << "): w " << ow[i] << " vs " << rw[i] << ", m " << om[i]
+                      << " vs " << rm[i] << ", v " << ov[i] << " vs " << rv[i];
+      }
+    }
+  }
+  EXPECT_GT(subnormal_moments, 100);
+}
+
+uint32_t Bits(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+// CpuProviderOptions::flush_denormals: a first moment stuck among the smallest subnormals (its gradient
+// exactly zero: 0.9 * 3 * 2^-149 rounds back to 3 * 2^-149) stays there in IEEE arithmetic and becomes 0
+// when flushed, on both threads of the pool (200,000 elements, so the update splits); the calling thread's
+// own mode is back after the run. Bits are compared: under DAZ a float comparison reads subnormals as 0.
+TEST(TrainingOptimizersTest, FlushDenormalsZeroesSubnormalMomentsOnEveryThreadAndRestoresTheCaller) {
+  const int n = 200000;
+  const float stuck = 3 * 0x1p-149f;
+  for (bool flush : {false, true}) {
+    SCOPED_TRACE(flush);
+    Tensor tw = Floats(std::vector<float>(n, 0.05f), {n}), tm = Floats(std::vector<float>(n, stuck), {n});
+    Tensor tv = Floats(std::vector<float>(n, 1e-6f), {n});
+    Status st = RunOne(AdamWNode(0.9f, 0.999f, 1e-8f, 0.01f, 0), AdamWInputs(),
+                       {{"lr", Floats({1e-3f}, {1})}, {"step", Tensor::FromVector<int64_t>({100}, {1})},
+                        {"w", Value::Sequence({tw})}, {"g", Value::Sequence({Floats(std::vector<float>(n, 0.0f), {n})})},
+                        {"m", Value::Sequence({tm})}, {"v", Value::Sequence({tv})}},
+                       2, nullptr, flush);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const uint32_t expected = flush ? Bits(0.0f) : Bits(stuck);
+    int wrong = 0;
+    for (int i = 0; i < n; ++i) wrong += Bits(tm.data<float>()[i]) != expected;
+    EXPECT_EQ(wrong, 0);
+    volatile float a = 0x1p-70f, b = 0x1p-70f;
+    EXPECT_EQ(Bits(a * b), Bits(0x1p-140f)) << "the test thread computes IEEE subnormals again";
   }
 }
 

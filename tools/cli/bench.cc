@@ -74,7 +74,8 @@ double PeakRssMb() {
 Status Bench(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "provider", "batch-size", "steps", "warmup", "threads",
                                                     "json"},
-                                             {"profile", "profile-shapes", "gemm", "no-pool-tuning", "no-graph-capture"}));
+                                             {"profile", "profile-shapes", "gemm", "no-pool-tuning", "no-graph-capture",
+                                              "flush-denormals"}));
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", 200));
   ONT_ASSIGN_OR_RETURN(int64_t warmup, f.GetInt("warmup", 40));
@@ -85,6 +86,7 @@ Status Bench(const std::vector<std::string>& args) {
   oo.threads = static_cast<int>(threads);
   oo.tune_pool = !f.Has("no-pool-tuning");
   oo.graph_capture = !f.Has("no-graph-capture");
+  oo.flush_denormals = f.Has("flush-denormals");
   oo.providers = f.Get("provider", "cpu");
   ONT_ASSIGN_OR_RETURN(OpenSession o, OpenArtifacts(f.Get("artifacts"), oo));
   ONT_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, SyntheticInputs(o, batch));

@@ -83,7 +83,8 @@ Status Train(const std::vector<std::string>& args) {
                                                     "export", "export-outputs", "checkpoint-every", "data-root",
                                                     "stop-after", "provider", "accumulate", "distributed", "bucket-kb",
                                                     "memory-limit-mb"},
-                                             {"no-shuffle", "resume", "no-overlap", "no-pool-tuning", "no-graph-capture"}));
+                                             {"no-shuffle", "resume", "no-overlap", "no-pool-tuning", "no-graph-capture",
+                                              "flush-denormals"}));
   // Data parallel when asked (--distributed mpi|nccl) or when started by a launcher with more than one rank.
   std::string kind = f.Get("distributed", "");
   if (kind.empty() && LauncherWorldSize() > 1) {
@@ -131,6 +132,7 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   open.threads = static_cast<int>(threads);
   open.tune_pool = !f.Has("no-pool-tuning");
   open.graph_capture = !f.Has("no-graph-capture");
+  open.flush_denormals = f.Has("flush-denormals");
   open.checkpoint = resume ? ckpt_path : "";
   open.providers = providers;
   open.communicator = comm;

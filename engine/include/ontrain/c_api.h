@@ -60,6 +60,11 @@ OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* 
 /* Device providers record a graph's run once its shapes have been seen and replay it as one launch (the
  * default, 1); 0 launches every kernel at every step. Results are the same either way. */
 OtStatus* OtSessionOptionsSetGraphCapture(OtSessionOptions* options, int enabled);
+/* 1: the CPU provider's kernels flush subnormal float results to zero and read subnormal inputs as zero
+ * (x86 FTZ/DAZ, as torch.set_flush_denormal), faster on CPUs that slow down on subnormals (Intel's) but no
+ * longer IEEE (nor PyTorch's default) where a value is subnormal; 0 (the default): IEEE arithmetic. The
+ * calling thread's own mode is restored after each kernel. */
+OtStatus* OtSessionOptionsSetFlushDenormals(OtSessionOptions* options, int enabled);
 /* Data-parallel training (run under mpirun): "mpi" averages host gradients over MPI, "nccl" device gradients
  * over NCCL, "" (the default) trains alone. Parameters are broadcast from rank 0 when the session is made and
  * gradients averaged in OptimizerStep; each rank feeds its own shard of every batch to TrainStep. */
