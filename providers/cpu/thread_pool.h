@@ -1,4 +1,5 @@
-// The CPU provider's intra-op thread pool: a fixed set of workers and a blocking ParallelFor.
+// The CPU provider's intra-op thread pool: a fixed set of workers and a blocking ParallelFor; and the scoped
+// flush-to-zero mode that the provider and the pool's workers run kernels in when asked.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // ONNX Runtime's optimizer kernels (AdamWOptimizer, SGDOptimizerV2, InplaceClipGradNorm) on the CPU
-// provider, against their formulas written out in double precision: in-place updates of sequences, the
-// update signal, ONNX Runtime's errors, and results that do not depend on the thread count.
+// provider, against their formulas written out in double precision (and in float, bit for bit, where values
+// go subnormal): in-place updates of sequences, the update signal, ONNX Runtime's errors, results that do
+// not depend on the thread count, and the provider's flush-to-zero option.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -23,7 +24,7 @@ constexpr const char* kMs = "com.microsoft";
 Tensor Floats(std::vector<float> v, Shape s) { return Tensor::FromVector(v, std::move(s)); }
 
 // Runs one node whose inputs are the graph inputs `inputs`, fed `feeds`; `flag` (when given) receives its
-// first output.
+// first output. `flush_denormals`: the CPU provider's option of that name.
 Status RunOne(const Node& node, const std::vector<ValueInfo>& inputs, const NamedValues& feeds, int threads,
               Tensor* flag, bool flush_denormals = false) {
   Model m;
@@ -220,7 +221,7 @@ TEST(TrainingOptimizersTest, AdamWMatchesFloatArithmeticBitForBitWhereMomentsGoS
   for (int i = 0; i < n; ++i) {
     w[i] = unit(rng) * 0.05f;
     g[i] = unit(rng) * std::pow(10.0f, expo(rng));
-    // Tiny moments in the second half only, so that the first half has blocks where only gradients are.
+    // Tiny moments in the second half only: in the first, subnormals come from the gradients alone.
     const bool tiny_moments = i > n / 2;
     m[i] = tiny_moments && i % 5 == 0 ? unit(rng) * std::pow(10.0f, expo(rng)) : unit(rng) * 1e-3f;
     v[i] = tiny_moments && i % 7 == 0 ? std::fabs(unit(rng)) * std::pow(10.0f, expo(rng)) : std::fabs(unit(rng)) * 1e-6f;
