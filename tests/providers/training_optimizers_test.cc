@@ -266,6 +266,88 @@ TEST(TrainingOptimizersTest, AdamWMatchesFloatArithmeticBitForBitWhereMomentsGoS
   EXPECT_GT(subnormal_moments, 100);
 }
 
+// The AVX-512 update's two exact cases against the float formula, bit for bit: first moments stuck among
+// the subnormals (g = +-0; m = +-k 2^-149 for k up to 40, so lr m rounds to zero for some and not others;
+// v normal, subnormal, +-0 or NaN; some weights zero or near it), tiny gradients whose (1 - beta) g^2 is subnormal beside a b v that is
+// large (covered) or tiny (not), subnormal gradients, and normal lanes, shuffled so that blocks of 16 mix
+// them; three learning rates, both modes, one and two threads.
+TEST(TrainingOptimizersTest, AdamWStuckMomentsAndTinyGradientsMatchFloatArithmeticBitForBit) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 9), small_k(0, 40), large_k(0, 3000);
+  const int n = 40009;
+  std::vector<float> w(n), m(n), v(n), g(n);
+  auto sub = [](int k, bool neg) { return (neg ? -1.0f : 1.0f) * static_cast<float>(k) * 0x1p-149f; };
+  int stuck = 0, tiny = 0;
+  for (int i = 0; i < n; ++i) {
+    w[i] = unit(rng) * 0.05f;
+    m[i] = unit(rng) * 1e-3f;
+    v[i] = std::fabs(unit(rng)) * 1e-6f;
+    g[i] = unit(rng) * 1e-2f;
+    const bool neg = rng() % 2;
+    switch (kind(rng)) {
+      case 0: case 1: case 2:  // a stuck first moment
+        g[i] = neg ? -0.0f : 0.0f;
+        m[i] = sub(small_k(rng), rng() % 2);
+        if (rng() % 3 == 0) v[i] = sub(large_k(rng), false);
+        if (rng() % 17 == 0) v[i] = rng() % 2 ? -0.0f : 0.0f;
+        if (rng() % 101 == 0) v[i] = std::numeric_limits<float>::quiet_NaN();
+        // Weights of zero (either sign) or near it, where a step of one subnormal over the denominator, or
+        // the sign of a zero step, shows in the result.
+        if (rng() % 4 == 0) w[i] = rng() % 3 == 0 ? (rng() % 2 ? -0.0f : 0.0f) : unit(rng) * 1e-36f;
+        ++stuck;
+        break;
+      case 3: case 4:  // a tiny gradient: (1 - beta) g^2 subnormal or zero
+        g[i] = (neg ? -1.0f : 1.0f) * std::ldexp(1.0f + std::fabs(unit(rng)), -100 + static_cast<int>(rng() % 50));
+        if (rng() % 20 == 0) v[i] = sub(large_k(rng), false);  // b v tiny too: that block is not covered
+        ++tiny;
+        break;
+      case 5:  // a subnormal gradient
+        if (rng() % 4 == 0) g[i] = sub(1 + large_k(rng), neg);
+        break;
+      case 6:  // g = 0 and a small normal m
+        g[i] = 0.0f;
+        m[i] = unit(rng) * 1e-37f;
+        break;
+      default:
+        break;
+    }
+  }
+  w[11] = std::numeric_limits<float>::infinity();
+  v[12] = std::numeric_limits<float>::infinity();
+  ASSERT_GT(stuck, 10000);
+  ASSERT_GT(tiny, 6000);
+  for (int threads : {1, 2}) {
+    for (float lr : {1e-3f, 0.02f, 0.4f}) {
+      for (int mode : {0, 1}) {
+        SCOPED_TRACE(::testing::Message() << "threads " << threads << ", lr " << lr << ", mode " << mode);
+        const float a = 0.9f, b = 0.999f, eps = 1e-8f, wd = 0.01f;
+        const int64_t step = 3;
+        const float ac = 1.0f - static_cast<float>(std::pow(static_cast<double>(a), 3.0));
+        const float bc = 1.0f - static_cast<float>(std::pow(static_cast<double>(b), 3.0));
+        std::vector<float> rw = w, rm = m, rv = v;
+        for (int i = 0; i < n; ++i) AdamWReference(rw[i], rm[i], rv[i], g[i], a, b, eps, lr, wd, ac, bc, mode);
+        Tensor tw = Floats(w, {n}), tm = Floats(m, {n}), tv = Floats(v, {n});
+        Status st = RunOne(AdamWNode(a, b, eps, wd, mode), AdamWInputs(),
+                           {{"lr", Floats({lr}, {1})}, {"step", Tensor::FromVector<int64_t>({step}, {1})},
+                            {"w", Value::Sequence({tw})}, {"g", Value::Sequence({Floats(g, {n})})},
+                            {"m", Value::Sequence({tm})}, {"v", Value::Sequence({tv})}},
+                           threads, nullptr);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        const float *ow = tw.data<float>(), *om = tm.data<float>(), *ov = tv.data<float>();
+        int mismatches = 0;
+        for (int i = 0; i < n && mismatches < 5; ++i) {
+          if (!SameFloat(ow[i], rw[i]) || !SameFloat(om[i], rm[i]) || !SameFloat(ov[i], rv[i])) {
+            ++mismatches;
+            ADD_FAILURE() << "element " << i << " (g " << g[i] << ", m " << m[i] << ", v " << v[i] << "): w " << ow[i]
+                          << " vs " << rw[i] << ", m " << om[i] << " vs " << rm[i] << ", v " << ov[i] << " vs " << rv[i];
+          }
+        }
+      }
+    }
+  }
+}
+
 uint32_t Bits(float x) {
   uint32_t b;
   std::memcpy(&b, &x, sizeof b);
