@@ -210,6 +210,39 @@ void AdamWReference(float& w, float& m, float& v, float g, float a, float b, flo
 
 bool SameFloat(float x, float y) { return (std::isnan(x) && std::isnan(y)) || std::memcmp(&x, &y, sizeof x) == 0; }
 
+// Runs AdamW (alpha `a`, beta 0.999, eps 1e-8, weight decay 0.01, the given step) over one tensor of w, m, v
+// and g on `threads` threads and expects AdamWReference's bits in every output element (the first five
+// mismatches reported). Returns the reference's second moments.
+std::vector<float> ExpectAdamWBitsOfReference(const std::vector<float>& w, const std::vector<float>& m,
+                                              const std::vector<float>& v, const std::vector<float>& g, float a,
+                                              float lr, int64_t step, int mode, int threads) {
+  const float b = 0.999f, eps = 1e-8f, wd = 0.01f;
+  const int n = static_cast<int>(w.size());
+  // As the kernel makes them: from the float attributes widened to double.
+  const float ac = 1.0f - static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(step)));
+  const float bc = 1.0f - static_cast<float>(std::pow(static_cast<double>(b), static_cast<double>(step)));
+  std::vector<float> rw = w, rm = m, rv = v;
+  for (int i = 0; i < n; ++i) AdamWReference(rw[i], rm[i], rv[i], g[i], a, b, eps, lr, wd, ac, bc, mode);
+  Tensor tw = Floats(w, {n}), tm = Floats(m, {n}), tv = Floats(v, {n});
+  Status st = RunOne(AdamWNode(a, b, eps, wd, mode), AdamWInputs(),
+                     {{"lr", Floats({lr}, {1})}, {"step", Tensor::FromVector<int64_t>({step}, {1})},
+                      {"w", Value::Sequence({tw})}, {"g", Value::Sequence({Floats(g, {n})})},
+                      {"m", Value::Sequence({tm})}, {"v", Value::Sequence({tv})}},
+                     threads, nullptr);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  if (!st.ok()) return rv;
+  const float *ow = tw.data<float>(), *om = tm.data<float>(), *ov = tv.data<float>();
+  int mismatches = 0;
+  for (int i = 0; i < n && mismatches < 5; ++i) {
+    if (!SameFloat(ow[i], rw[i]) || !SameFloat(om[i], rm[i]) || !SameFloat(ov[i], rv[i])) {
+      ++mismatches;
+      ADD_FAILURE() << "element " << i << " (g " << g[i] << ", m " << m[i] << ", v " << v[i] << "): w " << ow[i]
+                    << " vs " << rw[i] << ", m " << om[i] << " vs " << rm[i] << ", v " << ov[i] << " vs " << rv[i];
+    }
+  }
+  return rv;
+}
+
 TEST(TrainingOptimizersTest, AdamWMatchesFloatArithmeticBitForBitWhereMomentsGoSubnormal) {
   // Gradients from 1e-2 down to float's smallest subnormal (so (1 - beta) g^2 and (1 - alpha) g are
   // subnormal or round to zero), zeros of both signs, moments that are themselves tiny or subnormal, and an
@@ -238,29 +271,8 @@ TEST(TrainingOptimizersTest, AdamWMatchesFloatArithmeticBitForBitWhereMomentsGoS
   ASSERT_GT(subnormal_products, 1000);
   for (int mode : {0, 1}) {
     SCOPED_TRACE(mode);
-    const float lr = 1e-3f, a = 0.9f, b = 0.999f, eps = 1e-8f, wd = 0.01f;
-    const int64_t step = 7;
-    // As the kernel makes them: from the float attributes widened to double.
-    const float ac = 1.0f - static_cast<float>(std::pow(static_cast<double>(a), 7.0));
-    const float bc = 1.0f - static_cast<float>(std::pow(static_cast<double>(b), 7.0));
-    std::vector<float> rw = w, rm = m, rv = v;
-    for (int i = 0; i < n; ++i) AdamWReference(rw[i], rm[i], rv[i], g[i], a, b, eps, lr, wd, ac, bc, mode);
-    for (float x : rv) subnormal_moments += std::fpclassify(x) == FP_SUBNORMAL;
-    Tensor tw = Floats(w, {n}), tm = Floats(m, {n}), tv = Floats(v, {n});
-    Status st = RunOne(AdamWNode(a, b, eps, wd, mode), AdamWInputs(),
-                       {{"lr", Floats({lr}, {1})}, {"step", Tensor::FromVector<int64_t>({step}, {1})},
-                        {"w", Value::Sequence({tw})}, {"g", Value::Sequence({Floats(g, {n})})},
-                        {"m", Value::Sequence({tm})}, {"v", Value::Sequence({tv})}},
-                       1, nullptr);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    const float *ow = tw.data<float>(), *om = tm.data<float>(), *ov = tv.data<float>();
-    int mismatches = 0;
-    for (int i = 0; i < n && mismatches < 5; ++i) {
-      if (!SameFloat(ow[i], rw[i]) || !SameFloat(om[i], rm[i]) || !SameFloat(ov[i], rv[i])) {
-        ++mismatches;
-        ADD_FAILURE() << "element " << i << " (g " << g[i] << "): w " << ow[i] << " vs " << rw[i] << ", m " << om[i]
-                      << " vs " << rm[i] << ", v " << ov[i] << " vs " << rv[i];
-      }
+    for (float x : ExpectAdamWBitsOfReference(w, m, v, g, 0.9f, 1e-3f, 7, mode, 1)) {
+      subnormal_moments += std::fpclassify(x) == FP_SUBNORMAL;
     }
   }
   EXPECT_GT(subnormal_moments, 100);
@@ -268,9 +280,9 @@ TEST(TrainingOptimizersTest, AdamWMatchesFloatArithmeticBitForBitWhereMomentsGoS
 
 // The AVX-512 update's two exact cases against the float formula, bit for bit: first moments stuck among
 // the subnormals (g = +-0; m = +-k 2^-149 for k up to 40, so lr m rounds to zero for some and not others;
-// v normal, subnormal, +-0 or NaN; some weights zero or near it), tiny gradients whose (1 - beta) g^2 is subnormal beside a b v that is
-// large (covered) or tiny (not), subnormal gradients, and normal lanes, shuffled so that blocks of 16 mix
-// them; three learning rates, both modes, one and two threads.
+// v normal, subnormal, +-0 or NaN; some weights zero or near it), tiny gradients whose (1 - beta) g^2 is
+// subnormal beside a b v that is large (covered) or tiny (not), subnormal gradients, and normal lanes,
+// shuffled so that blocks of 16 mix them; two alphas, three learning rates, both modes, one and two threads.
 TEST(TrainingOptimizersTest, AdamWStuckMomentsAndTinyGradientsMatchFloatArithmeticBitForBit) {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
@@ -318,30 +330,12 @@ TEST(TrainingOptimizersTest, AdamWStuckMomentsAndTinyGradientsMatchFloatArithmet
   ASSERT_GT(stuck, 10000);
   ASSERT_GT(tiny, 6000);
   for (int threads : {1, 2}) {
-    for (float lr : {1e-3f, 0.02f, 0.4f}) {
-      for (int mode : {0, 1}) {
-        SCOPED_TRACE(::testing::Message() << "threads " << threads << ", lr " << lr << ", mode " << mode);
-        const float a = 0.9f, b = 0.999f, eps = 1e-8f, wd = 0.01f;
-        const int64_t step = 3;
-        const float ac = 1.0f - static_cast<float>(std::pow(static_cast<double>(a), 3.0));
-        const float bc = 1.0f - static_cast<float>(std::pow(static_cast<double>(b), 3.0));
-        std::vector<float> rw = w, rm = m, rv = v;
-        for (int i = 0; i < n; ++i) AdamWReference(rw[i], rm[i], rv[i], g[i], a, b, eps, lr, wd, ac, bc, mode);
-        Tensor tw = Floats(w, {n}), tm = Floats(m, {n}), tv = Floats(v, {n});
-        Status st = RunOne(AdamWNode(a, b, eps, wd, mode), AdamWInputs(),
-                           {{"lr", Floats({lr}, {1})}, {"step", Tensor::FromVector<int64_t>({step}, {1})},
-                            {"w", Value::Sequence({tw})}, {"g", Value::Sequence({Floats(g, {n})})},
-                            {"m", Value::Sequence({tm})}, {"v", Value::Sequence({tv})}},
-                           threads, nullptr);
-        ASSERT_TRUE(st.ok()) << st.ToString();
-        const float *ow = tw.data<float>(), *om = tm.data<float>(), *ov = tv.data<float>();
-        int mismatches = 0;
-        for (int i = 0; i < n && mismatches < 5; ++i) {
-          if (!SameFloat(ow[i], rw[i]) || !SameFloat(om[i], rm[i]) || !SameFloat(ov[i], rv[i])) {
-            ++mismatches;
-            ADD_FAILURE() << "element " << i << " (g " << g[i] << ", m " << m[i] << ", v " << v[i] << "): w " << ow[i]
-                          << " vs " << rw[i] << ", m " << om[i] << " vs " << rm[i] << ", v " << ov[i] << " vs " << rv[i];
-          }
+    for (float alpha : {0.9f, 0.3f}) {  // below 1/2, a moment of one subnormal unit decays to a zero
+      for (float lr : {1e-3f, 0.02f, 0.4f}) {
+        for (int mode : {0, 1}) {
+          SCOPED_TRACE(::testing::Message() << "threads " << threads << ", alpha " << alpha << ", lr " << lr
+                                            << ", mode " << mode);
+          ExpectAdamWBitsOfReference(w, m, v, g, alpha, lr, 3, mode, threads);
         }
       }
     }
