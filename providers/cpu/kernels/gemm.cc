@@ -80,20 +80,35 @@ void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double al
 // each element of C is then computed by the same library call whatever the pool's size, so results are
 // identical across thread counts (a library's edge handling otherwise depends on where a band starts).
 // Extents up to 256 are one chunk, up to 511 two, longer ones four; the boundaries are the nearest
-// multiples of 64 to equal shares, so that each call still runs the library's blocked kernels
-// at full width and 2 or 4 threads get equal work. (Fixed chunks of 256 had split 784 columns into 256,
-// 256, 256 and 16: 512 against 272 on two threads, 63-65% of twice the FMA peak.) Extents of 128 to 256
-// are two chunks where the product has at least kSplitMacs multiply-adds: the CNN's [64, 1600] x
-// [1600, 128] layer ran on one thread whatever the pool (0.28 ms at 1 thread and at 2; split, 0.26-0.29 ms
-// at 2 threads on a VM whose second core was contended, within the noise at 1 thread).
+// multiples of `unit` (64, or 32 for the short row splits below) to equal shares, so that each call still
+// runs the library's blocked kernels at full width and 2 or 4 threads get equal work. (Fixed chunks of 256
+// had split 784 columns into 256, 256, 256 and 16: 512 against 272 on two threads, 63-65% of twice the
+// FMA peak.) Extents of 128 to 256 are two chunks where the product has at least kSplitMacs
+// multiply-adds: the CNN's [64, 1600] x [1600, 128] layer ran on one thread whatever the pool (0.28 ms at 1
+// thread and at 2; split, 0.26-0.29 ms at 2 threads on a VM whose second core was contended, within the
+// noise at 1 thread).
 struct Chunks {
-  int64_t extent, count;
-  int64_t Begin(int64_t q) const { return q == count ? extent : (q * extent / count + 32) / 64 * 64; }
+  int64_t extent, count, unit = 64;
+  int64_t Begin(int64_t q) const {
+    return q == count ? extent : (q * extent / count + unit / 2) / unit * unit;
+  }
 };
 constexpr double kSplitMacs = 8e6;
 Chunks ChunksOf(int64_t extent, double macs) {
   if (extent <= 256) return {extent, extent >= 128 && macs >= kSplitMacs ? 2 : 1};
   return {extent, extent < 512 ? 2 : 4};
+}
+
+// Short wide products, 64 to 256 rows by at most 256 columns over a depth of at most 1024 (mlp_small's
+// forward layer [64, 784] x [784, 128]), split their rows in two from kShortSplitMacs: oneDNN (2.6, Zen 5,
+// one thread) ran [64, 784] x [784, 128] as two column halves in 74 us against 57 us whole (its 64-column
+// products of depth up to 1024 take a slower path, and their bits differ from the whole product's) but as
+// two row halves in 64 us; with the halves on two threads, mlp_small's step at two threads went 0.121 ->
+// 0.100 ms. From depth 1200 up the column halves cost what the whole did and the row halves up to 30%
+// more (B packed twice), so deeper products keep the column split.
+constexpr double kShortSplitMacs = 4e6;
+bool SplitsShortRows(int64_t m, int64_t n, int64_t k, double macs) {
+  return m >= 64 && m <= 256 && n <= 256 && k <= 1024 && macs >= kShortSplitMacs;
 }
 
 template <typename T>
@@ -103,8 +118,10 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
   const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n), ldc = static_cast<int>(n);
   // By rows whenever there are rows enough for two chunks: a weight gradient [out, in] is then split by
   // output rows (as the optimizer splits each parameter, training_optimizers.cc), not by columns.
-  const bool by_rows = m >= n || m > 256;
-  const Chunks chunks = ChunksOf(by_rows ? m : n, static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
+  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool short_rows = SplitsShortRows(m, n, k, macs);
+  const bool by_rows = short_rows || m >= n || m > 256;
+  const Chunks chunks = short_rows ? Chunks{m, 2, 32} : ChunksOf(by_rows ? m : n, macs);
   const double cost = 2.0 * static_cast<double>(chunks.extent / chunks.count) * static_cast<double>(by_rows ? n : m) *
                       static_cast<double>(k);
   ParallelFor(pool, chunks.count, cost, [&](int64_t q0, int64_t q1) {
