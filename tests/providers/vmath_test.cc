@@ -338,6 +338,101 @@ TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) {
   }
 }
 
+// Batch normalization's block sums (VChannelSums, VChannelSumSqDevs, VChannelGradSums read and with ReLU's
+// and Clip's gradients made on the way; AVX-512 where the CPU has it) against their order as vrows.h defines
+// it, written out here: rows under kLongRow into eight lanes per channel that run over the images, totalled
+// in lane order once; longer rows LaneSum per row, added in image order. Blocks of 1 and 3 channels inside
+// 5 (rows ld apart), 1 and 5 images, every short length up to 33 and others around kLongRow, magnitudes
+// 2^-60 .. 2^60 (so the order shows in the bits), and the gradient rows written where asked, nothing else.
+TEST(VRowsTest, BatchNormChannelBlockSumsFollowTheirOrder) {
+  const float lo = 0.0f, hi = 6.0f, fill = -0.0f;
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 33; ++n) lengths.push_back(n);
+  for (int64_t n : {48, 64, 100, 255, 256, 257, 300}) lengths.push_back(n);
+  for (int64_t inner : lengths) {
+    for (int64_t images : {1, 5}) {
+      for (int64_t nb : {1, 3}) {
+        SCOPED_TRACE("inner " + std::to_string(inner) + ", " + std::to_string(images) + " images, " +
+                     std::to_string(nb) + " channels");
+        const int64_t c = 5, c0 = 1, ld = c * inner, total = images * ld;
+        std::vector<float> x(total), g(total);
+        for (int64_t i = 0; i < total; ++i) {
+          const double scale = std::exp2(static_cast<double>((i * 13) % 121 - 60));
+          x[i] = static_cast<float>(std::sin(0.71 * static_cast<double>(i)) * 5.0);
+          g[i] = static_cast<float>(std::cos(0.29 * static_cast<double>(i)) * scale);
+        }
+        const ChannelRows r{images, ld, nb, inner};
+        const float* xb = x.data() + c0 * inner;
+        const float* gb = g.data() + c0 * inner;
+        auto at = [&](const float* p, int64_t b, int64_t j, int64_t i) { return p[b * ld + j * inner + i]; };
+        // The definition: term(b, j, i) summed in the order above.
+        auto ordered = [&](int64_t j, const std::function<double(int64_t, int64_t)>& term) {
+          if (inner >= kLongRow) {
+            double s = 0;
+            for (int64_t b = 0; b < images; ++b) s += LaneSum(inner, [&](int64_t i) { return term(b, i); });
+            return s;
+          }
+          double lanes[8] = {};
+          for (int64_t b = 0; b < images; ++b) {
+            for (int64_t i = 0; i < inner; ++i) lanes[i % 8] += term(b, i);
+          }
+          double s = 0;
+          for (double l : lanes) s += l;
+          return s;
+        };
+        double mean[3], inv[3];
+        float a[3], bb[3];
+        for (int64_t j = 0; j < nb; ++j) {
+          mean[j] = 0.25 + 0.125 * static_cast<double>(j);
+          inv[j] = 1.7 - 0.1 * static_cast<double>(j);
+          a[j] = 1.5f - 0.25f * static_cast<float>(j);
+          bb[j] = -0.75f;
+        }
+        double sum[3], want[3];
+        VChannelSums(gb, r, sum);
+        for (int64_t j = 0; j < nb; ++j) {
+          want[j] = ordered(j, [&](int64_t b, int64_t i) { return static_cast<double>(at(gb, b, j, i)); });
+          EXPECT_EQ(std::memcmp(&sum[j], &want[j], sizeof(double)), 0) << "sum, channel " << j << ": " << sum[j];
+        }
+        VChannelSumSqDevs(gb, r, mean, sum);
+        for (int64_t j = 0; j < nb; ++j) {
+          want[j] = ordered(j, [&](int64_t b, int64_t i) {
+            const double d = static_cast<double>(at(gb, b, j, i)) - mean[j];
+            return d * d;
+          });
+          EXPECT_EQ(std::memcmp(&sum[j], &want[j], sizeof(double)), 0) << "sum sq dev, channel " << j;
+        }
+        for (int kind = 0; kind < 3; ++kind) {
+          // The gradient rows go to a buffer of nb rows per image with a gap of one row after them.
+          const int64_t out_ld = (nb + 1) * inner;
+          std::vector<float> out(images * out_ld, 99.0f), want_out = out;
+          auto grad = [&](int64_t b, int64_t j, int64_t i) {
+            const float gv = at(gb, b, j, i), y = at(xb, b, j, i) * a[j] + bb[j];
+            return kind == 0 ? gv : kind == 1 ? (y > 0.0f ? gv : 0.0f) : ((y >= lo) & (y <= hi) ? gv : fill);
+          };
+          for (int64_t b = 0; b < images && kind > 0; ++b) {
+            for (int64_t j = 0; j < nb; ++j) {
+              for (int64_t i = 0; i < inner; ++i) want_out[b * out_ld + j * inner + i] = grad(b, j, i);
+            }
+          }
+          const ChannelAct act{kind == 1 ? RowAct::kRelu : RowAct::kClip, lo, hi, fill, a, bb, out.data(), out_ld};
+          double dot[3], want_dot[3];
+          VChannelGradSums(gb, xb, r, kind == 0 ? nullptr : &act, mean, inv, sum, dot);
+          for (int64_t j = 0; j < nb; ++j) {
+            want[j] = ordered(j, [&](int64_t b, int64_t i) { return static_cast<double>(grad(b, j, i)); });
+            want_dot[j] = ordered(j, [&](int64_t b, int64_t i) {
+              return static_cast<double>(grad(b, j, i)) * (at(xb, b, j, i) - mean[j]) * inv[j];
+            });
+            EXPECT_EQ(std::memcmp(&sum[j], &want[j], sizeof(double)), 0) << "kind " << kind << ", channel " << j;
+            EXPECT_EQ(std::memcmp(&dot[j], &want_dot[j], sizeof(double)), 0) << "kind " << kind << ", channel " << j;
+          }
+          EXPECT_EQ(std::memcmp(out.data(), want_out.data(), out.size() * sizeof(float)), 0) << "kind " << kind;
+        }
+      }
+    }
+  }
+}
+
 // LayerNormalizationGrad's row pass (VRowLayerNormGradSums, AVX-512 where the CPU has it) against its
 // definition: xh = (x - mean) inv and b = g scale inv in float, ds += g xh and db += g into running float
 // sums, and LaneSum of b and of b xh, compiled here without contraction; every row length to 70 and long

@@ -71,8 +71,8 @@ class BatchNormGradKernel : public OpKernel {
       std::atomic<int> next_slot{0};
       // Channels in parallel, in blocks read image by image (contiguous runs of the block's channels: one
       // row per image and channel, 128 KB apart, ran at a fifth of the memory's speed; a block's dY and X
-      // stay in L2 for the second pass); each channel's sums in a fixed order (LaneSum per row, rows in
-      // image order) whatever the blocks and threads.
+      // stay in L2 for the second pass); each channel's sums in a fixed order whatever the blocks and
+      // threads: float32 VChannelGradSums's (vrows.h), float64 LaneSum per row, rows in image order.
       const int64_t blk = NormChannelBlock(n, inner, affine != nullptr ? 3 : 2);
       ParallelFor(ctx.thread_pool(), c, 8.0 * static_cast<double>(n * inner), [&](int64_t c0, int64_t c1) {
         double db[kNormMaxBlock], ds[kNormMaxBlock], mean[kNormMaxBlock], inv[kNormMaxBlock], coef[kNormMaxBlock];
@@ -87,27 +87,22 @@ class BatchNormGradKernel : public OpKernel {
             mean[j] = at(3, cb + j);
             inv[j] = at(4, cb + j);
           }
-          for (int64_t b = 0; b < n; ++b) {
-            for (int64_t j = 0; j < nb; ++j) {
-              const T *g = pdy + (b * c + cb + j) * inner, *xv = px + (b * c + cb + j) * inner;
-              if constexpr (std::is_same_v<T, float>) {  // the same two sums through one per-ISA pass
-                double row_db, row_ds;
-                if (affine != nullptr) {
-                  const int64_t ch = cb + j;
-                  VRowAffineActGradSums(xv, g, dy_block + (b * blk + j) * inner, inner, affine[ch], affine[c + ch], act_,
-                                        lo_, hi_, fill_, mean[j], inv[j], &row_db, &row_ds);
-                } else {
-                  VRowSumAndDotDev(g, xv, inner, mean[j], inv[j], &row_db, &row_ds);
-                }
-                db[j] += row_db;
-                ds[j] += row_ds;
-                continue;
+          if constexpr (std::is_same_v<T, float>) {  // the block's two sums per ISA (vrows.h: their order)
+            const ChannelRows rows{n, c * inner, nb, inner};
+            const ChannelAct ca{act_, lo_, hi_, fill_, affine != nullptr ? affine + cb : nullptr,
+                                affine != nullptr ? affine + c + cb : nullptr, dy_block, blk * inner};
+            VChannelGradSums(pdy + cb * inner, px + cb * inner, rows, affine != nullptr ? &ca : nullptr, mean, inv, db,
+                             ds);
+          } else {
+            for (int64_t b = 0; b < n; ++b) {
+              for (int64_t j = 0; j < nb; ++j) {
+                const T *g = pdy + (b * c + cb + j) * inner, *xv = px + (b * c + cb + j) * inner;
+                const double mj = mean[j], ij = inv[j];
+                db[j] += LaneSum(inner, [g](int64_t i) { return static_cast<double>(static_cast<float>(g[i])); });
+                ds[j] += LaneSum(inner, [g, xv, mj, ij](int64_t i) {
+                  return static_cast<double>(static_cast<float>(g[i])) * (static_cast<float>(xv[i]) - mj) * ij;
+                });
               }
-              const double mj = mean[j], ij = inv[j];
-              db[j] += LaneSum(inner, [g](int64_t i) { return static_cast<double>(static_cast<float>(g[i])); });
-              ds[j] += LaneSum(inner, [g, xv, mj, ij](int64_t i) {
-                return static_cast<double>(static_cast<float>(g[i])) * (static_cast<float>(xv[i]) - mj) * ij;
-              });
             }
           }
           for (int64_t j = 0; j < nb; ++j) coef[j] = at(2, cb + j) * inv[j] / m;

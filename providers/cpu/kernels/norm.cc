@@ -86,22 +86,18 @@ class BatchNormKernel : public OpKernel {
       const RowAct act = activation_ == "Relu" ? RowAct::kRelu : RowAct::kClip;
       // Channels in parallel, in blocks read image by image (contiguous runs of the block's channels; one
       // row per image and channel, 128 KB apart, ran at a fifth of the memory's speed); each channel's sums
-      // in a fixed order (LaneSum per row, rows in image order) whatever the blocks and threads.
+      // in a fixed order whatever the blocks and threads: float32 VChannelSums's (vrows.h), other types
+      // LaneSum per row, rows in image order.
       const int64_t blk = NormChannelBlock(n, inner, 1);
       const double cnt = static_cast<double>(n * inner);
       auto row_sum = [&](const T* row) {
-        if constexpr (std::is_same_v<T, float>) return VRowSum(row, inner);  // the same sum, per ISA
-        else return LaneSum(inner, [row](int64_t i) { return static_cast<double>(static_cast<C>(row[i])); });
+        return LaneSum(inner, [row](int64_t i) { return static_cast<double>(static_cast<C>(row[i])); });
       };
       auto row_sum_sq_dev = [&](const T* row, double bm) {
-        if constexpr (std::is_same_v<T, float>) {
-          return VRowSumSqDev(row, inner, bm);
-        } else {
-          return LaneSum(inner, [row, bm](int64_t i) {
-            double d = static_cast<double>(static_cast<C>(row[i])) - bm;
-            return d * d;
-          });
-        }
+        return LaneSum(inner, [row, bm](int64_t i) {
+          double d = static_cast<double>(static_cast<C>(row[i])) - bm;
+          return d * d;
+        });
       };
       ParallelFor(ctx.thread_pool(), c, 4.0 * n * inner, [&](int64_t c0, int64_t c1) {
         double s[kNormMaxBlock], s2[kNormMaxBlock];
@@ -109,13 +105,20 @@ class BatchNormKernel : public OpKernel {
         for (int64_t cb = c0; cb < c1; cb += blk) {
           const int64_t nb = std::min(c1, cb + blk) - cb;
           if (training_) {
-            for (int64_t j = 0; j < nb; ++j) s[j] = s2[j] = 0;
-            for (int64_t bt = 0; bt < n; ++bt) {
-              for (int64_t j = 0; j < nb; ++j) s[j] += row_sum(px + (bt * c + cb + j) * inner);
-            }
-            for (int64_t j = 0; j < nb; ++j) s[j] /= cnt;  // the batch mean
-            for (int64_t bt = 0; bt < n; ++bt) {
-              for (int64_t j = 0; j < nb; ++j) s2[j] += row_sum_sq_dev(px + (bt * c + cb + j) * inner, s[j]);
+            if constexpr (std::is_same_v<T, float>) {  // the block's sums per ISA (vrows.h: their order)
+              const ChannelRows rows{n, c * inner, nb, inner};
+              VChannelSums(px + cb * inner, rows, s);
+              for (int64_t j = 0; j < nb; ++j) s[j] /= cnt;  // the batch mean
+              VChannelSumSqDevs(px + cb * inner, rows, s, s2);
+            } else {
+              for (int64_t j = 0; j < nb; ++j) s[j] = s2[j] = 0;
+              for (int64_t bt = 0; bt < n; ++bt) {
+                for (int64_t j = 0; j < nb; ++j) s[j] += row_sum(px + (bt * c + cb + j) * inner);
+              }
+              for (int64_t j = 0; j < nb; ++j) s[j] /= cnt;  // the batch mean
+              for (int64_t bt = 0; bt < n; ++bt) {
+                for (int64_t j = 0; j < nb; ++j) s2[j] += row_sum_sq_dev(px + (bt * c + cb + j) * inner, s[j]);
+              }
             }
           }
           for (int64_t j = 0; j < nb; ++j) {

@@ -98,6 +98,31 @@ void VRowLayerNormGradSums(const float* g, const float* x, const float* scale, i
 // and its second: dx[i] = b - mb - xh * mbx (float).
 void VRowLayerNormGradDx(const float* g, const float* x, const float* scale, float* dx, int64_t n, float mean, float inv,
                          float mb, float mbx);
+// Batch normalization's per-channel sums over a block of nb channels of n images: channel j's row of image
+// b is the `inner` floats at x + b * ld + j * inner. Each channel's sums have a fixed order whatever the
+// block and thread count: rows of kLongRow or more as the VRow sums of each row (LaneSum's 32 lanes), the
+// rows' totals added in image order; shorter rows into eight double lanes that run over all the channel's
+// rows (element i of each row into lane i % 8, images in order), added in lane order once at the end (a
+// total per row had cost more than the row's own sums on a MobileNet's 4x4 and 8x8 planes).
+struct ChannelRows {
+  int64_t n, ld, nb, inner;
+};
+// sum[j] = the sum of channel j's x
+void VChannelSums(const float* x, const ChannelRows& r, double* sum);
+// sum[j] = the sum of (x - mean[j])^2 over channel j
+void VChannelSumSqDevs(const float* x, const ChannelRows& r, const double* mean, double* sum);
+// The gradient's two sums per channel: sum[j] of g and dot[j] of g (x - mean[j]) inv[j], g (at x's
+// offsets in g) read as it is (act == nullptr), or made from it by the activation's gradient as
+// VRowAffineActGradSums makes it (a[j], b[j] the channel's affine; written to out + b * out_ld + j * inner).
+struct ChannelAct {
+  RowAct act;
+  float lo, hi, fill;
+  const float *a, *b;
+  float* out;
+  int64_t out_ld;
+};
+void VChannelGradSums(const float* g, const float* x, const ChannelRows& r, const ChannelAct* act, const double* mean,
+                      const double* inv, double* sum, double* dot);
 // Batch normalization's input gradient: dx[i] = float(coef * (m * g[i] - db - (x[i] - mean) * inv * ds)).
 void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
                        double m, double db, double ds);
