@@ -21,6 +21,9 @@ struct DwFlat {
   int64_t shift[kDwMaxTaps];
   const __mmask16* mask = nullptr;  // [vectors, taps], in the building thread's buffer
   __mmask16 tail = 0;               // the last vector's output lanes
+  // Where nonzero, the window is 3x3 at dilation 1 with pads of 1 over a plane of rows_h rows of rows_w
+  // floats, rows_w a multiple of 16: the row kernels (depthwise_vector.cc) compute it with the same bits.
+  int64_t rows_h = 0, rows_w = 0;
 };
 
 // 16 lanes of a dW sum, as memory (a vector type cannot be a std::vector's element without a warning).

@@ -93,7 +93,90 @@ DwFlat BuildFlat(int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t ph, int64
   __mmask16* mask = ThreadBuffer<__mmask16>(which, static_cast<size_t>(f.vectors * f.taps));
   FillMasks(h, w, f.taps, rlo, rhi, olo, ohi, mask);
   f.mask = mask;
+  if (kh == 3 && kw == 3 && ph == 1 && pw == 1 && dh == 1 && dw == 1 && w % 16 == 0) {
+    f.rows_h = h;
+    f.rows_w = w;
+  }
   return f;
+}
+
+// The row kernels: a 3x3 window at dilation 1 with pads of 1 on a plane whose rows are whole vectors
+// (f.rows_w % 16 == 0). The flat kernel loads every tap of every output vector under a mask that it also
+// loads (nine of each per nine FMAs); here each input row's 16 columns are loaded once per column chunk,
+// their left and right neighbours made in registers (valignd against zero at the row's ends, else loads
+// one column over), and kept for the three output rows they feed. Each output sums the same operands in the
+// same order as the flat kernel (zeros where it masks, so every FMA is still done), hence the same bits.
+// Rows outside the plane are zero vectors.
+struct DwRow {
+  __m512 l, c, r;  // columns o - 1, o, o + 1 of one input row, over a chunk's 16 outputs o
+};
+
+__attribute__((target("avx512f"), always_inline)) inline DwRow LoadDwRow(const float* x, int64_t h, int64_t w,
+                                                                        int64_t row, int64_t c0) {
+  const __m512 zero = _mm512_setzero_ps();
+  if (row < 0 || row >= h) return {zero, zero, zero};
+  const float* p = x + row * w + c0;
+  DwRow v;
+  v.c = _mm512_loadu_ps(p);
+  v.l = c0 == 0 ? _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v.c), _mm512_setzero_si512(), 15))
+                : _mm512_loadu_ps(p - 1);
+  v.r = c0 + 16 == w ? _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_setzero_si512(), _mm512_castps_si512(v.c), 1))
+                     : _mm512_loadu_ps(p + 1);
+  return v;
+}
+
+// DwForwardFlat<9> over the rows: y = bias + the nine taps in order, chunk by chunk.
+__attribute__((target("avx512f"))) void DwForwardRows(const float* x, const float* w, float bias, float* y,
+                                                      const DwFlat& f) {
+  const int64_t h = f.rows_h, wd = f.rows_w;
+  __m512 wv[9];
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  const __m512 vb = _mm512_set1_ps(bias);
+  for (int64_t c0 = 0; c0 < wd; c0 += 16) {
+    DwRow a = LoadDwRow(x, h, wd, -1, c0), b = LoadDwRow(x, h, wd, 0, c0);
+    for (int64_t r = 0; r < h; ++r) {
+      const DwRow c = LoadDwRow(x, h, wd, r + 1, c0);
+      __m512 acc = vb;
+      acc = _mm512_fmadd_ps(wv[0], a.l, acc);
+      acc = _mm512_fmadd_ps(wv[1], a.c, acc);
+      acc = _mm512_fmadd_ps(wv[2], a.r, acc);
+      acc = _mm512_fmadd_ps(wv[3], b.l, acc);
+      acc = _mm512_fmadd_ps(wv[4], b.c, acc);
+      acc = _mm512_fmadd_ps(wv[5], b.r, acc);
+      acc = _mm512_fmadd_ps(wv[6], c.l, acc);
+      acc = _mm512_fmadd_ps(wv[7], c.c, acc);
+      acc = _mm512_fmadd_ps(wv[8], c.r, acc);
+      _mm512_storeu_ps(y + r * wd + c0, acc);
+      a = b;
+      b = c;
+    }
+  }
+}
+
+// DwWeightGradFlat<9> over the rows of one 16-wide plane (its vectors are its rows, in the same order):
+// acc[t] += z . (x shifted by tap t), row by row.
+__attribute__((target("avx512f"))) void DwWeightGradRows16(const float* z, const float* x, __m512* acc_io,
+                                                           const DwFlat& f) {
+  const int64_t h = f.rows_h;
+  __m512 acc[9];
+  for (int t = 0; t < 9; ++t) acc[t] = acc_io[t];
+  DwRow a = LoadDwRow(x, h, 16, -1, 0), b = LoadDwRow(x, h, 16, 0, 0);
+  for (int64_t r = 0; r < h; ++r) {
+    const DwRow c = LoadDwRow(x, h, 16, r + 1, 0);
+    const __m512 dv = _mm512_loadu_ps(z + 16 * r);
+    acc[0] = _mm512_fmadd_ps(dv, a.l, acc[0]);
+    acc[1] = _mm512_fmadd_ps(dv, a.c, acc[1]);
+    acc[2] = _mm512_fmadd_ps(dv, a.r, acc[2]);
+    acc[3] = _mm512_fmadd_ps(dv, b.l, acc[3]);
+    acc[4] = _mm512_fmadd_ps(dv, b.c, acc[4]);
+    acc[5] = _mm512_fmadd_ps(dv, b.r, acc[5]);
+    acc[6] = _mm512_fmadd_ps(dv, c.l, acc[6]);
+    acc[7] = _mm512_fmadd_ps(dv, c.c, acc[7]);
+    acc[8] = _mm512_fmadd_ps(dv, c.r, acc[8]);
+    a = b;
+    b = c;
+  }
+  for (int t = 0; t < 9; ++t) acc_io[t] = acc[t];
 }
 
 // TAPS: the window's tap count when known at compile time (3x3: registers and unrolled loops), else 0.
@@ -127,7 +210,8 @@ __attribute__((target("avx512f"))) void DwForwardFlat(const float* x, const floa
 }
 
 void DwForwardFlat(const float* x, const float* w, float bias, float* y, const DwFlat& f) {
-  if (f.taps == 9) DwForwardFlat<9>(x, w, bias, y, f);
+  if (f.rows_w > 0) DwForwardRows(x, w, bias, y, f);
+  else if (f.taps == 9) DwForwardFlat<9>(x, w, bias, y, f);
   else DwForwardFlat<0>(x, w, bias, y, f);
 }
 
@@ -149,7 +233,8 @@ __attribute__((target("avx512f"))) void DwWeightGradFlat(const float* z, const f
 }
 
 void DwWeightGradFlat(const float* z, const float* x, __m512* acc, const DwFlat& f) {
-  if (f.taps == 9) DwWeightGradFlat<9>(z, x, acc, f);
+  if (f.rows_w == 16) DwWeightGradRows16(z, x, acc, f);
+  else if (f.taps == 9) DwWeightGradFlat<9>(z, x, acc, f);
   else DwWeightGradFlat<0>(z, x, acc, f);
 }
 
