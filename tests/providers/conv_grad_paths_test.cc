@@ -88,8 +88,8 @@ TEST(ConvGradPathsTest, DepthwiseOnePassBackwardGivesTheBitsOfTheSeparatePasses)
 // window with pads 2 (offsets of +1 in the phase planes), a dilated 3x2 window with uneven pads, rows of 40
 // and 33 (the vector split and join, then their tails). Stride 1: 4x4 and 3x3 planes (one vector), a 5x5
 // window on 4x4 (25 taps), and 8x8 (the per-image pass); 3x3 windows with pads 1 on rows of 16 and 32 (the
-// row kernels: 16x16, two 16-column chunks, a single row), and rows of 8, 4 and 2 ending in a partial
-// vector (7x8, 5x4, 9x2).
+// row kernels: 16x16, two 16-column chunks, a single row; rows of 28, 20, 17 and 33, whose last chunk is
+// partial), and rows of 8, 4 and 2 ending in a partial vector (7x8, 5x4, 9x2: the flat kernel).
 TEST(ConvGradPathsTest, DepthwiseKeepsTheTapOrder) {
   struct Case {
     int64_t n, c, h, w, kh, kw, dil, pt, pl, pb, pr, stride = 2;
@@ -102,7 +102,9 @@ TEST(ConvGradPathsTest, DepthwiseKeepsTheTapOrder) {
                         {2, 3, 4, 4, 5, 5, 1, 2, 2, 2, 2, 1},   {3, 4, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1},
                         {2, 3, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1}, {1, 2, 5, 32, 3, 3, 1, 1, 1, 1, 1, 1},
                         {2, 2, 1, 16, 3, 3, 1, 1, 1, 1, 1, 1},  {2, 2, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1},
-                        {2, 2, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1},   {1, 2, 9, 2, 3, 3, 1, 1, 1, 1, 1, 1}};
+                        {2, 2, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1},   {1, 2, 9, 2, 3, 3, 1, 1, 1, 1, 1, 1},
+                        {2, 2, 5, 28, 3, 3, 1, 1, 1, 1, 1, 1},  {1, 2, 3, 20, 3, 3, 1, 1, 1, 1, 1, 1},
+                        {1, 3, 4, 17, 3, 3, 1, 1, 1, 1, 1, 1},  {1, 2, 4, 33, 3, 3, 1, 1, 1, 1, 1, 1}};
   for (const Case& t : cases) {
     SCOPED_TRACE("n " + std::to_string(t.n) + " " + std::to_string(t.h) + "x" + std::to_string(t.w) + " k " +
                  std::to_string(t.kh) + "x" + std::to_string(t.kw) + " pads " + std::to_string(t.pt) + "," +

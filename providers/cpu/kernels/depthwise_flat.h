@@ -22,7 +22,8 @@ struct DwFlat {
   const __mmask16* mask = nullptr;  // [vectors, taps], in the building thread's buffer
   __mmask16 tail = 0;               // the last vector's output lanes
   // Where nonzero, the window is 3x3 at dilation 1 with pads of 1 over a plane of rows_h rows of rows_w
-  // floats, rows_w a multiple of 16: the row kernels (depthwise_vector.cc) compute it with the same bits.
+  // floats, rows_w at least 16: the row kernels (depthwise_vector.cc) compute it, the forward form with the
+  // same bits, dW's lane sums in their own order (the same bits where rows_w is 16).
   int64_t rows_h = 0, rows_w = 0;
 };
 

@@ -93,35 +93,38 @@ DwFlat BuildFlat(int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t ph, int64
   __mmask16* mask = ThreadBuffer<__mmask16>(which, static_cast<size_t>(f.vectors * f.taps));
   FillMasks(h, w, f.taps, rlo, rhi, olo, ohi, mask);
   f.mask = mask;
-  if (kh == 3 && kw == 3 && ph == 1 && pw == 1 && dh == 1 && dw == 1 && w % 16 == 0) {
+  if (kh == 3 && kw == 3 && ph == 1 && pw == 1 && dh == 1 && dw == 1 && w >= 16) {
     f.rows_h = h;
     f.rows_w = w;
   }
   return f;
 }
 
-// The row kernels: a 3x3 window at dilation 1 with pads of 1 on a plane whose rows are whole vectors
-// (f.rows_w % 16 == 0). The flat kernel loads every tap of every output vector under a mask that it also
-// loads (nine of each per nine FMAs); here each input row's 16 columns are loaded once per column chunk,
-// their left and right neighbours made in registers (valignd against zero at the row's ends, else loads
-// one column over), and kept for the three output rows they feed. Each output sums the same operands in the
-// same order as the flat kernel (zeros where it masks, so every FMA is still done), hence the same bits.
-// Rows outside the plane are zero vectors.
+// The row kernels: a 3x3 window at dilation 1 with pads of 1 on a plane of rows of at least 16 floats.
+// The flat kernel loads every tap of every output vector under a mask that it also loads (nine of each per
+// nine FMAs); here each input row's 16 columns are loaded once per column chunk (the last chunk of a row
+// under a mask when the width is not a multiple of 16), their left and right neighbours made in registers
+// (valignd against zero at the row's ends, else loads one column over), and kept for the three output
+// rows they feed. Each output sums the same operands in the same order as the flat kernel (zeros where it
+// masks, so every FMA is still done), hence the same bits. Rows outside the plane are zero vectors.
 struct DwRow {
   __m512 l, c, r;  // columns o - 1, o, o + 1 of one input row, over a chunk's 16 outputs o
 };
 
+// Row `row` of the plane over the chunk of columns c0 .. c0 + 15 (those under `valid`, the others zero).
 __attribute__((target("avx512f"), always_inline)) inline DwRow LoadDwRow(const float* x, int64_t h, int64_t w,
-                                                                        int64_t row, int64_t c0) {
+                                                                        int64_t row, int64_t c0, __mmask16 valid) {
   const __m512 zero = _mm512_setzero_ps();
   if (row < 0 || row >= h) return {zero, zero, zero};
   const float* p = x + row * w + c0;
+  const __m512i zi = _mm512_setzero_si512();
   DwRow v;
-  v.c = _mm512_loadu_ps(p);
-  v.l = c0 == 0 ? _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v.c), _mm512_setzero_si512(), 15))
-                : _mm512_loadu_ps(p - 1);
-  v.r = c0 + 16 == w ? _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_setzero_si512(), _mm512_castps_si512(v.c), 1))
-                     : _mm512_loadu_ps(p + 1);
+  v.c = _mm512_maskz_loadu_ps(valid, p);
+  const __m512i ci = _mm512_castps_si512(v.c);
+  // Left: lane i is column c0 + i - 1 (zero at column 0); right: column c0 + i + 1 (zero past the row).
+  v.l = c0 == 0 ? _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(valid, ci, zi, 15)) : _mm512_maskz_loadu_ps(valid, p - 1);
+  const __mmask16 right = static_cast<__mmask16>(valid >> 1);  // lanes whose column + 1 is in the row
+  v.r = c0 + 16 >= w ? _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(right, zi, ci, 1)) : _mm512_loadu_ps(p + 1);
   return v;
 }
 
@@ -133,9 +136,10 @@ __attribute__((target("avx512f"))) void DwForwardRows(const float* x, const floa
   for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
   const __m512 vb = _mm512_set1_ps(bias);
   for (int64_t c0 = 0; c0 < wd; c0 += 16) {
-    DwRow a = LoadDwRow(x, h, wd, -1, c0), b = LoadDwRow(x, h, wd, 0, c0);
+    const __mmask16 valid = static_cast<__mmask16>(wd - c0 >= 16 ? 0xffffu : (1u << (wd - c0)) - 1);
+    DwRow a = LoadDwRow(x, h, wd, -1, c0, valid), b = LoadDwRow(x, h, wd, 0, c0, valid);
     for (int64_t r = 0; r < h; ++r) {
-      const DwRow c = LoadDwRow(x, h, wd, r + 1, c0);
+      const DwRow c = LoadDwRow(x, h, wd, r + 1, c0, valid);
       __m512 acc = vb;
       acc = _mm512_fmadd_ps(wv[0], a.l, acc);
       acc = _mm512_fmadd_ps(wv[1], a.c, acc);
@@ -146,35 +150,40 @@ __attribute__((target("avx512f"))) void DwForwardRows(const float* x, const floa
       acc = _mm512_fmadd_ps(wv[6], c.l, acc);
       acc = _mm512_fmadd_ps(wv[7], c.c, acc);
       acc = _mm512_fmadd_ps(wv[8], c.r, acc);
-      _mm512_storeu_ps(y + r * wd + c0, acc);
+      _mm512_mask_storeu_ps(y + r * wd + c0, valid, acc);
       a = b;
       b = c;
     }
   }
 }
 
-// DwWeightGradFlat<9> over the rows of one 16-wide plane (its vectors are its rows, in the same order):
-// acc[t] += z . (x shifted by tap t), row by row.
-__attribute__((target("avx512f"))) void DwWeightGradRows16(const float* z, const float* x, __m512* acc_io,
-                                                           const DwFlat& f) {
-  const int64_t h = f.rows_h;
+// DwWeightGradFlat<9>'s sums over the rows: acc[t] += z . (x shifted by tap t), chunk by chunk and row by
+// row within a chunk. Lane i of a chunk takes its column c0 + i, so each lane adds its terms in another
+// order than the flat kernel's vectors (which run row by row across the chunks) except on 16-wide planes,
+// one chunk, where both orders are the rows in order: the same bits there.
+__attribute__((target("avx512f"))) void DwWeightGradRows(const float* z, const float* x, __m512* acc_io,
+                                                         const DwFlat& f) {
+  const int64_t h = f.rows_h, wd = f.rows_w;
   __m512 acc[9];
   for (int t = 0; t < 9; ++t) acc[t] = acc_io[t];
-  DwRow a = LoadDwRow(x, h, 16, -1, 0), b = LoadDwRow(x, h, 16, 0, 0);
-  for (int64_t r = 0; r < h; ++r) {
-    const DwRow c = LoadDwRow(x, h, 16, r + 1, 0);
-    const __m512 dv = _mm512_loadu_ps(z + 16 * r);
-    acc[0] = _mm512_fmadd_ps(dv, a.l, acc[0]);
-    acc[1] = _mm512_fmadd_ps(dv, a.c, acc[1]);
-    acc[2] = _mm512_fmadd_ps(dv, a.r, acc[2]);
-    acc[3] = _mm512_fmadd_ps(dv, b.l, acc[3]);
-    acc[4] = _mm512_fmadd_ps(dv, b.c, acc[4]);
-    acc[5] = _mm512_fmadd_ps(dv, b.r, acc[5]);
-    acc[6] = _mm512_fmadd_ps(dv, c.l, acc[6]);
-    acc[7] = _mm512_fmadd_ps(dv, c.c, acc[7]);
-    acc[8] = _mm512_fmadd_ps(dv, c.r, acc[8]);
-    a = b;
-    b = c;
+  for (int64_t c0 = 0; c0 < wd; c0 += 16) {
+    const __mmask16 valid = static_cast<__mmask16>(wd - c0 >= 16 ? 0xffffu : (1u << (wd - c0)) - 1);
+    DwRow a = LoadDwRow(x, h, wd, -1, c0, valid), b = LoadDwRow(x, h, wd, 0, c0, valid);
+    for (int64_t r = 0; r < h; ++r) {
+      const DwRow c = LoadDwRow(x, h, wd, r + 1, c0, valid);
+      const __m512 dv = _mm512_maskz_loadu_ps(valid, z + r * wd + c0);
+      acc[0] = _mm512_fmadd_ps(dv, a.l, acc[0]);
+      acc[1] = _mm512_fmadd_ps(dv, a.c, acc[1]);
+      acc[2] = _mm512_fmadd_ps(dv, a.r, acc[2]);
+      acc[3] = _mm512_fmadd_ps(dv, b.l, acc[3]);
+      acc[4] = _mm512_fmadd_ps(dv, b.c, acc[4]);
+      acc[5] = _mm512_fmadd_ps(dv, b.r, acc[5]);
+      acc[6] = _mm512_fmadd_ps(dv, c.l, acc[6]);
+      acc[7] = _mm512_fmadd_ps(dv, c.c, acc[7]);
+      acc[8] = _mm512_fmadd_ps(dv, c.r, acc[8]);
+      a = b;
+      b = c;
+    }
   }
   for (int t = 0; t < 9; ++t) acc_io[t] = acc[t];
 }
@@ -233,7 +242,7 @@ __attribute__((target("avx512f"))) void DwWeightGradFlat(const float* z, const f
 }
 
 void DwWeightGradFlat(const float* z, const float* x, __m512* acc, const DwFlat& f) {
-  if (f.rows_w == 16) DwWeightGradRows16(z, x, acc, f);
+  if (f.rows_w > 0) DwWeightGradRows(z, x, acc, f);
   else if (f.taps == 9) DwWeightGradFlat<9>(z, x, acc, f);
   else DwWeightGradFlat<0>(z, x, acc, f);
 }
