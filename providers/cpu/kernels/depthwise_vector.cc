@@ -112,6 +112,9 @@ struct DwRow {
 };
 
 // Row `row` of the plane over the chunk of columns c0 .. c0 + 15 (those under `valid`, the others zero).
+// A whole chunk (kFull) loads without masks: masked loads and stores in these loops made the 16x16 layer's
+// forward 0.18 -> 0.34 ms on Zen 5.
+template <bool kFull>
 __attribute__((target("avx512f"), always_inline)) inline DwRow LoadDwRow(const float* x, int64_t h, int64_t w,
                                                                         int64_t row, int64_t c0, __mmask16 valid) {
   const __m512 zero = _mm512_setzero_ps();
@@ -119,72 +122,88 @@ __attribute__((target("avx512f"), always_inline)) inline DwRow LoadDwRow(const f
   const float* p = x + row * w + c0;
   const __m512i zi = _mm512_setzero_si512();
   DwRow v;
-  v.c = _mm512_maskz_loadu_ps(valid, p);
+  v.c = kFull ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(valid, p);
   const __m512i ci = _mm512_castps_si512(v.c);
   // Left: lane i is column c0 + i - 1 (zero at column 0); right: column c0 + i + 1 (zero past the row).
-  v.l = c0 == 0 ? _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(valid, ci, zi, 15)) : _mm512_maskz_loadu_ps(valid, p - 1);
-  const __mmask16 right = static_cast<__mmask16>(valid >> 1);  // lanes whose column + 1 is in the row
-  v.r = c0 + 16 >= w ? _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(right, zi, ci, 1)) : _mm512_loadu_ps(p + 1);
+  if (c0 == 0) v.l = _mm512_castsi512_ps(_mm512_alignr_epi32(ci, zi, 15));
+  else v.l = kFull ? _mm512_loadu_ps(p - 1) : _mm512_maskz_loadu_ps(valid, p - 1);
+  if (c0 + 16 < w) v.r = _mm512_loadu_ps(p + 1);
+  else if (kFull) v.r = _mm512_castsi512_ps(_mm512_alignr_epi32(zi, ci, 1));
+  else v.r = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(static_cast<__mmask16>(valid >> 1), zi, ci, 1));
   return v;
 }
 
-// DwForwardFlat<9> over the rows: y = bias + the nine taps in order, chunk by chunk.
+// The forward form over one chunk of columns: y = bias + the nine taps in order, row by row.
+template <bool kFull>
+__attribute__((target("avx512f"), always_inline)) inline void DwForwardChunk(const float* x, const __m512* wv,
+                                                                            __m512 vb, float* y, int64_t h,
+                                                                            int64_t wd, int64_t c0, __mmask16 valid) {
+  DwRow a = LoadDwRow<kFull>(x, h, wd, -1, c0, valid), b = LoadDwRow<kFull>(x, h, wd, 0, c0, valid);
+  for (int64_t r = 0; r < h; ++r) {
+    const DwRow c = LoadDwRow<kFull>(x, h, wd, r + 1, c0, valid);
+    __m512 acc = vb;
+    acc = _mm512_fmadd_ps(wv[0], a.l, acc);
+    acc = _mm512_fmadd_ps(wv[1], a.c, acc);
+    acc = _mm512_fmadd_ps(wv[2], a.r, acc);
+    acc = _mm512_fmadd_ps(wv[3], b.l, acc);
+    acc = _mm512_fmadd_ps(wv[4], b.c, acc);
+    acc = _mm512_fmadd_ps(wv[5], b.r, acc);
+    acc = _mm512_fmadd_ps(wv[6], c.l, acc);
+    acc = _mm512_fmadd_ps(wv[7], c.c, acc);
+    acc = _mm512_fmadd_ps(wv[8], c.r, acc);
+    if (kFull) _mm512_storeu_ps(y + r * wd + c0, acc);
+    else _mm512_mask_storeu_ps(y + r * wd + c0, valid, acc);
+    a = b;
+    b = c;
+  }
+}
+
+// DwForwardFlat<9> over the rows, chunk by chunk.
 __attribute__((target("avx512f"))) void DwForwardRows(const float* x, const float* w, float bias, float* y,
                                                       const DwFlat& f) {
   const int64_t h = f.rows_h, wd = f.rows_w;
   __m512 wv[9];
   for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
   const __m512 vb = _mm512_set1_ps(bias);
-  for (int64_t c0 = 0; c0 < wd; c0 += 16) {
-    const __mmask16 valid = static_cast<__mmask16>(wd - c0 >= 16 ? 0xffffu : (1u << (wd - c0)) - 1);
-    DwRow a = LoadDwRow(x, h, wd, -1, c0, valid), b = LoadDwRow(x, h, wd, 0, c0, valid);
-    for (int64_t r = 0; r < h; ++r) {
-      const DwRow c = LoadDwRow(x, h, wd, r + 1, c0, valid);
-      __m512 acc = vb;
-      acc = _mm512_fmadd_ps(wv[0], a.l, acc);
-      acc = _mm512_fmadd_ps(wv[1], a.c, acc);
-      acc = _mm512_fmadd_ps(wv[2], a.r, acc);
-      acc = _mm512_fmadd_ps(wv[3], b.l, acc);
-      acc = _mm512_fmadd_ps(wv[4], b.c, acc);
-      acc = _mm512_fmadd_ps(wv[5], b.r, acc);
-      acc = _mm512_fmadd_ps(wv[6], c.l, acc);
-      acc = _mm512_fmadd_ps(wv[7], c.c, acc);
-      acc = _mm512_fmadd_ps(wv[8], c.r, acc);
-      _mm512_mask_storeu_ps(y + r * wd + c0, valid, acc);
-      a = b;
-      b = c;
-    }
-  }
+  int64_t c0 = 0;
+  for (; c0 + 16 <= wd; c0 += 16) DwForwardChunk<true>(x, wv, vb, y, h, wd, c0, 0xffff);
+  if (c0 < wd) DwForwardChunk<false>(x, wv, vb, y, h, wd, c0, static_cast<__mmask16>((1u << (wd - c0)) - 1));
 }
 
 // DwWeightGradFlat<9>'s sums over the rows: acc[t] += z . (x shifted by tap t), chunk by chunk and row by
 // row within a chunk. Lane i of a chunk takes its column c0 + i, so each lane adds its terms in another
 // order than the flat kernel's vectors (which run row by row across the chunks) except on 16-wide planes,
 // one chunk, where both orders are the rows in order: the same bits there.
+template <bool kFull>
+__attribute__((target("avx512f"), always_inline)) inline void DwWeightGradChunk(const float* z, const float* x,
+                                                                               __m512* acc, int64_t h, int64_t wd,
+                                                                               int64_t c0, __mmask16 valid) {
+  DwRow a = LoadDwRow<kFull>(x, h, wd, -1, c0, valid), b = LoadDwRow<kFull>(x, h, wd, 0, c0, valid);
+  for (int64_t r = 0; r < h; ++r) {
+    const DwRow c = LoadDwRow<kFull>(x, h, wd, r + 1, c0, valid);
+    const __m512 dv = kFull ? _mm512_loadu_ps(z + r * wd + c0) : _mm512_maskz_loadu_ps(valid, z + r * wd + c0);
+    acc[0] = _mm512_fmadd_ps(dv, a.l, acc[0]);
+    acc[1] = _mm512_fmadd_ps(dv, a.c, acc[1]);
+    acc[2] = _mm512_fmadd_ps(dv, a.r, acc[2]);
+    acc[3] = _mm512_fmadd_ps(dv, b.l, acc[3]);
+    acc[4] = _mm512_fmadd_ps(dv, b.c, acc[4]);
+    acc[5] = _mm512_fmadd_ps(dv, b.r, acc[5]);
+    acc[6] = _mm512_fmadd_ps(dv, c.l, acc[6]);
+    acc[7] = _mm512_fmadd_ps(dv, c.c, acc[7]);
+    acc[8] = _mm512_fmadd_ps(dv, c.r, acc[8]);
+    a = b;
+    b = c;
+  }
+}
+
 __attribute__((target("avx512f"))) void DwWeightGradRows(const float* z, const float* x, __m512* acc_io,
                                                          const DwFlat& f) {
   const int64_t h = f.rows_h, wd = f.rows_w;
   __m512 acc[9];
   for (int t = 0; t < 9; ++t) acc[t] = acc_io[t];
-  for (int64_t c0 = 0; c0 < wd; c0 += 16) {
-    const __mmask16 valid = static_cast<__mmask16>(wd - c0 >= 16 ? 0xffffu : (1u << (wd - c0)) - 1);
-    DwRow a = LoadDwRow(x, h, wd, -1, c0, valid), b = LoadDwRow(x, h, wd, 0, c0, valid);
-    for (int64_t r = 0; r < h; ++r) {
-      const DwRow c = LoadDwRow(x, h, wd, r + 1, c0, valid);
-      const __m512 dv = _mm512_maskz_loadu_ps(valid, z + r * wd + c0);
-      acc[0] = _mm512_fmadd_ps(dv, a.l, acc[0]);
-      acc[1] = _mm512_fmadd_ps(dv, a.c, acc[1]);
-      acc[2] = _mm512_fmadd_ps(dv, a.r, acc[2]);
-      acc[3] = _mm512_fmadd_ps(dv, b.l, acc[3]);
-      acc[4] = _mm512_fmadd_ps(dv, b.c, acc[4]);
-      acc[5] = _mm512_fmadd_ps(dv, b.r, acc[5]);
-      acc[6] = _mm512_fmadd_ps(dv, c.l, acc[6]);
-      acc[7] = _mm512_fmadd_ps(dv, c.c, acc[7]);
-      acc[8] = _mm512_fmadd_ps(dv, c.r, acc[8]);
-      a = b;
-      b = c;
-    }
-  }
+  int64_t c0 = 0;
+  for (; c0 + 16 <= wd; c0 += 16) DwWeightGradChunk<true>(z, x, acc, h, wd, c0, 0xffff);
+  if (c0 < wd) DwWeightGradChunk<false>(z, x, acc, h, wd, c0, static_cast<__mmask16>((1u << (wd - c0)) - 1));
   for (int t = 0; t < 9; ++t) acc_io[t] = acc[t];
 }
 
