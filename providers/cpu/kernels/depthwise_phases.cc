@@ -107,7 +107,11 @@ __attribute__((target("avx512f"))) void SplitPhases(const float* x, const Geo2D&
       _mm512_storeu_ps(e + v / 2, _mm512_permutex2var_ps(lo, even, hi));
       _mm512_storeu_ps(o + v / 2, _mm512_permutex2var_ps(lo, odd, hi));
     }
-    if (rest > 0) {  // ceil(rest / 2) to the even plane, the others to the odd one
+    if (rest == 16) {  // eight to each plane, without masks (see JoinPhases)
+      const __m512 lo = _mm512_loadu_ps(row + whole);
+      _mm256_storeu_ps(e + whole / 2, _mm512_castps512_ps256(_mm512_permutexvar_ps(even, lo)));
+      _mm256_storeu_ps(o + whole / 2, _mm512_castps512_ps256(_mm512_permutexvar_ps(odd, lo)));
+    } else if (rest > 0) {  // ceil(rest / 2) to the even plane, the others to the odd one
       const __m512 lo = _mm512_maskz_loadu_ps(in_lo, row + whole), hi = _mm512_maskz_loadu_ps(in_hi, row + whole + 16);
       _mm512_mask_storeu_ps(e + whole / 2, out_e, _mm512_permutex2var_ps(lo, even, hi));
       _mm512_mask_storeu_ps(o + whole / 2, out_o, _mm512_permutex2var_ps(lo, odd, hi));
@@ -132,7 +136,11 @@ __attribute__((target("avx512f"))) void JoinPhases(const float* d4, const Geo2D&
       _mm512_storeu_ps(row + v, _mm512_permutex2var_ps(ev, lo_idx, ov));
       _mm512_storeu_ps(row + v + 16, _mm512_permutex2var_ps(ev, hi_idx, ov));
     }
-    if (rest > 0) {
+    if (rest == 16) {  // rows of 16 (MobileNet's): whole 256-bit loads and one store, no masks
+      const __m512 ev = _mm512_castps256_ps512(_mm256_loadu_ps(e + whole / 2));
+      const __m512 ov = _mm512_castps256_ps512(_mm256_loadu_ps(o + whole / 2));
+      _mm512_storeu_ps(row + whole, _mm512_permutex2var_ps(ev, lo_idx, ov));
+    } else if (rest > 0) {
       const __m512 ev = _mm512_maskz_loadu_ps(in_e, e + whole / 2), ov = _mm512_maskz_loadu_ps(in_o, o + whole / 2);
       _mm512_mask_storeu_ps(row + whole, out_lo, _mm512_permutex2var_ps(ev, lo_idx, ov));
       if (out_hi) _mm512_mask_storeu_ps(row + whole + 16, out_hi, _mm512_permutex2var_ps(ev, hi_idx, ov));

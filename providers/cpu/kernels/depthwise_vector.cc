@@ -225,7 +225,8 @@ __attribute__((target("avx512f"))) void DwForwardFlat(const float* x, const floa
       acc1 = _mm512_fmadd_ps(wv[t], _mm512_maskz_loadu_ps(m1[t], src + 16), acc1);
     }
     _mm512_storeu_ps(y + 16 * k, acc0);
-    _mm512_mask_storeu_ps(y + 16 * k + 16, k + 2 == f.vectors ? f.tail : 0xffff, acc1);
+    if (k + 2 == f.vectors && f.tail != 0xffff) _mm512_mask_storeu_ps(y + 16 * k + 16, f.tail, acc1);
+    else _mm512_storeu_ps(y + 16 * k + 16, acc1);
   }
   if (k < f.vectors) {
     __m512 acc = _mm512_set1_ps(bias);
@@ -233,7 +234,8 @@ __attribute__((target("avx512f"))) void DwForwardFlat(const float* x, const floa
     for (int64_t t = 0; t < taps; ++t) {
       acc = _mm512_fmadd_ps(wv[t], _mm512_maskz_loadu_ps(m[t], x + 16 * k + f.shift[t]), acc);
     }
-    _mm512_mask_storeu_ps(y + 16 * k, f.tail, acc);
+    if (f.tail != 0xffff) _mm512_mask_storeu_ps(y + 16 * k, f.tail, acc);
+    else _mm512_storeu_ps(y + 16 * k, acc);
   }
 }
 
