@@ -286,12 +286,12 @@ TEST(VRowsTest, StrideTwoRowsMatchTheirDefinitions) {
 }
 
 // Batch normalization's gradient sums (VRowSumAndDotDev; VRowAffineActGradSums with ReLU's and Clip's
-// gradients made from x on the way), AVX-512 where the CPU has it, against their definitions: the gradient
-// row element by element, and LaneSum of it and of g (x - mean) inv, compiled here without contraction.
-// Every row length up to 70 and long ones around kLongRow (8 and 32 lanes, their tails); y exactly at 0
-// and at Clip's bounds, a -0 and a NaN in g (kept, or replaced by the fill where y is outside), and x
-// outside where nothing may be read.
-TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) {
+// gradients made from x on the way), AVX-512 where the CPU has it and the compiled loops, against their
+// definitions: the gradient row element by element, and LaneSum of it and of g (x - mean) inv, compiled
+// here without contraction. Every row length up to 70 and long ones around kLongRow (8 and 32 lanes, their
+// tails); y exactly at 0 and at Clip's bounds, a -0 and a NaN in g (kept, or replaced by the fill where y
+// is outside), and x outside where nothing may be read.
+void CheckBatchNormGradientSums() {
   const float a = 1.5f, b = -0.75f, lo = 0.0f, hi = 6.0f, fill = -0.0f;
   const double mean = 0.3125, inv = 1.7;
   std::vector<int64_t> lengths;
@@ -338,13 +338,24 @@ TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) {
   }
 }
 
+TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) {
+  for (bool intrinsics : {true, false}) {
+    SCOPED_TRACE(intrinsics ? "intrinsics" : "compiled loops");
+    VRowsUseIntrinsics(intrinsics);
+    CheckBatchNormGradientSums();
+  }
+  VRowsUseIntrinsics(true);
+}
+
 // Batch normalization's block sums (VChannelSums, VChannelSumSqDevs, VChannelGradSums read and with ReLU's
 // and Clip's gradients made on the way; AVX-512 where the CPU has it) against their order as vrows.h defines
 // it, written out here: rows under kLongRow into eight lanes per channel that run over the images, totalled
 // in lane order once; longer rows LaneSum per row, added in image order. Blocks of 1 and 3 channels inside
 // 5 (rows ld apart), 1 and 5 images, every short length up to 33 and others around kLongRow, magnitudes
 // 2^-60 .. 2^60 (so the order shows in the bits), and the gradient rows written where asked, nothing else.
-TEST(VRowsTest, BatchNormChannelBlockSumsFollowTheirOrder) {
+// Both with the AVX-512 intrinsics (where the CPU has them) and with the compiled per-ISA loops
+// (VRowsUseIntrinsics(false)): each must follow the order, so they agree bit for bit.
+void CheckBatchNormChannelBlockSums() {
   const float lo = 0.0f, hi = 6.0f, fill = -0.0f;
   std::vector<int64_t> lengths;
   for (int64_t n = 1; n <= 33; ++n) lengths.push_back(n);
@@ -431,6 +442,15 @@ TEST(VRowsTest, BatchNormChannelBlockSumsFollowTheirOrder) {
       }
     }
   }
+}
+
+TEST(VRowsTest, BatchNormChannelBlockSumsFollowTheirOrder) {
+  for (bool intrinsics : {true, false}) {
+    SCOPED_TRACE(intrinsics ? "intrinsics" : "compiled loops");
+    VRowsUseIntrinsics(intrinsics);
+    CheckBatchNormChannelBlockSums();
+  }
+  VRowsUseIntrinsics(true);
 }
 
 // LayerNormalizationGrad's row pass (VRowLayerNormGradSums, AVX-512 where the CPU has it) against its

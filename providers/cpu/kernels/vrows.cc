@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 
@@ -483,12 +484,15 @@ __attribute__((target("avx512f"))) void ShortChannelGradSumsAvx512(const float* 
   for (int64_t j = 0; j < r.nb; ++j) LaneTotals<8>(&s[j], &d[j], &sum[j], &dot[j]);
 }
 
+// VRowsUseIntrinsics: whether the batch normalization sums below may take their intrinsics versions.
+std::atomic<bool> g_use_intrinsics{true};
+
 bool ShortChannelAvx512() {
 #if defined(__SANITIZE_THREAD__)
   return false;  // the baseline loops only, as for the clones
 #else
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512;
+  return avx512 && g_use_intrinsics.load(std::memory_order_relaxed);
 #endif
 }
 
@@ -499,7 +503,7 @@ bool GradSumsFast(const float* x, const float* g, float* out, int64_t n, float a
   return false;  // the baseline loops only, as for the clones
 #else
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (!avx512) return false;
+  if (!avx512 || !g_use_intrinsics.load(std::memory_order_relaxed)) return false;
   if (n >= kLongRow) GradSumsAvx512<K, kSumLanes>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
   else GradSumsAvx512<K, 8>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
   return true;
@@ -556,6 +560,8 @@ void VRowSelect32(const uint8_t* c, const uint32_t* x, bool x_whole, const uint3
                   int64_t n) {
   Select32Loop(c, x, x_whole, y, y_whole, o, n);
 }
+void VRowsUseIntrinsics(bool use) { g_use_intrinsics.store(use, std::memory_order_relaxed); }
+
 void VChannelSums(const float* x, const ChannelRows& r, double* sum) {
   if (r.inner >= kLongRow) {
     for (int64_t j = 0; j < r.nb; ++j) sum[j] = 0;
