@@ -458,7 +458,7 @@ TEST(VRowsTest, BatchNormChannelBlockSumsFollowTheirOrder) {
 // sums, and LaneSum of b and of b xh, compiled here without contraction; every row length to 70 and long
 // ones around kLongRow (every tail of the 32 lanes' last step), a -0 and a NaN in g, and nothing past the row
 // written.
-TEST(VRowsTest, LayerNormGradientSumsMatchTheirDefinition) {
+void CheckLayerNormGradientSums() {
   const float mean = 0.375f, inv = 1.3f;
   std::vector<int64_t> lengths;
   for (int64_t n = 1; n <= 70; ++n) lengths.push_back(n);
@@ -506,6 +506,15 @@ TEST(VRowsTest, LayerNormGradientSumsMatchTheirDefinition) {
       EXPECT_EQ(std::memcmp(&mbx, &want_mbx, sizeof mbx), 0) << mbx << " vs " << want_mbx;
     }
   }
+}
+
+TEST(VRowsTest, LayerNormGradientSumsMatchTheirDefinition) {
+  for (bool intrinsics : {true, false}) {  // as the batch normalization sums
+    SCOPED_TRACE(intrinsics ? "intrinsics" : "compiled loops");
+    VRowsUseIntrinsics(intrinsics);
+    CheckLayerNormGradientSums();
+  }
+  VRowsUseIntrinsics(true);
 }
 
 }  // namespace

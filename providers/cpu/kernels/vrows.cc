@@ -484,7 +484,7 @@ __attribute__((target("avx512f"))) void ShortChannelGradSumsAvx512(const float* 
   for (int64_t j = 0; j < r.nb; ++j) LaneTotals<8>(&s[j], &d[j], &sum[j], &dot[j]);
 }
 
-// VRowsUseIntrinsics: whether the batch normalization sums below may take their intrinsics versions.
+// VRowsUseIntrinsics: whether the normalization sums below may take their intrinsics versions.
 std::atomic<bool> g_use_intrinsics{true};
 
 bool ShortChannelAvx512() {
@@ -543,7 +543,7 @@ void VRowLayerNormGradSums(const float* g, const float* x, const float* scale, i
                            float* ds, float* db, double* mb, double* mbx) {
 #if !defined(__SANITIZE_THREAD__)
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) {
+  if (avx512 && g_use_intrinsics.load(std::memory_order_relaxed)) {
     if (n >= kLongRow) LayerNormGradSumsAvx512<kSumLanes>(g, x, scale, n, mean, inv, ds, db, mb, mbx);
     else LayerNormGradSumsAvx512<8>(g, x, scale, n, mean, inv, ds, db, mb, mbx);
     return;

@@ -123,9 +123,9 @@ struct ChannelAct {
 };
 void VChannelGradSums(const float* g, const float* x, const ChannelRows& r, const ChannelAct* act, const double* mean,
                       const double* inv, double* sum, double* dot);
-// For tests: false makes the batch normalization sums above (VRowSumAndDotDev, VRowAffineActGradSums and
-// the VChannel functions) run their compiled per-ISA loops instead of their AVX-512 intrinsics, which must
-// give the same bits; true (the default) lets them choose by the CPU again.
+// For tests: false makes the normalization sums above (VRowSumAndDotDev, VRowAffineActGradSums, the
+// VChannel functions and VRowLayerNormGradSums) run their compiled per-ISA loops instead of their AVX-512
+// intrinsics, which must give the same bits; true (the default) lets them choose by the CPU again.
 void VRowsUseIntrinsics(bool use);
 // Batch normalization's input gradient: dx[i] = float(coef * (m * g[i] - db - (x[i] - mean) * inv * ds)).
 void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
