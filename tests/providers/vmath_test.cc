@@ -285,6 +285,17 @@ TEST(VRowsTest, StrideTwoRowsMatchTheirDefinitions) {
   }
 }
 
+// Runs check with the normalization sums' AVX-512 intrinsics (where the CPU has them), then with their
+// compiled per-ISA loops (VRowsUseIntrinsics(false)): both must give the bits the check expects.
+void WithAndWithoutIntrinsics(void (*check)()) {
+  for (bool intrinsics : {true, false}) {
+    SCOPED_TRACE(intrinsics ? "intrinsics" : "compiled loops");
+    VRowsUseIntrinsics(intrinsics);
+    check();
+  }
+  VRowsUseIntrinsics(true);
+}
+
 // Batch normalization's gradient sums (VRowSumAndDotDev; VRowAffineActGradSums with ReLU's and Clip's
 // gradients made from x on the way), AVX-512 where the CPU has it and the compiled loops, against their
 // definitions: the gradient row element by element, and LaneSum of it and of g (x - mean) inv, compiled
@@ -338,14 +349,7 @@ void CheckBatchNormGradientSums() {
   }
 }
 
-TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) {
-  for (bool intrinsics : {true, false}) {
-    SCOPED_TRACE(intrinsics ? "intrinsics" : "compiled loops");
-    VRowsUseIntrinsics(intrinsics);
-    CheckBatchNormGradientSums();
-  }
-  VRowsUseIntrinsics(true);
-}
+TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) { WithAndWithoutIntrinsics(CheckBatchNormGradientSums); }
 
 // Batch normalization's block sums (VChannelSums, VChannelSumSqDevs, VChannelGradSums read and with ReLU's
 // and Clip's gradients made on the way; AVX-512 where the CPU has it) against their order as vrows.h defines
@@ -444,14 +448,7 @@ void CheckBatchNormChannelBlockSums() {
   }
 }
 
-TEST(VRowsTest, BatchNormChannelBlockSumsFollowTheirOrder) {
-  for (bool intrinsics : {true, false}) {
-    SCOPED_TRACE(intrinsics ? "intrinsics" : "compiled loops");
-    VRowsUseIntrinsics(intrinsics);
-    CheckBatchNormChannelBlockSums();
-  }
-  VRowsUseIntrinsics(true);
-}
+TEST(VRowsTest, BatchNormChannelBlockSumsFollowTheirOrder) { WithAndWithoutIntrinsics(CheckBatchNormChannelBlockSums); }
 
 // LayerNormalizationGrad's row pass (VRowLayerNormGradSums, AVX-512 where the CPU has it) against its
 // definition: xh = (x - mean) inv and b = g scale inv in float, ds += g xh and db += g into running float
@@ -508,14 +505,7 @@ void CheckLayerNormGradientSums() {
   }
 }
 
-TEST(VRowsTest, LayerNormGradientSumsMatchTheirDefinition) {
-  for (bool intrinsics : {true, false}) {  // as the batch normalization sums
-    SCOPED_TRACE(intrinsics ? "intrinsics" : "compiled loops");
-    VRowsUseIntrinsics(intrinsics);
-    CheckLayerNormGradientSums();
-  }
-  VRowsUseIntrinsics(true);
-}
+TEST(VRowsTest, LayerNormGradientSumsMatchTheirDefinition) { WithAndWithoutIntrinsics(CheckLayerNormGradientSums); }
 
 }  // namespace
 }  // namespace cpu
