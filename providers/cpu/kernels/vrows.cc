@@ -8,17 +8,13 @@
 #include <cstring>
 #include <limits>
 
+#include "providers/cpu/kernels/vrows_lanes.h"
+
 namespace ontrain {
 namespace cpu {
 namespace {
 
-// Under ThreadSanitizer one baseline version: the clones' ifunc resolvers run during relocation, before
-// its runtime starts, and crash there.
-#if defined(__SANITIZE_THREAD__)
-#define ONT_VROWS_CLONES
-#else
-#define ONT_VROWS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
+using namespace vrows_detail;  // NOLINT: the shared lane helpers of vrows_lanes.h
 
 ONT_VROWS_CLONES double SumLoop(const float* x, int64_t n) {
   return LaneSum(n, [x](int64_t i) { return static_cast<double>(x[i]); });
@@ -45,7 +41,7 @@ __attribute__((always_inline)) inline void SumAndDotDevLanes(G g, const float* x
   ForLanes<L>(n, [&](int64_t i, int j) {
     const float v = g(i);
     ps[j] += static_cast<double>(v);
-    pd[j] += static_cast<double>(v) * (x[i] - mean) * inv;
+    pd[j] += DotDevTerm(v, x[i], mean, inv);
   });
   *sum = LaneTotal<L>(ps);
   *dot = LaneTotal<L>(pd);
@@ -128,7 +124,7 @@ ONT_VROWS_CLONES void AffineReluGradSumsLoop(const float* x, const float* g, flo
                                              double mean, double inv, double* sum, double* dot) {
   auto grad = [&](int64_t i) {
     const float y = x[i] * a + b;
-    return out[i] = y > 0.0f ? g[i] : 0.0f;
+    return out[i] = ReluGradOf(y, g[i]);
   };
   SumAndDotDevOf(grad, x, n, mean, inv, sum, dot);
 }
@@ -138,7 +134,7 @@ ONT_VROWS_CLONES void AffineClipGradSumsLoop(const float* x, const float* g, flo
                                              double* dot) {
   auto grad = [&](int64_t i) {
     const float y = x[i] * a + b;
-    return out[i] = (y >= lo) & (y <= hi) ? g[i] : fill;
+    return out[i] = ClipGradOf(y, g[i], lo, hi, fill);
   };
   SumAndDotDevOf(grad, x, n, mean, inv, sum, dot);
 }
@@ -149,65 +145,6 @@ ONT_VROWS_CLONES void BatchNormGradLoop(const float* g, const float* x, float* d
     double xh = (x[i] - mean) * inv;
     double gi = g[i];
     dx[i] = static_cast<float>(coef * (m * gi - db - xh * ds));
-  }
-}
-
-// The short-row channel sums of VChannelSums and friends (rows under kLongRow): eight lanes per channel
-// that run over all its rows (ForLanes<8> of each row into the channel's lanes, images in order), totalled
-// once per channel by LaneTotal<8>. f(row, i) gives the term of element i of a row (a channel's term
-// functions get the channel index through `row`).
-template <typename F>
-__attribute__((always_inline)) inline void ShortChannelLanes(const ChannelRows& r, F f, double* out) {
-  double lanes[kNormMaxBlock][8] = {};
-  for (int64_t b = 0; b < r.n; ++b) {
-    for (int64_t j = 0; j < r.nb; ++j) {
-      double* l = lanes[j];
-      ForLanes<8>(r.inner, [&](int64_t i, int k) { l[k] += f(b, j, i); });
-    }
-  }
-  for (int64_t j = 0; j < r.nb; ++j) out[j] = LaneTotal<8>(lanes[j]);
-}
-
-ONT_VROWS_CLONES void ShortChannelSumsLoop(const float* x, const ChannelRows& r, double* sum) {
-  ShortChannelLanes(r, [&](int64_t b, int64_t j, int64_t i) { return static_cast<double>(x[b * r.ld + j * r.inner + i]); },
-                    sum);
-}
-
-ONT_VROWS_CLONES void ShortChannelSumSqDevsLoop(const float* x, const ChannelRows& r, const double* mean, double* sum) {
-  ShortChannelLanes(r, [&](int64_t b, int64_t j, int64_t i) {
-    const double d = static_cast<double>(x[b * r.ld + j * r.inner + i]) - mean[j];
-    return d * d;
-  }, sum);
-}
-
-// The two gradient sums (SumAndDotDevLanes's terms), g read or made by the activation's gradient (the
-// expressions of AffineReluGradSumsLoop and AffineClipGradSumsLoop).
-ONT_VROWS_CLONES void ShortChannelGradSumsLoop(const float* g, const float* x, const ChannelRows& r,
-                                               const ChannelAct* act, const double* mean, const double* inv,
-                                               double* sum, double* dot) {
-  double ls[kNormMaxBlock][8] = {}, ld[kNormMaxBlock][8] = {};
-  for (int64_t b = 0; b < r.n; ++b) {
-    for (int64_t j = 0; j < r.nb; ++j) {
-      const int64_t base = b * r.ld + j * r.inner;
-      const float *gr = g + base, *xr = x + base;
-      float* out = act != nullptr ? act->out + b * act->out_ld + j * r.inner : nullptr;
-      const double mj = mean[j], ij = inv[j];
-      ForLanes<8>(r.inner, [&](int64_t i, int k) {
-        float v = gr[i];
-        if (act != nullptr) {
-          const float y = xr[i] * act->a[j] + act->b[j];
-          if (act->act == RowAct::kRelu) v = y > 0.0f ? gr[i] : 0.0f;
-          else v = (y >= act->lo) & (y <= act->hi) ? gr[i] : act->fill;
-          out[i] = v;
-        }
-        ls[j][k] += static_cast<double>(v);
-        ld[j][k] += static_cast<double>(v) * (xr[i] - mj) * ij;
-      });
-    }
-  }
-  for (int64_t j = 0; j < r.nb; ++j) {
-    sum[j] = LaneTotal<8>(ls[j]);
-    dot[j] = LaneTotal<8>(ld[j]);
   }
 }
 
@@ -290,88 +227,6 @@ __attribute__((target("avx512f"))) void ScatterAdd2Avx512(const float* s, int64_
   }
 }
 
-// Batch normalization's gradient sums (SumAndDotDevOf's lanes and expressions) in AVX-512 intrinsics, with
-// the lanes' partial sums in registers: GCC kept the 32 lanes of the compiled loop in memory, and with the
-// activation's gradient made on the way the pass cost 1.8 cycles per element (0.48 ms for the MobileNet's
-// [32, 128, 16, 16] from L3). Kind kNone reads the gradient row, kRelu and kClip make it from x, a and b as
-// AffineReluGradSumsLoop and AffineClipGradSumsLoop do and store it to out. L lanes (8 or kSumLanes): lane j
-// takes elements i with i % L == j in order, masked adds for the row's last elements, then LaneTotal.
-enum class SumsKind { kNone, kRelu, kClip };
-
-// Half h of v's sixteen floats as eight doubles.
-__attribute__((target("avx512f"), always_inline)) inline __m512d WidenHalf(__m512 v, int h) {
-  return _mm512_cvtps_pd(h == 0 ? _mm512_castps512_ps256(v)
-                                : _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-}
-
-struct GradSumsArgs {
-  __m512 a, b, lo, hi, fill;
-  __m512d mean, inv;
-};
-
-// Walks a row of n floats in steps of sixteen for L double lanes (8 or kSumLanes): step(i, m, k0, k1) takes
-// the elements from i under mask m, the first eight into lane vector k0 and the next eight into k1, so that
-// lane j gets the elements with i % L == j in order, as ForLanes gives them; the row's last elements go
-// under masks to lanes 0 .. r - 1.
-template <int L, typename F>
-__attribute__((target("avx512f"), always_inline)) inline void LaneSteps(int64_t n, F step) {
-  static_assert(L == 8 || L == kSumLanes, "8 or 32 lanes");
-  int64_t i = 0;
-  if constexpr (L == kSumLanes) {
-    for (; i + 32 <= n; i += 32) {
-      step(i, 0xffff, 0, 1);
-      step(i + 16, 0xffff, 2, 3);
-    }
-    const int64_t r = n - i;  // 0 .. 31 elements left
-    if (r > 0) step(i, static_cast<__mmask16>(r >= 16 ? 0xffffu : (1u << r) - 1), 0, 1);
-    if (r > 16) step(i + 16, static_cast<__mmask16>((1u << (r - 16)) - 1), 2, 3);
-  } else {
-    // Both halves of sixteen into lanes 0 .. 7, the first half first.
-    for (; i + 16 <= n; i += 16) step(i, 0xffff, 0, 0);
-    if (i < n) step(i, static_cast<__mmask16>((1u << (n - i)) - 1), 0, 0);
-  }
-}
-
-// LaneTotal of two sets of L / 8 lane vectors.
-template <int L>
-__attribute__((target("avx512f"), always_inline)) inline void LaneTotals(const __m512d* a, const __m512d* b, double* ta,
-                                                                        double* tb) {
-  double pa[L], pb[L];
-  for (int k = 0; k < L / 8; ++k) {
-    _mm512_storeu_pd(pa + 8 * k, a[k]);
-    _mm512_storeu_pd(pb + 8 * k, b[k]);
-  }
-  *ta = LaneTotal<L>(pa);
-  *tb = LaneTotal<L>(pb);
-}
-
-// Sixteen elements from i (those under m) into lane vectors s[k0], d[k0] (the first eight) and s[k1], d[k1].
-template <SumsKind K>
-__attribute__((target("avx512f"), always_inline)) inline void GradSumsStep(const float* x, const float* g, float* out,
-                                                                          int64_t i, __mmask16 m, int k0, int k1,
-                                                                          const GradSumsArgs& c, __m512d* s,
-                                                                          __m512d* d) {
-  const __m512 xv = _mm512_maskz_loadu_ps(m, x + i), gv = _mm512_maskz_loadu_ps(m, g + i);
-  __m512 v = gv;
-  if constexpr (K != SumsKind::kNone) {
-    const __m512 y = _mm512_add_ps(_mm512_mul_ps(xv, c.a), c.b);
-    const __mmask16 keep = K == SumsKind::kRelu
-                               ? _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_GT_OQ)
-                               : _mm512_cmp_ps_mask(y, c.lo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(y, c.hi, _CMP_LE_OQ);
-    v = _mm512_mask_blend_ps(keep, c.fill, gv);
-    _mm512_mask_storeu_ps(out + i, m, v);
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    const int k = h == 0 ? k0 : k1;
-    const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
-    const __m512d dv = WidenHalf(v, h);
-    const __m512d t = _mm512_mul_pd(_mm512_mul_pd(dv, _mm512_sub_pd(WidenHalf(xv, h), c.mean)), c.inv);
-    s[k] = _mm512_mask_add_pd(s[k], mh, s[k], dv);
-    d[k] = _mm512_mask_add_pd(d[k], mh, d[k], t);
-  }
-}
-
 template <SumsKind K, int L>
 __attribute__((target("avx512f"))) void GradSumsAvx512(const float* x, const float* g, float* out, int64_t n, float a,
                                                        float b, float lo, float hi, float fill, double mean,
@@ -418,76 +273,23 @@ __attribute__((target("avx512f"))) void LayerNormGradSumsAvx512(const float* g, 
   LaneTotals<L>(pb, pbx, mb, mbx);
 }
 
-// The short-row channel sums in AVX-512 intrinsics: each channel's eight lanes in one double vector (in
-// memory between rows: a block has up to kNormMaxBlock channels), each row walked as LaneSteps<8> walks it,
-// so the lanes get ShortChannelLanes's terms in its order.
-__attribute__((target("avx512f"))) void ShortChannelSumsAvx512(const float* x, const ChannelRows& r,
-                                                               const double* mean, double* sum) {
-  __m512d acc[kNormMaxBlock];
-  for (int64_t j = 0; j < r.nb; ++j) acc[j] = _mm512_setzero_pd();
-  for (int64_t b = 0; b < r.n; ++b) {
-    for (int64_t j = 0; j < r.nb; ++j) {
-      const float* row = x + b * r.ld + j * r.inner;
-      __m512d a = acc[j];
-      const __m512d mj = _mm512_set1_pd(mean != nullptr ? mean[j] : 0.0);
-      LaneSteps<8>(r.inner, [&](int64_t i, __mmask16 m, int, int) __attribute__((target("avx512f"))) {
-        const __m512 v = _mm512_maskz_loadu_ps(m, row + i);
-        for (int h = 0; h < 2; ++h) {
-          const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
-          __m512d t = WidenHalf(v, h);
-          if (mean != nullptr) {
-            t = _mm512_sub_pd(t, mj);
-            t = _mm512_mul_pd(t, t);
-          }
-          a = _mm512_mask_add_pd(a, mh, a, t);
-        }
-      });
-      acc[j] = a;
-    }
-  }
-  alignas(64) double lanes[8];
-  for (int64_t j = 0; j < r.nb; ++j) {
-    _mm512_store_pd(lanes, acc[j]);
-    sum[j] = LaneTotal<8>(lanes);
-  }
-}
-
 template <SumsKind K>
-__attribute__((target("avx512f"))) void ShortChannelGradSumsAvx512(const float* g, const float* x, const ChannelRows& r,
-                                                                   const ChannelAct* act, const double* mean,
-                                                                   const double* inv, double* sum, double* dot) {
-  __m512d s[kNormMaxBlock], d[kNormMaxBlock];
-  for (int64_t j = 0; j < r.nb; ++j) s[j] = d[j] = _mm512_setzero_pd();
-  for (int64_t b = 0; b < r.n; ++b) {
-    for (int64_t j = 0; j < r.nb; ++j) {
-      const int64_t base = b * r.ld + j * r.inner;
-      const float *gr = g + base, *xr = x + base;
-      float* out = K != SumsKind::kNone ? act->out + b * act->out_ld + j * r.inner : nullptr;
-      GradSumsArgs c;
-      if constexpr (K != SumsKind::kNone) {
-        c.a = _mm512_set1_ps(act->a[j]);
-        c.b = _mm512_set1_ps(act->b[j]);
-        c.lo = _mm512_set1_ps(act->lo);
-        c.hi = _mm512_set1_ps(act->hi);
-        c.fill = _mm512_set1_ps(K == SumsKind::kClip ? act->fill : 0.0f);
-      }
-      c.mean = _mm512_set1_pd(mean[j]);
-      c.inv = _mm512_set1_pd(inv[j]);
-      __m512d sj[1] = {s[j]}, dj[1] = {d[j]};
-      LaneSteps<8>(r.inner, [&](int64_t i, __mmask16 m, int k0, int k1) __attribute__((target("avx512f"))) {
-        GradSumsStep<K>(xr, gr, out, i, m, k0, k1, c, sj, dj);
-      });
-      s[j] = sj[0];
-      d[j] = dj[0];
-    }
-  }
-  for (int64_t j = 0; j < r.nb; ++j) LaneTotals<8>(&s[j], &d[j], &sum[j], &dot[j]);
+bool GradSumsFast(const float* x, const float* g, float* out, int64_t n, float a, float b, float lo, float hi,
+                  float fill, double mean, double inv, double* sum, double* dot) {
+  if (!VRowsIntrinsics()) return false;  // (always so under ThreadSanitizer)
+  if (n >= kLongRow) GradSumsAvx512<K, kSumLanes>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
+  else GradSumsAvx512<K, 8>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
+  return true;
 }
 
-// VRowsUseIntrinsics: whether the normalization sums below may take their intrinsics versions.
-std::atomic<bool> g_use_intrinsics{true};
+}  // namespace
 
-bool ShortChannelAvx512() {
+namespace vrows_detail {
+namespace {
+std::atomic<bool> g_use_intrinsics{true};  // VRowsUseIntrinsics
+}  // namespace
+
+bool VRowsIntrinsics() {
 #if defined(__SANITIZE_THREAD__)
   return false;  // the baseline loops only, as for the clones
 #else
@@ -495,22 +297,9 @@ bool ShortChannelAvx512() {
   return avx512 && g_use_intrinsics.load(std::memory_order_relaxed);
 #endif
 }
+}  // namespace vrows_detail
 
-template <SumsKind K>
-bool GradSumsFast(const float* x, const float* g, float* out, int64_t n, float a, float b, float lo, float hi,
-                  float fill, double mean, double inv, double* sum, double* dot) {
-#if defined(__SANITIZE_THREAD__)
-  return false;  // the baseline loops only, as for the clones
-#else
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (!avx512 || !g_use_intrinsics.load(std::memory_order_relaxed)) return false;
-  if (n >= kLongRow) GradSumsAvx512<K, kSumLanes>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
-  else GradSumsAvx512<K, 8>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
-  return true;
-#endif
-}
-
-}  // namespace
+void VRowsUseIntrinsics(bool use) { vrows_detail::g_use_intrinsics.store(use, std::memory_order_relaxed); }
 
 double VRowSum(const float* x, int64_t n) { return SumLoop(x, n); }
 double VRowSumSqDev(const float* x, int64_t n, double mean) { return SumSqDevLoop(x, n, mean); }
@@ -541,14 +330,11 @@ void VRowLayerNorm(const float* x, const float* scale, const float* bias, float*
 }
 void VRowLayerNormGradSums(const float* g, const float* x, const float* scale, int64_t n, float mean, float inv,
                            float* ds, float* db, double* mb, double* mbx) {
-#if !defined(__SANITIZE_THREAD__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512 && g_use_intrinsics.load(std::memory_order_relaxed)) {
+  if (VRowsIntrinsics()) {
     if (n >= kLongRow) LayerNormGradSumsAvx512<kSumLanes>(g, x, scale, n, mean, inv, ds, db, mb, mbx);
     else LayerNormGradSumsAvx512<8>(g, x, scale, n, mean, inv, ds, db, mb, mbx);
     return;
   }
-#endif
   LayerNormGradSumsLoop(g, x, scale, n, mean, inv, ds, db, mb, mbx);
 }
 void VRowLayerNormGradDx(const float* g, const float* x, const float* scale, float* dx, int64_t n, float mean, float inv,
@@ -559,62 +345,6 @@ void VRowLayerNormGradDx(const float* g, const float* x, const float* scale, flo
 void VRowSelect32(const uint8_t* c, const uint32_t* x, bool x_whole, const uint32_t* y, bool y_whole, uint32_t* o,
                   int64_t n) {
   Select32Loop(c, x, x_whole, y, y_whole, o, n);
-}
-void VRowsUseIntrinsics(bool use) { g_use_intrinsics.store(use, std::memory_order_relaxed); }
-
-void VChannelSums(const float* x, const ChannelRows& r, double* sum) {
-  if (r.inner >= kLongRow) {
-    for (int64_t j = 0; j < r.nb; ++j) sum[j] = 0;
-    for (int64_t b = 0; b < r.n; ++b) {
-      for (int64_t j = 0; j < r.nb; ++j) sum[j] += VRowSum(x + b * r.ld + j * r.inner, r.inner);
-    }
-  } else if (ShortChannelAvx512()) {
-    ShortChannelSumsAvx512(x, r, nullptr, sum);
-  } else {
-    ShortChannelSumsLoop(x, r, sum);
-  }
-}
-
-void VChannelSumSqDevs(const float* x, const ChannelRows& r, const double* mean, double* sum) {
-  if (r.inner >= kLongRow) {
-    for (int64_t j = 0; j < r.nb; ++j) sum[j] = 0;
-    for (int64_t b = 0; b < r.n; ++b) {
-      for (int64_t j = 0; j < r.nb; ++j) sum[j] += VRowSumSqDev(x + b * r.ld + j * r.inner, r.inner, mean[j]);
-    }
-  } else if (ShortChannelAvx512()) {
-    ShortChannelSumsAvx512(x, r, mean, sum);
-  } else {
-    ShortChannelSumSqDevsLoop(x, r, mean, sum);
-  }
-}
-
-void VChannelGradSums(const float* g, const float* x, const ChannelRows& r, const ChannelAct* act, const double* mean,
-                      const double* inv, double* sum, double* dot) {
-  if (r.inner >= kLongRow) {
-    for (int64_t j = 0; j < r.nb; ++j) sum[j] = dot[j] = 0;
-    for (int64_t b = 0; b < r.n; ++b) {
-      for (int64_t j = 0; j < r.nb; ++j) {
-        const int64_t base = b * r.ld + j * r.inner;
-        double rs, rd;
-        if (act != nullptr) {
-          VRowAffineActGradSums(x + base, g + base, act->out + b * act->out_ld + j * r.inner, r.inner, act->a[j],
-                                act->b[j], act->act, act->lo, act->hi, act->fill, mean[j], inv[j], &rs, &rd);
-        } else {
-          VRowSumAndDotDev(g + base, x + base, r.inner, mean[j], inv[j], &rs, &rd);
-        }
-        sum[j] += rs;
-        dot[j] += rd;
-      }
-    }
-  } else if (!ShortChannelAvx512()) {
-    ShortChannelGradSumsLoop(g, x, r, act, mean, inv, sum, dot);
-  } else if (act == nullptr) {
-    ShortChannelGradSumsAvx512<SumsKind::kNone>(g, x, r, act, mean, inv, sum, dot);
-  } else if (act->act == RowAct::kRelu) {
-    ShortChannelGradSumsAvx512<SumsKind::kRelu>(g, x, r, act, mean, inv, sum, dot);
-  } else {
-    ShortChannelGradSumsAvx512<SumsKind::kClip>(g, x, r, act, mean, inv, sum, dot);
-  }
 }
 
 void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
