@@ -145,7 +145,11 @@ TEST(KernelFusionTest, PoolIndicesBecomeWindowCodesWithTheSameBits) {
       {2, 1, 37, 32, true},        // 35x35 -> 17x17
       {2, 1, 14, 8, true},         // 12x12: fewer than 256 positions (8 sum lanes), 8 channels of 16
       {3, 2, 29, 24, true},        // 27x27 -> 13x13, 24 channels: a block of 16 and one of 8
-      {2, 8, 21, 16, false},       // 19x19 on Winograd's kernel: only the 18x18 that is pooled computed
+      {2, 8, 21, 16, false},       // 19x19 on Winograd's kernel: only the 18x18 that is pooled computed,
+                                   // pooled by its output transform (81 windows: 5 stores of 16, one of 1)
+      {3, 8, 14, 8, false},        // 12x12 on Winograd's kernel, even: 36 windows
+      {3, 9, 6, 9, false},         // 4x4 on Winograd's kernel: 4 windows a plane, stores over the next planes
+      {2, 32, 13, 64, false},      // the benchmark CNN's second layer: 11x11, pooled 5x5 from 10x10
       {2, 3, 14, 8, false, true},  // float64
   };
   for (const Case& t : cases) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -506,6 +507,58 @@ void CheckLayerNormGradientSums() {
 }
 
 TEST(VRowsTest, LayerNormGradientSumsMatchTheirDefinition) { WithAndWithoutIntrinsics(CheckLayerNormGradientSums); }
+
+// VPlanesMaxUnpool2x2Codes by its lane tables (pooled rows of fewer than 8 windows) and by pooled rows,
+// against the definition written out: every element +0, then the element each code names +0 + g where the
+// code's positive bit is set. Bits compared, so -0 (which becomes +0) and NaN count; every code 0..7; odd
+// planes (a row and a column no window covers); plane ranges that start and end inside the tensor, where
+// the tables' whole loads must stop at the range's end (planes of 4 and 9 windows, under one load of 32).
+TEST(VRowsTest, UnpoolingByWindowCodesMatchesItsDefinition) {
+  struct Case {
+    int64_t h, wd, oh, ow;
+  };
+  const Case cases[] = {{4, 4, 2, 2}, {6, 6, 3, 3}, {11, 11, 5, 5}, {12, 14, 6, 7}, {7, 9, 3, 4}, {26, 26, 13, 13}};
+  for (const Case& t : cases) {
+    const int64_t planes = 7, isize = t.h * t.wd, osize = t.oh * t.ow;
+    std::vector<float> g(planes * osize);
+    std::vector<uint8_t> codes(planes * osize);
+    for (int64_t e = 0; e < planes * osize; ++e) {
+      g[e] = static_cast<float>((e * 37) % 23) - 11.0f;
+      codes[e] = static_cast<uint8_t>((e * 5 + e / 3) % 8);
+    }
+    g[1] = -0.0f;
+    codes[1] = 4;
+    g[2] = std::numeric_limits<float>::quiet_NaN();
+    codes[2] = 7;
+    const Unpool2x2Lanes lanes(t.h, t.wd, t.oh, t.ow);
+    EXPECT_EQ(lanes.usable(), t.ow < 8) << t.h << "x" << t.wd;
+    for (int64_t p0 : {0, 2}) {
+      for (int64_t p1 : {planes, int64_t{5}}) {
+        SCOPED_TRACE(std::to_string(t.h) + "x" + std::to_string(t.wd) + " planes " + std::to_string(p0) + ".." +
+                     std::to_string(p1));
+        std::vector<float> want(planes * isize, 7.0f);  // planes outside the range keep their 7s
+        for (int64_t p = p0; p < p1; ++p) {
+          std::fill(want.begin() + p * isize, want.begin() + (p + 1) * isize, 0.0f);
+          for (int64_t i = 0; i < t.oh; ++i) {
+            for (int64_t j = 0; j < t.ow; ++j) {
+              const int64_t o = p * osize + i * t.ow + j, code = codes[o];
+              const float v = (code & kWindowCodePositive) ? g[o] : 0.0f;
+              want[p * isize + (2 * i + (code >> 1 & 1)) * t.wd + 2 * j + (code & 1)] = 0.0f + v;
+            }
+          }
+        }
+        for (const Unpool2x2Lanes* l : {&lanes, static_cast<const Unpool2x2Lanes*>(nullptr)}) {
+          std::vector<float> got(planes * isize, 7.0f);
+          if (!VPlanesMaxUnpool2x2Codes(g.data(), codes.data(), t.h, t.wd, t.oh, t.ow, p0, p1, got.data(), l)) {
+            GTEST_SKIP() << "no AVX-512F on this CPU: the caller scatters (UnpoolWindowCodes)";
+          }
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+              << (l ? "lane tables" : "pooled rows");
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace cpu

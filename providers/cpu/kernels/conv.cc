@@ -91,6 +91,7 @@ class ConvKernel : public OpKernel {
     wr_ = 0;
     direct_ = false;
     wino_ = false;
+    wino_pool_ = false;
     slot_images_ = 1;
     if (!padded_ && x->dtype() == DType::kFloat32 && DirectConv2D::Available() && in_.size() == 2 &&
         geo_.strides == Shape{2, 2} && std::all_of(geo_.pads.begin(), geo_.pads.end(), [](int64_t p) { return p >= 0; })) {
@@ -162,9 +163,13 @@ class ConvKernel : public OpKernel {
       slot_images_ = wg_.block();
       pool_in_ = {used.oh, used.ow};
     }
+    // Winograd's tiles are the pooling windows when the pooled outputs are all that is computed: its output
+    // transform pools them (window codes, or no Indices at all), so no activations are stored.
+    wino_pool_ = wino_ && !int64_indices && pool_in_ == Shape{2 * pooled_[0], 2 * pooled_[1]} && wg_.can_pool();
+    if (wino_pool_) wg_.set_pool(true);
     const Shape z = {x->dim(0), m, pooled_[0], pooled_[1]};
-    size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + slots_ * slot_images_ * m * ShapeNumElements(pool_in_)) *
-                   DTypeSize(x->dtype());
+    const int64_t activations = wino_pool_ ? 0 : slots_ * slot_images_ * m * ShapeNumElements(pool_in_);
+    size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + activations) * DTypeSize(x->dtype());
     // Whole planes through VPlanesMaxPool2x2 (or its Codes form) where MaxPool takes them; window codes
     // elsewhere need each image's int64 indices in a buffer of its thread first.
     planes_2x2_ = x->dtype() == DType::kFloat32 && VPlaneMaxPoolAvailable() &&
@@ -236,6 +241,14 @@ class ConvKernel : public OpKernel {
             float* work = scratch + slot * col_;
             for (int64_t bi = b0; bi < b1; ++bi) {
               const int64_t i0 = bi * blk, nb = std::min(blk, n - i0);
+              if (wino_pool_) {  // pooled by the output transform, straight into outputs 0 and 1
+                const int64_t psize = ShapeNumElements(pooled_);
+                Tensor* codes = ctx.num_outputs() > 1 ? ctx.output(1) : nullptr;
+                wg_.Run(x.data<float>() + i0 * c * isize, nb, packed, b ? b->data<float>() : nullptr,
+                        ctx.output(0)->data<float>() + i0 * m * psize, work,
+                        codes ? codes->data<uint8_t>() + i0 * m * psize : nullptr);
+                continue;
+              }
               float* yb = image_out(i0, slot);
               wg_.Run(x.data<float>() + i0 * c * isize, nb, packed, b ? b->data<float>() : nullptr, yb, work);
               if (pool_) {
@@ -417,6 +430,7 @@ class ConvKernel : public OpKernel {
   bool direct_ = false;  // padded rows through DirectConv2D (float32, AVX-512)
   DirectConv2D dc_;
   bool wino_ = false;  // padded rows through Winograd3x3 (float32, AVX-512, 3x3, one group)
+  bool wino_pool_ = false;  // pool_ on wino_: the output transform pools (Winograd3x3::set_pool)
   Winograd3x3 wg_;
   int64_t slot_images_ = 1;  // pool_: images per thread's activation buffer (a Winograd block)
   PaddedRows rows_;

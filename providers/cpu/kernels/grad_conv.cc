@@ -76,6 +76,9 @@ class ConvGradKernel : public OpKernel {
       return InvalidArgument("dZ ", ShapeToString(dy->shape()), " is not a 2x2 pooling of the convolution's output ",
                              ShapeToString(expect), ", which compact Indices need");
     }
+    if (codes_ && !lanes_.fits(out_[0], out_[1], dy->dim(2), dy->dim(3))) {
+      lanes_ = Unpool2x2Lanes(out_[0], out_[1], dy->dim(2), dy->dim(3));
+    }
     // Scratch: one patch matrix per thread (dX); for dW, per thread the patch matrix of a chunk of images
     // and their dY laid out as [mg, images * O] (one GEMM per chunk), and each chunk's partial dW. The chunk
     // size depends only on the shapes (about kChunkBytes of patches), so the sums do not depend on the
@@ -425,7 +428,7 @@ class ConvGradKernel : public OpKernel {
     const float* z = ctx.input(2)->data<float>() + i * m * psize;
     if (codes_) {
       const uint8_t* codes = ctx.input(1)->data<uint8_t>() + i * m * psize;
-      if (!VPlanesMaxUnpool2x2Codes(g, codes, out_[0], out_[1], dz.dim(2), dz.dim(3), 0, m, out)) {
+      if (!VPlanesMaxUnpool2x2Codes(g, codes, out_[0], out_[1], dz.dim(2), dz.dim(3), 0, m, out, &lanes_)) {
         UnpoolWindowCodes<float>(g, codes, out_[0], out_[1], dz.dim(2), dz.dim(3), 0, m, out);
       }
       return true;
@@ -551,6 +554,7 @@ class ConvGradKernel : public OpKernel {
   // MaxPoolReluConvGrad(dZ, Indices, Z, X, W): ConvGrad of MaxPoolReluGrad(dZ, Indices, Z).
   bool pooled_ = false;
   bool codes_ = false;  // MaxPoolReluConvGrad with compact_indices: Indices are window codes (pool.h)
+  Unpool2x2Lanes lanes_;  // codes_: the flat unpooling's tables for this shape
   bool per_image_ = false;  // pooled_: dY per image in a thread's buffer (else whole, at dy_offset_)
   int64_t dy_offset_ = 0;   // pooled_: where dY's buffers start in the scratch
   int64_t sums_offset_ = 0; // per_image_: where the images' row sums (doubles) start

@@ -57,6 +57,9 @@ class MaxPoolGradKernel : public OpKernel {
                                ShapeToString(dy->shape()), ", Indices ", DTypeName(idx->dtype()),
                                ShapeToString(idx->shape()), ", dX ", ShapeToString(s));
       }
+      if (dy->dtype() == DType::kFloat32 && !lanes_.fits(s[2], s[3], dy->dim(2), dy->dim(3))) {
+        lanes_ = Unpool2x2Lanes(s[2], s[3], dy->dim(2), dy->dim(3));
+      }
       return ctx.DeclareOutput(0, dy->dtype(), s);
     }
     if (idx->dtype() != DType::kInt64 || idx->shape() != dy->shape()) return InvalidArgument("Indices must be int64 like dY");
@@ -81,7 +84,7 @@ class MaxPoolGradKernel : public OpKernel {
         const uint8_t* codes = idx.data<uint8_t>();
         ParallelFor(ctx.thread_pool(), planes, 4.0 * static_cast<double>(h * wd + 2 * oh * ow), [&](int64_t p0, int64_t p1) {
           if constexpr (std::is_same_v<T, float>) {
-            if (VPlanesMaxUnpool2x2Codes(dy.data<float>(), codes, h, wd, oh, ow, p0, p1, p)) return;
+            if (VPlanesMaxUnpool2x2Codes(dy.data<float>(), codes, h, wd, oh, ow, p0, p1, p, &lanes_)) return;
           }
           UnpoolWindowCodes<T>(dy.data<T>(), codes, h, wd, oh, ow, p0, p1, p);
         });
@@ -154,6 +157,7 @@ class MaxPoolGradKernel : public OpKernel {
   NodeInfo info_;
   bool masked_;  // MaxPoolReluGrad
   bool codes_;   // MaxPoolReluGrad with compact_indices: Indices are window codes (pool.h)
+  Unpool2x2Lanes lanes_;  // codes_, float32: the flat unpooling's tables for this shape
 };
 
 // Spreads each dY element evenly over its pooling window (the count as the forward pass divided by).

@@ -7,9 +7,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/direct_conv.h"
+#include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
 namespace cpu {
@@ -68,10 +70,11 @@ __attribute__((target("avx512f"))) void InputTiles(const float* r, int64_t wp, f
 }
 
 // A^T M A of 16 tiles of one output channel (m: its 16 products, xi planes `stride` apart), plus the bias
-// when given, then max(y, 0) where `relu` (Relu's x > 0 ? x : 0: NaN and -0 give +0); rows[0] and rows[1]
-// get the tiles' two output rows interleaved (32 columns each).
-__attribute__((target("avx512f"))) void OutputTiles(const float* m, int64_t stride, const float* bias, bool relu,
-                                                    __m512 rows[2][2]) {
+// when given, then max(y, 0) where `relu` (Relu's x > 0 ? x : 0: NaN and -0 give +0): y[a][b] lane t is
+// row a, column b of tile t.
+__attribute__((target("avx512f"), always_inline)) inline void OutputValues(const float* m, int64_t stride,
+                                                                         const float* bias, bool relu,
+                                                                         __m512 y[2][2]) {
   __m512 q[16];
   for (int k = 0; k < 16; ++k) q[k] = _mm512_loadu_ps(m + k * stride);
   __m512 s0[4], s1[4];
@@ -79,7 +82,6 @@ __attribute__((target("avx512f"))) void OutputTiles(const float* m, int64_t stri
     s0[n] = _mm512_add_ps(_mm512_add_ps(q[n], q[4 + n]), q[8 + n]);
     s1[n] = _mm512_sub_ps(_mm512_sub_ps(q[4 + n], q[8 + n]), q[12 + n]);
   }
-  __m512 y[2][2];
   const __m512* s[2] = {s0, s1};
   for (int a = 0; a < 2; ++a) {
     y[a][0] = _mm512_add_ps(_mm512_add_ps(s[a][0], s[a][1]), s[a][2]);
@@ -94,6 +96,13 @@ __attribute__((target("avx512f"))) void OutputTiles(const float* m, int64_t stri
       y[a][1] = _mm512_max_ps(y[a][1], _mm512_setzero_ps());
     }
   }
+}
+
+// OutputValues with each tile's two output rows interleaved: rows[0] and rows[1] get 32 columns each.
+__attribute__((target("avx512f"))) void OutputTiles(const float* m, int64_t stride, const float* bias, bool relu,
+                                                    __m512 rows[2][2]) {
+  __m512 y[2][2];
+  OutputValues(m, stride, bias, relu, y);
   const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   for (int a = 0; a < 2; ++a) {
@@ -252,6 +261,47 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformOutput(const float
   }
 }
 
+// Each tile is one 2x2 pooling window (tiles and windows both start at (0, 0), stride 2), so the tiles of a
+// channel, 16 at a time in their flat order, give 16 pooled outputs of the flat pooled plane: the window's
+// first maximum in the order (0, 0), (0, 1), (1, 0), (1, 1) from the lowest float, strict comparisons, as
+// VPlanesMaxPool2x2Codes finds it in the stored activations, and its code. A store's lanes past the channel's
+// tiles land in the next channels' planes of the same image, which are written after; only where they would
+// reach past this image's last channel are the stores masked.
+__attribute__((target("avx512f"))) void Winograd3x3::TransformOutputPooled(const float* m, int64_t kb, int64_t images,
+                                                                           const float* bias, float* __restrict__ z,
+                                                                           uint8_t* __restrict__ codes) const {
+  const int64_t tiles = tiles_, cout = cout_, ld = ld_, mplane = mplane_;
+  const bool relu = relu_;
+  const __m512 lowest = _mm512_set1_ps(std::numeric_limits<float>::lowest());
+  for (int64_t r = 0; r < kBlock && kb * kBlock + r < cout; ++r) {
+    const int64_t o = kb * kBlock + r;
+    for (int64_t b = 0; b < images; ++b) {
+      const float* mo = m + r * ld + b * tiles;
+      float* zo = z + (b * cout + o) * tiles;
+      uint8_t* co = codes ? codes + (b * cout + o) * tiles : nullptr;
+      for (int64_t t0 = 0; t0 < tiles; t0 += 16) {
+        __m512 y[2][2];
+        OutputValues(mo + t0, mplane, bias ? bias + o : nullptr, relu, y);
+        const __m512 v[4] = {y[0][0], y[0][1], y[1][0], y[1][1]};
+        __m512 best = lowest;
+        __m512i slot = _mm512_setzero_si512();
+        for (int k = 0; k < 4; ++k) {
+          const __mmask16 gt = _mm512_cmp_ps_mask(v[k], best, _CMP_GT_OQ);
+          best = _mm512_mask_mov_ps(best, gt, v[k]);
+          slot = _mm512_mask_mov_epi32(slot, gt, _mm512_set1_epi32(k));
+        }
+        const __mmask16 lanes = t0 + 16 <= (cout - o) * tiles ? 0xffff : FirstLanes(tiles - t0);
+        _mm512_mask_storeu_ps(zo + t0, lanes, best);
+        if (co != nullptr) {
+          const __mmask16 pos = _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ);
+          slot = _mm512_mask_or_epi32(slot, pos, slot, _mm512_set1_epi32(kWindowCodePositive));
+          _mm512_mask_cvtepi32_storeu_epi8(co + t0, lanes, slot);
+        }
+      }
+    }
+  }
+}
+
 Winograd3x3 Winograd3x3::InputGrad(const PaddedRows& rows, int64_t cin, int64_t cout) {
   Winograd3x3 k(rows, cout, cin);
   k.input_grad_ = true;
@@ -259,7 +309,7 @@ Winograd3x3 Winograd3x3::InputGrad(const PaddedRows& rows, int64_t cin, int64_t 
 }
 
 void Winograd3x3::Run(const float* x, int64_t images, const float* packed, const float* bias, float* y,
-                      float* work) const {
+                      float* work, uint8_t* codes) const {
   float* xp = work;  // the padded images, or (input_grad_) one plane of dX
   float* v = xp + images_ * cin_ * plane_ + kSlack;
   float* m = v + 16 * vplane_;
@@ -279,6 +329,8 @@ void Winograd3x3::Run(const float* x, int64_t images, const float* packed, const
       }
       if (input_grad_) {
         ScatterInputGrad(m, kb, nb, xp, y + b0 * cout_ * out_plane);
+      } else if (pool_) {
+        TransformOutputPooled(m, kb, nb, bias, y + b0 * cout_ * tiles_, codes ? codes + b0 * cout_ * tiles_ : nullptr);
       } else {
         TransformOutput(m, kb, nb, bias, y + b0 * cout_ * out_plane);
       }

@@ -57,10 +57,18 @@ class Winograd3x3 {
 
   // Relu on each output as it is stored (FusedConv), with Relu's bits.
   void set_relu(bool relu) { relu_ = relu; }
+  // Whether the outputs can be max-pooled as they are made: 2x2 windows at stride 2 are the tiles when the
+  // output's rows and columns are even (the forward kernel only).
+  bool can_pool() const { return !input_grad_ && rows_.oh % 2 == 0 && rows_.ow % 2 == 0; }
+  // Where can_pool(): Run stores each tile's 2x2 max pooling (FusedConvMaxPool's, after the Relu of
+  // set_relu) instead of its outputs, and the window codes of vrows.h when given somewhere to put them.
+  void set_pool(bool pool) { pool_ = pool && can_pool(); }
 
   // y [images, cout, oh, ow] (+ bias[o] when given) = the convolution of x [images, cin, h, w] with the
-  // packed weights. `work` holds work_size() floats.
-  void Run(const float* x, int64_t images, const float* packed, const float* bias, float* y, float* work) const;
+  // packed weights; with set_pool, y [images, cout, oh / 2, ow / 2] its 2x2 max pooling and codes (when not
+  // null) the windows' codes, of y's shape. `work` holds work_size() floats.
+  void Run(const float* x, int64_t images, const float* packed, const float* bias, float* y, float* work,
+           uint8_t* codes = nullptr) const;
 
  private:
   static constexpr int64_t kSlack = 64;  // floats after a buffer: vector loads may read past its end
@@ -69,6 +77,9 @@ class Winograd3x3 {
   void TransformInput(const float* x, int64_t images, float* __restrict__ xp, float* __restrict__ v) const;
   // Outputs kb * 8 .. kb * 8 + 7 of `images` images from their products m [16][8][ld_].
   void TransformOutput(const float* m, int64_t kb, int64_t images, const float* bias, float* __restrict__ y) const;
+  // The same outputs pooled (set_pool): z [images, cout, th_ * tw_] and, when not null, their codes.
+  void TransformOutputPooled(const float* m, int64_t kb, int64_t images, const float* bias, float* __restrict__ z,
+                             uint8_t* __restrict__ codes) const;
   // InputGrad: dY's tiles A f A^T into V [16][cin][ld_], and dX's channels kb * 8 .. kb * 8 + 7 from the
   // products m, each image's plane summed in `plane` (the padded input's size) and cropped into dx.
   void TransformOutputGrad(const float* dy, int64_t images, float* v) const;
@@ -77,6 +88,7 @@ class Winograd3x3 {
   PaddedRows rows_;  // the forward convolution's layout
   bool input_grad_ = false;  // InputGrad: cin_ are dY's channels and cout_ dX's
   bool relu_ = false;
+  bool pool_ = false;  // set_pool
   int64_t cin_ = 0, cout_ = 0, cout_pad_ = 0;  // the products' inner and outer channels
   int64_t th_ = 0, tw_ = 0, tiles_ = 0;  // tile rows and columns, tiles per image
   int64_t hp_ = 0, wp_ = 0, plane_ = 0;  // the padded copy: 2 th + 2 rows of 2 tw + 2
