@@ -115,6 +115,7 @@ TEST(WinogradTest, InputGradientMatchesTheDefinition) {
       {5, 32, 64, 13, 13, {0, 0, 0, 0}}, {3, 8, 8, 7, 7, {1, 1, 1, 1}},  {2, 16, 16, 32, 32, {1, 1, 1, 1}},
       {2, 8, 13, 20, 40, {1, 1, 1, 1}},  {3, 9, 10, 5, 6, {1, 0, 0, 1}}, {4, 8, 8, 3, 3, {0, 0, 0, 0}},
       {1, 8, 17, 4, 70, {0, 1, 1, 1}},   {1, 8, 8, 4, 64, {1, 1, 1, 1}}, {2, 12, 9, 6, 34, {0, 0, 0, 0}},
+      {3, 8, 9, 9, 9, {1, 1, 1, 1}},  // 5 rows of 5 tiles: dY's rows in pairs, the last pair half empty
   };
   for (const Geometry& g : cases) {
     SCOPED_TRACE(Name(g));

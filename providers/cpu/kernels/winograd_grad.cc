@@ -62,7 +62,44 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformOutputGrad(const f
   const __m512 zero = _mm512_setzero_ps();
   // Each row of V in increasing tile order: a store's lanes past its tiles are written over by the next
   // store or land in the row's slack, as in TransformInput.
-  for (int64_t c = 0; c < cin; ++c) {
+  // Rows of up to 8 tiles (dY rows of up to 16): two tile rows per vector, lanes 0 .. tw - 1 the first's
+  // tiles and tw .. 2 tw - 1 the second's, picked from the two dY rows of each by one permute (the CNN's
+  // 6-tile rows had filled 6 of 16 lanes).
+  if (tw <= 8) {
+    alignas(64) int32_t pick[2][16];
+    for (int t = 0; t < 16; ++t) {
+      const int64_t col = t < tw ? 2 * t : t < 2 * tw ? 16 + 2 * (t - tw) : 0;
+      pick[0][t] = static_cast<int32_t>(col);
+      pick[1][t] = static_cast<int32_t>(col + 1);
+    }
+    const __m512i pick0 = _mm512_load_si512(pick[0]), pick1 = _mm512_load_si512(pick[1]);
+    const __mmask16 cols = FirstLanes(ow);
+    for (int64_t c = 0; c < cin; ++c) {
+      for (int64_t b = 0; b < images; ++b) {
+        const float* d = dy + (b * cin + c) * osize;
+        float* vc = v + c * ld + b * tiles;
+        for (int64_t i = 0; i < th; i += 2) {
+          // dY rows 2 i + u (the first tile row) and 2 i + 2 + u (the second), zeros past dY's last row.
+          __m512 f[2][2];
+          for (int u = 0; u < 2; ++u) {
+            const int64_t r0 = 2 * i + u, r1 = 2 * i + 2 + u;
+            const __m512 a = r0 < oh ? _mm512_maskz_loadu_ps(cols, d + r0 * ow) : zero;
+            const __m512 e = r1 < oh ? _mm512_maskz_loadu_ps(cols, d + r1 * ow) : zero;
+            f[u][0] = _mm512_permutex2var_ps(a, pick0, e);
+            f[u][1] = _mm512_permutex2var_ps(a, pick1, e);
+          }
+          __m512 g[2][4];
+          for (int u = 0; u < 2; ++u) ApplyA(f[u][0], f[u][1], g[u]);
+          for (int n = 0; n < 4; ++n) {
+            __m512 z[4];
+            ApplyA(g[0][n], g[1][n], z);
+            for (int m = 0; m < 4; ++m) _mm512_storeu_ps(vc + (4 * m + n) * vplane + i * tw, z[m]);
+          }
+        }
+      }
+    }
+  }
+  for (int64_t c = 0; c < cin && tw > 8; ++c) {
     for (int64_t b = 0; b < images; ++b) {
       const float* d = dy + (b * cin + c) * osize;
       float* vc = v + c * ld + b * tiles;
@@ -107,6 +144,72 @@ __attribute__((target("avx512f"))) void Winograd3x3::ScatterInputGrad(const floa
   const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   // (carry, e) -> carry's last lane, then e's first 15: each lane gets its left neighbour's value.
   const __m512i right = _mm512_setr_epi32(15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30);
+  // Rows of up to 7 tiles (padded planes up to 16 wide): two tile rows per vector, the first's tiles in lanes
+  // 0 .. tw - 1, an empty lane for its last tile's columns 2 and 3, the second's in tw + 1 .. 2 tw; each
+  // plane row is then one vector. The sums are the one-row loop's: each block row combined with its left
+  // neighbour's first (the left of each row's first tile +0), then the two tile rows' overlapping plane rows
+  // added, the second's after the first's.
+  if (tw <= 7) {
+    alignas(64) int32_t tables[4][16];
+    for (int t = 0; t < 16; ++t) {
+      tables[0][t] = t <= tw ? t : t - 1;                                // lane t's tile from the row's first
+      tables[1][t] = (t + 15) % 16;                                      // the lane to the left
+      tables[2][t] = (t % 2 ? 16 : 0) + t / 2;                           // the first row's columns
+      tables[3][t] = (t % 2 ? 16 : 0) + static_cast<int>(tw) + 1 + t / 2;  // the second's
+    }
+    const __m512i spread = _mm512_load_si512(tables[0]), left = _mm512_load_si512(tables[1]);
+    const __m512i first = _mm512_load_si512(tables[2]), second = _mm512_load_si512(tables[3]);
+    const __mmask16 one_row = FirstLanes(tw);
+    const __mmask16 two_rows = static_cast<__mmask16>(one_row | (FirstLanes(2 * tw + 1) & ~FirstLanes(tw + 1)));
+    const __mmask16 has_left = static_cast<__mmask16>(0xffff & ~1u & ~(1u << (tw + 1)));
+    for (int64_t r = 0; r < kBlock && kb * kBlock + r < cout; ++r) {
+      const int64_t o = kb * kBlock + r;
+      for (int64_t b = 0; b < images; ++b) {
+        const float* mo = m + r * ld + b * tiles;
+        for (int64_t i = 0; i < th; i += 2) {
+          const bool pair = i + 1 < th;
+          const __mmask16 tiles_in = pair ? two_rows : one_row;
+          __m512 q[16];
+          for (int k = 0; k < 16; ++k) {
+            q[k] = _mm512_maskz_permutexvar_ps(tiles_in, spread, _mm512_loadu_ps(mo + k * mplane + i * tw));
+          }
+          __m512 s[4][4];
+          for (int n = 0; n < 4; ++n) {
+            __m512 t[4];
+            ApplyB(q + n, 4, t);
+            for (int p = 0; p < 4; ++p) s[p][n] = t[p];
+          }
+          __m512 row_a[4], row_b[4];
+          for (int p = 0; p < 4; ++p) {
+            __m512 e[4];
+            ApplyB(s[p], 1, e);
+            const __m512 even = _mm512_add_ps(e[0], _mm512_maskz_permutexvar_ps(has_left, left, e[2]));
+            const __m512 odd = _mm512_add_ps(e[1], _mm512_maskz_permutexvar_ps(has_left, left, e[3]));
+            row_a[p] = _mm512_permutex2var_ps(even, first, odd);
+            row_b[p] = _mm512_permutex2var_ps(even, second, odd);
+          }
+          float* row = plane + 2 * i * wp;
+          const __m512 zero = _mm512_setzero_ps();
+          PutRow(row, wp, i > 0, row_a[0], zero);
+          PutRow(row + wp, wp, i > 0, row_a[1], zero);
+          if (pair) {
+            PutRow(row + 2 * wp, wp, false, _mm512_add_ps(row_a[2], row_b[0]), zero);
+            PutRow(row + 3 * wp, wp, false, _mm512_add_ps(row_a[3], row_b[1]), zero);
+            PutRow(row + 4 * wp, wp, false, row_b[2], zero);
+            PutRow(row + 5 * wp, wp, false, row_b[3], zero);
+          } else {
+            PutRow(row + 2 * wp, wp, false, row_a[2], zero);
+            PutRow(row + 3 * wp, wp, false, row_a[3], zero);
+          }
+        }
+        float* out = dx + (b * cout + o) * isize;
+        for (int64_t y = 0; y < pr.h; ++y) {
+          std::memcpy(out + y * pr.w, plane + (y + pr.pt) * wp + pr.pl, pr.w * sizeof(float));
+        }
+      }
+    }
+    return;
+  }
   for (int64_t r = 0; r < kBlock && kb * kBlock + r < cout; ++r) {
     const int64_t o = kb * kBlock + r;
     for (int64_t b = 0; b < images; ++b) {
