@@ -388,11 +388,36 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 DwNeighbours(con
   return _mm512_maskz_permutex2var_ps(m, lo, s.index[t], hi);
 }
 
+// Strided windows: dY (at most 16 floats a plane) spread into x's plane in registers, as Spread writes it
+// into a zeroed plane: vector k's lane l takes dY's element index[k][l] where mask[k] has it, else +0.
+struct DwSpread {
+  bool on = false;
+  __m512i index[kDwRegVectors];
+  __mmask16 mask[kDwRegVectors] = {};
+  __mmask16 lanes = 0;  // dY's plane
+  DwSpread() = default;
+  explicit DwSpread(const Geo2D& g) __attribute__((target("avx512f"))) : on(true), lanes(FirstLanes(g.oh * g.ow)) {
+    for (int k = 0; k < kDwRegVectors; ++k) {
+      alignas(64) int32_t lane[16] = {};
+      for (int l = 0; l < 16; ++l) {
+        const int64_t e = 16 * k + l, u = e / g.w, v = e % g.w;
+        if (e >= g.h * g.w || u % g.sh != 0 || v % g.sw != 0 || u / g.sh >= g.oh || v / g.sw >= g.ow) continue;
+        lane[l] = static_cast<int32_t>(u / g.sh * g.ow + v / g.sw);
+        mask[k] = static_cast<__mmask16>(mask[k] | (1u << l));
+      }
+      index[k] = _mm512_load_si512(lane);
+    }
+  }
+  // Where dY's plane fits one vector and x's the register kernels.
+  static bool Fits(const Geo2D& g) { return g.oh * g.ow <= 16 && g.h * g.w <= 16 * kDwRegVectors; }
+};
+
 template <int V, int TAPS>
 __attribute__((target("avx512f"))) void DwBackwardRegs(const float* dy, const float* x, const float* w, float* dx,
                                                        float* dw, int64_t n, int64_t c, int64_t c0, int64_t c1,
-                                                       const Geo2D& g, const DwFlat& data, const DwFlat& weights) {
-  const int64_t taps = TAPS > 0 ? TAPS : data.taps, plane = g.h * g.w;
+                                                       const Geo2D& g, const DwFlat& data, const DwFlat& weights,
+                                                       const DwSpread& spread) {
+  const int64_t taps = TAPS > 0 ? TAPS : data.taps, plane = g.h * g.w, dplane = g.oh * g.ow;
   const DwShifts ds(data), ws(weights);
   for (int64_t ch = c0; ch < c1; ++ch) {
     __m512 wv[kDwMaxTaps], acc[kDwMaxTaps];
@@ -403,9 +428,11 @@ __attribute__((target("avx512f"))) void DwBackwardRegs(const float* dy, const fl
     for (int64_t i = 0; i < n; ++i) {
       const int64_t q = i * c + ch;
       __m512 dv[V], xv[V];
+      const __m512 d16 = spread.on ? _mm512_maskz_loadu_ps(spread.lanes, dy + q * dplane) : _mm512_setzero_ps();
       for (int k = 0; k < V; ++k) {
         const __mmask16 lanes = k + 1 == V ? data.tail : static_cast<__mmask16>(0xffff);
-        dv[k] = _mm512_maskz_loadu_ps(lanes, dy + q * plane + 16 * k);
+        dv[k] = spread.on ? _mm512_maskz_permutexvar_ps(spread.mask[k], spread.index[k], d16)
+                          : _mm512_maskz_loadu_ps(lanes, dy + q * plane + 16 * k);
         xv[k] = _mm512_maskz_loadu_ps(lanes, x + q * plane + 16 * k);
       }
 #pragma GCC unroll 4
@@ -454,16 +481,23 @@ __attribute__((target("avx512f"))) void DwForwardRegs(const float* x, const floa
 
 // DwBackwardRegs and DwForwardRegs by the plane's vector count, 3x3 windows unrolled; false where they do
 // not take the plane.
+// Strided windows (x's plane of up to four vectors, dY's of one) take dY spread in registers (DwSpread):
+// the values and order of DwBackwardBlock's spread planes, so again the same bits.
 bool DwBackwardInRegisters(const float* dy, const float* x, const float* w, float* dx, float* dw, int64_t n, int64_t c,
                            int64_t c0, int64_t c1, const Geo2D& g, const DwFlat& data, const DwFlat& weights) {
-  if (!DwSameSize(g) || !DwShifts::Fit(data) || !DwShifts::Fit(weights) || data.vectors != weights.vectors) return false;
+  if (!DwShifts::Fit(data) || !DwShifts::Fit(weights) || data.vectors != weights.vectors) return false;
+  DwSpread spread;
+  if (!DwSameSize(g)) {
+    if (!DwSpread::Fits(g)) return false;
+    spread = DwSpread(g);
+  }
   using Fn = void (*)(const float*, const float*, const float*, float*, float*, int64_t, int64_t, int64_t, int64_t,
-                      const Geo2D&, const DwFlat&, const DwFlat&);
+                      const Geo2D&, const DwFlat&, const DwFlat&, const DwSpread&);
   static constexpr Fn kNine[kDwRegVectors] = {&DwBackwardRegs<1, 9>, &DwBackwardRegs<2, 9>, &DwBackwardRegs<3, 9>,
                                               &DwBackwardRegs<4, 9>};
   static constexpr Fn kAny[kDwRegVectors] = {&DwBackwardRegs<1, 0>, &DwBackwardRegs<2, 0>, &DwBackwardRegs<3, 0>,
                                              &DwBackwardRegs<4, 0>};
-  (data.taps == 9 ? kNine : kAny)[data.vectors - 1](dy, x, w, dx, dw, n, c, c0, c1, g, data, weights);
+  (data.taps == 9 ? kNine : kAny)[data.vectors - 1](dy, x, w, dx, dw, n, c, c0, c1, g, data, weights, spread);
   return true;
 }
 
