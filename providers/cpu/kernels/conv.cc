@@ -92,6 +92,7 @@ class ConvKernel : public OpKernel {
     direct_ = false;
     wino_ = false;
     wino_pool_ = false;
+    relu_after_pool_ = false;
     slot_images_ = 1;
     if (!padded_ && x->dtype() == DType::kFloat32 && DirectConv2D::Available() && in_.size() == 2 &&
         geo_.strides == Shape{2, 2} && std::all_of(geo_.pads.begin(), geo_.pads.end(), [](int64_t p) { return p >= 0; })) {
@@ -165,6 +166,12 @@ class ConvKernel : public OpKernel {
     }
     // Winograd's tiles are the pooling windows when the pooled outputs are all that is computed: its output
     // transform pools them (window codes, or no Indices at all), so no activations are stored.
+    // Relu commutes with the max: Relu(max) has max(Relu)'s bits (a NaN or -0 gives +0 either way) and is
+    // positive exactly where some element is, at the same first maximum; only the position of a window
+    // whose values are all <= 0 can differ, which window codes ignore (their positive bit is clear) but int64
+    // Indices would show. So without int64 Indices the Relu runs on the pooled values, a quarter of the
+    // activations (Winograd's kernel applies it as it stores).
+    relu_after_pool_ = fused_ && !int64_indices && !wino_;
     wino_pool_ = wino_ && !int64_indices && pool_in_ == Shape{2 * pooled_[0], 2 * pooled_[1]} && wg_.can_pool();
     if (wino_pool_) wg_.set_pool(true);
     const Shape z = {x->dim(0), m, pooled_[0], pooled_[1]};
@@ -203,7 +210,7 @@ class ConvKernel : public OpKernel {
                      : ctx.output(0)->data<T>() + i * m * osize;
       };
       auto finish = [&](int64_t i, T* yi, int64_t slot) {
-        if (fused_) ReluInPlace(yi, m * osize);
+        if (fused_ && !relu_after_pool_) ReluInPlace(yi, m * osize);
         if (pool_) Pool(yi, i, m, ctx, slot);
       };
       std::atomic<int> next_slot{0};
@@ -372,8 +379,16 @@ class ConvKernel : public OpKernel {
   // Pools image i's activations y [m, oh, ow] into outputs 0 and 1 (when requested) as MaxPool does from the
   // whole tensor: VPlanesMaxPool2x2 where MaxPool takes it (float32 on AVX-512), else MaxPool2D; the indices
   // (relative to y) moved by the image's offset, or (compact_) window codes.
+  // With relu_after_pool_, the Relu after the pooling, on a quarter of the values.
   template <typename T>
   void Pool(const T* y, int64_t i, int64_t m, KernelContext& ctx, int64_t slot) const {
+    PoolPlanes(y, i, m, ctx, slot);
+    const int64_t psize = ShapeNumElements(pooled_);
+    if (relu_after_pool_) ReluInPlace(ctx.output(0)->data<T>() + i * m * psize, m * psize);
+  }
+
+  template <typename T>
+  void PoolPlanes(const T* y, int64_t i, int64_t m, KernelContext& ctx, int64_t slot) const {
     const int64_t psize = ShapeNumElements(pooled_), osize = ShapeNumElements(pool_in_);
     if (psize == 0) return;
     T* z = ctx.output(0)->data<T>() + i * m * psize;
@@ -418,6 +433,7 @@ class ConvKernel : public OpKernel {
   bool pool_;   // FusedConvMaxPool: 2x2 max pooling at stride 2 after the Relu
   bool compact_;  // FusedConvMaxPool with compact_indices: Indices as window codes (uint8, pool.h)
   bool planes_2x2_ = false;  // pool_: whole planes by VPlanesMaxPool2x2 (Codes), else MaxPool2D
+  bool relu_after_pool_ = false;  // pool_ without int64 Indices: the Relu on the pooled values (Prepare)
   size_t index_offset_ = 0;  // compact_ without planes_2x2_: bytes into the scratch of the int64 indices
   WindowAttrs pool_geo_;
   Shape pooled_;  // pool_: the pooled spatial dims
