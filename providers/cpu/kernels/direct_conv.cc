@@ -391,6 +391,49 @@ void DirectWeightGrad3x3::TransposeOutputGrad(const float* dy, float* dyt) const
   edge(q16, positions, 0);
 }
 
+namespace {
+
+// ChannelSums for the NV 16-channel vectors from channel o0: two sets of 2 NV double accumulators (even and
+// odd positions), positions two at a time.
+template <int NV>
+__attribute__((target("avx512f"))) void ChannelSumsBlock(const float* dyt, int64_t positions, int64_t ld, double* out) {
+  __m512d acc[2][2 * NV];
+  for (int e = 0; e < 2; ++e) {
+    for (int k = 0; k < 2 * NV; ++k) acc[e][k] = _mm512_setzero_pd();
+  }
+  auto add = [&](const float* row, int e) __attribute__((target("avx512f"), always_inline)) {
+    for (int v = 0; v < NV; ++v) {
+      const __m512 f = _mm512_loadu_ps(row + 16 * v);
+      acc[e][2 * v] = _mm512_add_pd(acc[e][2 * v], _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
+      acc[e][2 * v + 1] = _mm512_add_pd(
+          acc[e][2 * v + 1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
+    }
+  };
+  int64_t p = 0;
+  for (; p + 2 <= positions; p += 2) {
+    add(dyt + p * ld, 0);
+    add(dyt + (p + 1) * ld, 1);
+  }
+  if (p < positions) add(dyt + p * ld, 0);
+  for (int k = 0; k < 2 * NV; ++k) _mm512_storeu_pd(out + 8 * k, _mm512_add_pd(acc[0][k], acc[1][k]));
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) void DirectWeightGrad3x3::ChannelSums(const float* dyt, double* out) const {
+  const int64_t positions = rows_.oh * rows_.ow;
+  alignas(64) double block[64];
+  for (int64_t o0 = 0; o0 < cout_; o0 += 64) {
+    switch (std::min<int64_t>(4, (cout_pad_ - o0) / 16)) {
+      case 4: ChannelSumsBlock<4>(dyt + o0, positions, cout_pad_, block); break;
+      case 3: ChannelSumsBlock<3>(dyt + o0, positions, cout_pad_, block); break;
+      case 2: ChannelSumsBlock<2>(dyt + o0, positions, cout_pad_, block); break;
+      default: ChannelSumsBlock<1>(dyt + o0, positions, cout_pad_, block); break;
+    }
+    for (int64_t o = o0; o < std::min(cout_, o0 + 64); ++o) out[o] = block[o - o0];
+  }
+}
+
 void DirectWeightGrad3x3::Run(const float* xp, const float* dyt, int64_t images, float* out) const {
   if (stride_ == 2) RunStride<2>(xp, dyt, images, out);
   else RunStride<1>(xp, dyt, images, out);

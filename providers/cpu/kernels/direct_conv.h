@@ -173,6 +173,10 @@ class DirectWeightGrad3x3 {
   bool unpadded() const { return rows_.hp == rows_.h && rows_.wp == rows_.w; }
   // dy [cout, oh * ow] -> dyt [oh * ow, cout_padded()], zeros after cout.
   void TransposeOutputGrad(const float* dy, float* dyt) const;
+  // out[o] (o < cout) = column o of one image's dyt summed in double: the even positions and the odd ones,
+  // each in order from zero, then the two added. ConvGrad's dB per image wherever this kernel runs, so
+  // that every way of making dyt (transposed, or unpooled straight into it) sums alike.
+  void ChannelSums(const float* dyt, double* out) const;
   // out [cin * 9, cout_padded()] (row c * 9 + a * 3 + b) = the sum over `images` images of the products of
   // xp (padded images, image_size() apart) and dyt (transposed_size() apart).
   void Run(const float* xp, const float* dyt, int64_t images, float* out) const;

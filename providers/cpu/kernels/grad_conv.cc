@@ -18,6 +18,59 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
+// MaxPoolReluGrad's dX for one image straight into DirectWeightGrad3x3's transposed layout: dyt [oh * ow,
+// cp] (cp: the padded channel count) from dZ g [m, ph * pw] and its window codes, the values the
+// unpooling writes (+0 + g at the element the code names where its positive bit is set, +0 elsewhere and
+// in the channels past m) without the plane-major dY, its transpose or its reads. g and the codes are
+// transposed first into `work` (2 ph pw cp floats: g's, then the codes widened to int32), 16 x 16 blocks
+// in registers; then each output position is 16 channels a vector: its window's codes against the code
+// that names the position.
+__attribute__((target("avx512f"))) void UnpoolTransposed(const float* g, const uint8_t* codes, int64_t m, int64_t ph,
+                                                         int64_t pw, int64_t oh, int64_t ow, int64_t cp, float* work,
+                                                         float* dyt) {
+  const int64_t windows = ph * pw;
+  float* gt = work;
+  int32_t* ct = reinterpret_cast<int32_t*>(work + windows * cp);
+  alignas(64) int32_t wide[256];
+  for (int64_t o0 = 0; o0 < cp; o0 += 16) {
+    for (int64_t w0 = 0; w0 < windows; w0 += 16) {
+      if (o0 + 16 <= m && w0 + 16 <= windows) {
+        Transpose16x16(g + o0 * windows + w0, windows, gt + w0 * cp + o0, cp);
+        for (int r = 0; r < 16; ++r) {
+          const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + (o0 + r) * windows + w0));
+          _mm512_store_si512(wide + 16 * r, _mm512_cvtepu8_epi32(b));
+        }
+        Transpose16x16(reinterpret_cast<const float*>(wide), 16, reinterpret_cast<float*>(ct + w0 * cp + o0), cp);
+        continue;
+      }
+      for (int64_t w = w0; w < std::min(windows, w0 + 16); ++w) {
+        for (int64_t o = o0; o < o0 + 16; ++o) {
+          gt[w * cp + o] = o < m ? g[o * windows + w] : 0.0f;
+          ct[w * cp + o] = o < m ? codes[o * windows + w] : 0;
+        }
+      }
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i seven = _mm512_set1_epi32(7);
+  for (int64_t r = 0; r < oh; ++r) {
+    for (int64_t c = 0; c < ow; ++c) {
+      float* out = dyt + (r * ow + c) * cp;
+      if (r >= 2 * ph || c >= 2 * pw) {  // no window covers it
+        for (int64_t o = 0; o < cp; o += 16) _mm512_storeu_ps(out + o, zero);
+        continue;
+      }
+      const int64_t w = (r / 2) * pw + c / 2;
+      const __m512i want = _mm512_set1_epi32(static_cast<int32_t>(2 * (r % 2) + c % 2 + kWindowCodePositive));
+      for (int64_t o = 0; o < cp; o += 16) {
+        const __m512i code = _mm512_and_si512(_mm512_loadu_si512(ct + w * cp + o), seven);
+        const __mmask16 hit = _mm512_cmpeq_epi32_mask(code, want);
+        _mm512_storeu_ps(out + o, _mm512_add_ps(zero, _mm512_maskz_loadu_ps(hit, gt + w * cp + o)));
+      }
+    }
+  }
+}
+
 // ConvGrad(dY, X, W) -> (dX?, dW?, dB?) with the forward Conv's attributes.
 //   col(dX_g) = W_g^T [cg*K, mg] * dY_g, scattered back (images in parallel);
 //   dW_g = dY_g [mg, N*O] * col(X_g)^T [N*O, cg*K] (one GEMM over the batch when it fits, else per image);
@@ -146,10 +199,21 @@ class ConvGradKernel : public OpKernel {
     // MaxPoolReluConvGrad: dY image by image into a buffer per thread where only the direct weight gradient
     // reads it (one group, no dX), with each image's row sums for dB (doubles, two floats each); else dY whole.
     per_image_ = pooled_ && dw_direct_ && group_ == 1 && !ctx.output_requested(0);
+    // Window codes there: dY unpooled straight into the transposed layout (UnpoolTransposed), through a
+    // buffer of the transposed dZ and codes.
+    unpool_transposed_ = per_image_ && codes_;
+    // dB from each image's transposed dY (DirectWeightGrad3x3::ChannelSums) wherever the direct weight
+    // gradient makes it, in one group: a sum that the unpooling into that layout can give too.
+    dt_sums_ = dw_direct_ && group_ == 1 && ctx.output_requested(2);
     dy_offset_ = elems;
-    // The row sums start at an even float offset, so that the doubles are aligned (the scratch itself is).
-    sums_offset_ = (dy_offset_ + slots_ * m * ShapeNumElements(out_) + 1) / 2 * 2;
-    if (pooled_) elems = per_image_ ? sums_offset_ + 2 * n * m : elems + ShapeNumElements(expect);
+    const int64_t per_thread =
+        std::max(m * ShapeNumElements(out_),
+                 unpool_transposed_ ? 2 * dy->dim(2) * dy->dim(3) * dwk_.cout_padded() : int64_t{0});
+    const int64_t after_dy = dy_offset_ + (!pooled_ ? 0 : per_image_ ? slots_ * per_thread : ShapeNumElements(expect));
+    // The images' sums start at an even float offset, so that the doubles are aligned (the scratch is).
+    sums_offset_ = (after_dy + 1) / 2 * 2;
+    dy_slot_ = per_thread;
+    elems = per_image_ || dt_sums_ ? sums_offset_ + 2 * n * m : after_dy;
     ctx.RequestScratch(static_cast<size_t>(elems * elem));
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     if (ctx.output_requested(1)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, w->dtype(), w->shape()));
@@ -167,7 +231,7 @@ class ConvGradKernel : public OpKernel {
       T* scratch = static_cast<T*>(ctx.scratch());
       // dY: the input, or (MaxPoolReluConvGrad) MaxPoolReluGrad's result, whole or image by image.
       const T* dyp = pooled_ ? scratch + dy_offset_ : ctx.input(0)->data<T>();
-      double* row_sums = per_image_ ? reinterpret_cast<double*>(scratch + sums_offset_) : nullptr;
+      double* row_sums = per_image_ || dt_sums_ ? reinterpret_cast<double*>(scratch + sums_offset_) : nullptr;
       if constexpr (std::is_same_v<T, float>) {
         if (pooled_ && !per_image_) {
           Status st = Status::OK();
@@ -320,16 +384,25 @@ class ConvGradKernel : public OpKernel {
                       dwk_.PadImage(x.data<float>() + (i * c + g * cg) * isize, xp + (i - i0) * dwk_.image_size());
                     }
                     const float* dyi = dyp + (i * m + g * mg) * osize;
-                    if (per_image_) {  // this image's dY into the thread's buffer, and its row sums for dB
-                      float* buf = scratch + dy_offset_ + (slot % slots_) * m * osize;
-                      if (!ScatterPooledImage(ctx, i, m, osize, buf)) {
-                        bad_index.store(true);
-                        continue;
+                    float* dyti = dyt + (i - i0) * dwk_.transposed_size();
+                    if (unpool_transposed_) {  // this image's dY made in the transposed layout
+                      const Tensor& dz = *ctx.input(0);
+                      const int64_t psize = dz.dim(2) * dz.dim(3);
+                      UnpoolTransposed(dz.data<float>() + i * m * psize, ctx.input(1)->data<uint8_t>() + i * m * psize,
+                                       m, dz.dim(2), dz.dim(3), out_[0], out_[1], dwk_.cout_padded(),
+                                       scratch + dy_offset_ + (slot % slots_) * dy_slot_, dyti);
+                    } else {
+                      if (per_image_) {  // this image's dY into the thread's buffer
+                        float* buf = scratch + dy_offset_ + (slot % slots_) * dy_slot_;
+                        if (!ScatterPooledImage(ctx, i, m, osize, buf)) {
+                          bad_index.store(true);
+                          continue;
+                        }
+                        dyi = buf;
                       }
-                      for (int64_t j = 0; j < m; ++j) row_sums[i * m + j] = VRowSum(buf + j * osize, osize);
-                      dyi = buf;
+                      dwk_.TransposeOutputGrad(dyi, dyti);
                     }
-                    dwk_.TransposeOutputGrad(dyi, dyt + (i - i0) * dwk_.transposed_size());
+                    if (dt_sums_) dwk_.ChannelSums(dyti, row_sums + i * m);
                   }
                   if (in_place) {
                     dwk_.RunInPlace(x.data<float>() + (i0 * c + g * cg) * isize, c * isize, dyt, i1 - i0,
@@ -403,7 +476,7 @@ class ConvGradKernel : public OpKernel {
             double s = 0;
             for (int64_t i = 0; i < n; ++i) {
               const T* row = dyp + (i * m + j) * osize;
-              if (per_image_) s += row_sums[i * m + j];
+              if (dt_sums_) s += row_sums[i * m + j];
               else if constexpr (std::is_same_v<T, float>) s += VRowSum(row, osize);
               else s += LaneSum(osize, [row](int64_t o) { return static_cast<double>(row[o]); });
             }
@@ -556,8 +629,11 @@ class ConvGradKernel : public OpKernel {
   bool codes_ = false;  // MaxPoolReluConvGrad with compact_indices: Indices are window codes (pool.h)
   Unpool2x2Lanes lanes_;  // codes_: the flat unpooling's tables for this shape
   bool per_image_ = false;  // pooled_: dY per image in a thread's buffer (else whole, at dy_offset_)
+  bool unpool_transposed_ = false;  // per_image_ with codes_: dY unpooled into the transposed layout
+  bool dt_sums_ = false;    // dB from the images' transposed dY (DirectWeightGrad3x3::ChannelSums)
+  int64_t dy_slot_ = 0;     // per_image_: floats of each thread's dY buffer
   int64_t dy_offset_ = 0;   // pooled_: where dY's buffers start in the scratch
-  int64_t sums_offset_ = 0; // per_image_: where the images' row sums (doubles) start
+  int64_t sums_offset_ = 0; // per_image_ or dt_sums_: where the images' dB sums (doubles) start
   DirectWeightGrad3x3 dwk_;
   int64_t dxwork_ = 0, wr_offset_ = 0;  // padded rows, dX: work elements per thread; where the split weights are
   int64_t col_ = 0;
