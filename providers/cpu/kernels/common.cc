@@ -190,8 +190,29 @@ __attribute__((target("avx512f"))) void TransposeStrip16(const uint32_t* s, int6
   }
 }
 
+// Adjacent output dims d, d + 1 that the source walks as one (strides[d] = strides[d + 1] * out[d + 1]:
+// contiguous runs, or broadcast dims side by side) merged, and dims of size 1 dropped: the same copy with
+// fewer, longer rows (Expand [32,256,1,1] -> [32,256,4,4] made rows of 4 floats, each with its odometer
+// step; merged, rows of 16).
+void CoalesceDims(const Shape& strides, const Shape& out, Shape* cs, Shape* co) {
+  cs->clear();
+  co->clear();
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1) continue;
+    if (!co->empty() && cs->back() == strides[d] * out[d]) {
+      co->back() *= out[d];
+      cs->back() = strides[d];
+      continue;
+    }
+    cs->push_back(strides[d]);
+    co->push_back(out[d]);
+  }
+}
+
 template <typename T>
-void StridedCopyTyped(const T* src, const Shape& strides, const Shape& out, T* dst, ThreadPool* pool) {
+void StridedCopyTyped(const T* src, const Shape& src_strides, const Shape& out_dims, T* dst, ThreadPool* pool) {
+  Shape strides, out;
+  CoalesceDims(src_strides, out_dims, &strides, &out);
   if (out.empty()) {
     dst[0] = src[0];
     return;
@@ -265,7 +286,9 @@ void StridedCopyTyped(const T* src, const Shape& strides, const Shape& out, T* d
     for (int64_t r = r0; r < r1; ++r) {
       T* o = dst + r * len;
       const T* s = src + off;
-      if (inner == 1 && len * static_cast<int64_t>(sizeof(T)) <= 256) {
+      if (inner == 0) {  // a broadcast along the row
+        std::fill(o, o + len, *s);
+      } else if (inner == 1 && len * static_cast<int64_t>(sizeof(T)) <= 256) {
         // Short runs (an attention head's 32 floats): a call to memcpy per row cost more than the copy
         // (Transpose [16,64,4,32] -> [16,4,64,32]: 4096 rows of 128 bytes).
         for (int64_t i = 0; i < len; ++i) o[i] = s[i];
