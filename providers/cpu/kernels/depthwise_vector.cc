@@ -334,22 +334,17 @@ __attribute__((target("avx512f"))) void DwBackwardBlock(const float* dy, const f
   }
 }
 
-// Planes of one vector at stride 1 with the output x's size (MobileNet's 4x4 layers): channel by channel,
-// the channel's weights broadcast once and its dW lanes in registers across the images, instead of a pass
-// over the block's channels per image that sets both up for every plane's 18 FMAs. The expressions and
-// orders of DwForwardFlat and DwWeightGradFlat: the same bits. Zen 4, one core, 32 images, 3x3: 256
-// channels 4x4, dX and dW 0.359 -> 0.217 ms, forward 0.093 -> 0.070. Now only where the register kernels
-// below do not take the window (taps more than 16 floats away).
-bool DwSmallPlanes(const Geo2D& g) { return DwSameSize(g) && g.h * g.w <= 16; }
-
-// Planes of up to four vectors (8x8 and smaller) at stride 1, the output x's size, channel by channel as
-// above, each image's planes held in registers: each tap's neighbours of vector k made from vectors k and
-// k + 1 (k - 1 and k for taps reading before) by one permute, zeros where the mask says the neighbour is
-// padding, instead of a masked load at an offset into the plane and its neighbours: the same values in the
-// same order, so the same bits. The masked loads at offsets stalled (the MobileNet's 4x4 dX and dW took
-// about 105 cycles a plane; reordering the loads and stores did not help). MobileNet, Zen 5, one thread,
-// 32 images, ms: [128,4,4] ConvGrad (two) 0.24 -> 0.09, [256,4,4] 0.15-0.20 -> 0.08, [96,8,8] 0.25 -> 0.15;
-// forward [96,8,8] (two) 0.23 -> 0.18. Taps must reach at most 16 floats away.
+// Planes of up to four vectors (8x8 and smaller) at stride 1 with the output x's size: channel by channel,
+// the channel's weights broadcast once and its dW lanes in registers across the images (a pass over a
+// block's channels per image set both up for every plane's few FMAs: Zen 4, 256 channels 4x4, dX and dW
+// 0.359 -> 0.217 ms that way), and each image's planes held in registers: each tap's neighbours of vector
+// k made from vectors k and k + 1 (k - 1 and k for taps reading before) by one permute, zeros where the
+// mask says the neighbour is padding, instead of a masked load at an offset into the plane and its
+// neighbours: the same values in the same order, so the same bits. The masked loads at offsets stalled
+// (the MobileNet's 4x4 dX and dW took about 105 cycles a plane; reordering the loads and stores did not
+// help). MobileNet, Zen 5, one thread, 32 images, ms: [128,4,4] ConvGrad (two) 0.24 -> 0.09, [256,4,4]
+// 0.15-0.20 -> 0.08, [96,8,8] 0.25 -> 0.15; forward [96,8,8] (two) 0.23 -> 0.18. Taps must reach at most
+// 16 floats away; wider windows on such planes (large dilations) take the flat kernels.
 constexpr int kDwRegVectors = 4;
 
 struct DwShifts {
@@ -514,74 +509,13 @@ bool DwForwardInRegisters(const float* x, const float* w, const float* bias, flo
   return true;
 }
 
-template <int TAPS>
-__attribute__((target("avx512f"))) void DwBackwardSmall(const float* dy, const float* x, const float* w, float* dx,
-                                                        float* dw, int64_t n, int64_t c, int64_t c0, int64_t c1,
-                                                        const Geo2D& g, const DwFlat& data, const DwFlat& weights) {
-  const int64_t taps = TAPS > 0 ? TAPS : data.taps, plane = g.h * g.w;
-  for (int64_t ch = c0; ch < c1; ++ch) {
-    __m512 wv[kDwMaxTaps], acc[kDwMaxTaps];
-    for (int64_t t = 0; t < taps; ++t) {
-      wv[t] = _mm512_set1_ps(w[ch * taps + taps - 1 - t]);  // the window flipped
-      acc[t] = _mm512_setzero_ps();
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t q = i * c + ch;
-      const float* d = dy + q * plane;
-      const float* xq = x + q * plane;
-      for (int64_t k = 0; k < data.vectors; ++k) {
-        const __mmask16 tail = k + 1 == data.vectors ? data.tail : static_cast<__mmask16>(0xffff);
-        const __mmask16* md = data.mask + k * taps;
-        const __mmask16* mw = weights.mask + k * taps;
-        __m512 s = _mm512_setzero_ps();
-        for (int64_t t = 0; t < taps; ++t) {
-          s = _mm512_fmadd_ps(wv[t], _mm512_maskz_loadu_ps(md[t], d + 16 * k + data.shift[t]), s);
-        }
-        _mm512_mask_storeu_ps(dx + q * plane + 16 * k, tail, s);
-        const __m512 dv = _mm512_maskz_loadu_ps(tail, d + 16 * k);
-        for (int64_t t = 0; t < taps; ++t) {
-          acc[t] = _mm512_fmadd_ps(dv, _mm512_maskz_loadu_ps(mw[t], xq + 16 * k + weights.shift[t]), acc[t]);
-        }
-      }
-    }
-    for (int64_t t = 0; t < taps; ++t) dw[ch * taps + t] = DwLaneTotal(acc[t]);
-  }
-}
-
-// The forward pass of such planes, channel by channel.
-template <int TAPS>
-__attribute__((target("avx512f"))) void DwForwardSmall(const float* x, const float* w, const float* bias, float* y,
-                                                       int64_t n, int64_t c, int64_t c0, int64_t c1, const Geo2D& g,
-                                                       const DwFlat& f) {
-  const int64_t taps = TAPS > 0 ? TAPS : f.taps, plane = g.h * g.w;
-  for (int64_t ch = c0; ch < c1; ++ch) {
-    __m512 wv[kDwMaxTaps];
-    for (int64_t t = 0; t < taps; ++t) wv[t] = _mm512_set1_ps(w[ch * taps + t]);
-    const __m512 b = _mm512_set1_ps(bias ? bias[ch] : 0.0f);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t q = i * c + ch;
-      for (int64_t k = 0; k < f.vectors; ++k) {
-        const __mmask16* m = f.mask + k * taps;
-        __m512 s = b;
-        for (int64_t t = 0; t < taps; ++t) {
-          s = _mm512_fmadd_ps(wv[t], _mm512_maskz_loadu_ps(m[t], x + q * plane + 16 * k + f.shift[t]), s);
-        }
-        _mm512_mask_storeu_ps(y + q * plane + 16 * k, k + 1 == f.vectors ? f.tail : static_cast<__mmask16>(0xffff), s);
-      }
-    }
-  }
-}
-
 void DwBackwardVector(const float* dy, const float* x, const float* w, float* dx, float* dw, int64_t n, int64_t c,
                       const Geo2D& g, ThreadPool* pool) {
   const DwFlat data = BuildFlat(g.h, g.w, g.kh, g.kw, (g.kh - 1) * g.dh - g.ph, (g.kw - 1) * g.dw - g.pw, g.dh, g.dw, 0);
   const DwFlat weights = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw, 1);
-  const bool small = DwSmallPlanes(g), nine = data.taps == 9;
   ParallelFor(pool, c, 4.0 * static_cast<double>(n * g.h * g.w * g.kh * g.kw), [&](int64_t c0, int64_t c1) {
     if (DwBackwardInRegisters(dy, x, w, dx, dw, n, c, c0, c1, g, data, weights)) return;
-    if (small && nine) DwBackwardSmall<9>(dy, x, w, dx, dw, n, c, c0, c1, g, data, weights);
-    else if (small) DwBackwardSmall<0>(dy, x, w, dx, dw, n, c, c0, c1, g, data, weights);
-    else DwBackwardBlock(dy, x, w, dx, dw, n, c, c0, c1, g, data, weights);
+    DwBackwardBlock(dy, x, w, dx, dw, n, c, c0, c1, g, data, weights);
   });
 }
 
@@ -602,14 +536,6 @@ bool DwVectorForward(const float* x, const float* w, const float* bias, float* y
       });
       return true;
     }
-  }
-  if (DwSmallPlanes(g)) {
-    const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw);
-    ParallelFor(pool, c, 2.0 * static_cast<double>(n * g.h * g.w * g.kh * g.kw), [&](int64_t c0, int64_t c1) {
-      if (flat.taps == 9) DwForwardSmall<9>(x, w, bias, y, n, c, c0, c1, g, flat);
-      else DwForwardSmall<0>(x, w, bias, y, n, c, c0, c1, g, flat);
-    });
-    return true;
   }
   const bool direct = DwSameSize(g);
   const DwFlat flat = BuildFlat(g.h, g.w, g.kh, g.kw, g.ph, g.pw, g.dh, g.dw);
