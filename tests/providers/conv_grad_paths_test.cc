@@ -207,7 +207,7 @@ TEST(ConvGradPathsTest, StrideTwoDepthwiseIgnoresWhatItsBuffersHeld) {
 }
 
 // dW of 1x1 convolutions without pads: an odd batch (halves of 5 and 4 images), one below 8 (no split), two
-// groups, and float64, at stride 1 and at strides (2, 2) (a ResNet's shortcut; odd sizes, so the last row
+// groups, float64, planes for the register tiles (PointwiseWeightGrad), at stride 1 and at strides (2, 2) (a ResNet's shortcut; odd sizes, so the last row
 // and column are never read), (3, 2) and (1, 2); against sums in double, and bit for bit across thread
 // counts.
 TEST(ConvGradPathsTest, PointwiseWeightGradient) {
@@ -220,7 +220,11 @@ TEST(ConvGradPathsTest, PointwiseWeightGradient) {
                         {8, 12, 6, 6, 20, 2, DType::kFloat32},       {9, 6, 3, 5, 10, 1, DType::kFloat64},
                         {9, 16, 9, 11, 32, 1, DType::kFloat32, 2, 2}, {4, 8, 8, 8, 16, 1, DType::kFloat32, 2, 2},
                         {8, 12, 7, 9, 20, 2, DType::kFloat32, 3, 2}, {9, 6, 5, 8, 10, 1, DType::kFloat64, 2, 2},
-                        {10, 8, 4, 9, 8, 1, DType::kFloat32, 1, 2},  {16, 32, 16, 16, 64, 1, DType::kFloat32, 2, 2}};
+                        {10, 8, 4, 9, 8, 1, DType::kFloat32, 1, 2},  {16, 32, 16, 16, 64, 1, DType::kFloat32, 2, 2},
+                        // The register tiles of 4 x 4 channels (AVX-512, planes of whole vectors from 64): the
+                        // input channels outer (x the larger), the output channels outer, two groups.
+                        {3, 32, 16, 16, 8, 1, DType::kFloat32},      {5, 16, 8, 8, 24, 1, DType::kFloat32},
+                        {4, 16, 8, 8, 16, 2, DType::kFloat32}};
   for (const Case& t : cases) {
     SCOPED_TRACE("n " + std::to_string(t.n) + " c " + std::to_string(t.c) + " m " + std::to_string(t.m) + " group " +
                  std::to_string(t.group) + " strides " + std::to_string(t.sh) + "," + std::to_string(t.sw));
