@@ -352,6 +352,35 @@ void CheckBatchNormGradientSums() {
 
 TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) { WithAndWithoutIntrinsics(CheckBatchNormGradientSums); }
 
+// Batch normalization's row sums (VRowSum, VRowSumSqDev), AVX-512 where the CPU has it and the compiled
+// loops, against LaneSum of their terms written out (the square a multiply then an add), bit for bit:
+// every row length up to 70 and long ones around kLongRow (8 and 32 lanes, the 32-lane tree's total in
+// registers), values over exponents 60 apart so that the double sums round.
+void CheckRowSums() {
+  std::vector<float> x(600);
+  for (size_t e = 0; e < x.size(); ++e) {
+    const float sig = 1.0f + static_cast<float>((e * 2654435761u) % 8388608u) / 8388608.0f;
+    x[e] = std::ldexp(e % 3 ? sig : -sig, static_cast<int>((e * 37) % 61) - 30);
+  }
+  std::vector<int64_t> lengths;
+  for (int64_t n = 0; n <= 70; ++n) lengths.push_back(n);
+  for (int64_t n : {255, 256, 257, 271, 288, 300, 511, 600}) lengths.push_back(n);
+  const double mean = 0.375;
+  for (int64_t n : lengths) {
+    const float* r = x.data();
+    const double want_sum = LaneSum(n, [r](int64_t i) { return static_cast<double>(r[i]); });
+    const double want_sq = LaneSum(n, [r, mean](int64_t i) {
+      const double d = static_cast<double>(r[i]) - mean;
+      return d * d;
+    });
+    const double got_sum = VRowSum(r, n), got_sq = VRowSumSqDev(r, n, mean);
+    EXPECT_EQ(std::memcmp(&got_sum, &want_sum, sizeof got_sum), 0) << "sum, n " << n << ": " << got_sum << " against " << want_sum;
+    EXPECT_EQ(std::memcmp(&got_sq, &want_sq, sizeof got_sq), 0) << "sum of squares, n " << n;
+  }
+}
+
+TEST(VRowsTest, RowSumsMatchTheirDefinitions) { WithAndWithoutIntrinsics(CheckRowSums); }
+
 // Batch normalization's block sums (VChannelSums, VChannelSumSqDevs, VChannelGradSums read and with ReLU's
 // and Clip's gradients made on the way; AVX-512 where the CPU has it) against their order as vrows.h defines
 // it, written out here: rows under kLongRow into eight lanes per channel that run over the images, totalled

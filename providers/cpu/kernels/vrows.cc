@@ -273,6 +273,41 @@ __attribute__((target("avx512f"))) void LayerNormGradSumsAvx512(const float* g, 
   LaneTotals<L>(pb, pbx, mb, mbx);
 }
 
+// SumLoop (mean null) and SumSqDevLoop in AVX-512 intrinsics: the same terms into the same L lanes in the
+// same order (LaneSteps), the square a multiply then an add as the compiled loops do it, and the lanes'
+// total in registers (LaneTotal32), which the compiled loops left to scalar adds through memory.
+template <int L>
+__attribute__((target("avx512f"))) double RowSumAvx512(const float* x, int64_t n, const double* mean) {
+  __m512d s[L / 8];
+  for (int k = 0; k < L / 8; ++k) s[k] = _mm512_setzero_pd();
+  const __m512d mv = _mm512_set1_pd(mean != nullptr ? *mean : 0.0);
+  LaneSteps<L>(n, [&](int64_t i, __mmask16 m, int k0, int k1) __attribute__((target("avx512f"))) {
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int k = h == 0 ? k0 : k1;
+      const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
+      __m512d t = WidenHalf(v, h);
+      if (mean != nullptr) {
+        t = _mm512_sub_pd(t, mv);
+        t = _mm512_mul_pd(t, t);
+      }
+      s[k] = _mm512_mask_add_pd(s[k], mh, s[k], t);
+    }
+  });
+  if constexpr (L == kSumLanes) {
+    return LaneTotal32(s);
+  } else {
+    double part[L];
+    for (int k = 0; k < L / 8; ++k) _mm512_storeu_pd(part + 8 * k, s[k]);
+    return LaneTotal<L>(part);
+  }
+}
+
+double RowSumFast(const float* x, int64_t n, const double* mean) {
+  return n >= kLongRow ? RowSumAvx512<kSumLanes>(x, n, mean) : RowSumAvx512<8>(x, n, mean);
+}
+
 template <SumsKind K>
 bool GradSumsFast(const float* x, const float* g, float* out, int64_t n, float a, float b, float lo, float hi,
                   float fill, double mean, double inv, double* sum, double* dot) {
@@ -301,8 +336,10 @@ bool VRowsIntrinsics() {
 
 void VRowsUseIntrinsics(bool use) { vrows_detail::g_use_intrinsics.store(use, std::memory_order_relaxed); }
 
-double VRowSum(const float* x, int64_t n) { return SumLoop(x, n); }
-double VRowSumSqDev(const float* x, int64_t n, double mean) { return SumSqDevLoop(x, n, mean); }
+double VRowSum(const float* x, int64_t n) { return VRowsIntrinsics() ? RowSumFast(x, n, nullptr) : SumLoop(x, n); }
+double VRowSumSqDev(const float* x, int64_t n, double mean) {
+  return VRowsIntrinsics() ? RowSumFast(x, n, &mean) : SumSqDevLoop(x, n, mean);
+}
 double VRowSumDotDev(const float* g, const float* x, int64_t n, double mean, double inv) {
   return SumDotDevLoop(g, x, n, mean, inv);
 }
