@@ -4,9 +4,11 @@
 //   against the definition in cpu_kernels_test.cc, ConvFloat32MatchesDefinition);
 // - stride-2 depthwise convolutions, on phase planes, keep each output's and dX entry's tap order (the
 //   same bits as the taps written out with std::fma);
-// - the weight gradient of 1x1 windows without pads (one GEMM per image, the batch's halves in parallel;
+// - the weight gradient of 1x1 windows without pads (one GEMM per image, the batch's halves in parallel, or
+//   register tiles over the batch;
 //   at strides above 1, a ResNet's downsampling shortcut, over the image's gathered samples) matches the
-//   definition, with the same bits at 1 and 2 threads.
+//   definition, with the same bits at 1 and 2 threads;
+// - dB where the direct weight gradient runs sums each image's transposed dY in its stated order.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -19,6 +21,7 @@
 #include "providers/cpu/cpu_provider.h"
 #include "tests/providers/kernel_test_util.h"
 #include "providers/cpu/kernels/depthwise.h"
+#include "providers/cpu/kernels/direct_conv.h"
 #include "providers/cpu/thread_pool.h"
 
 namespace ontrain {
@@ -275,6 +278,39 @@ TEST(ConvGradPathsTest, PointwiseWeightGradient) {
         }
         EXPECT_NEAR(got[0][r * cg + q], want, (t.dtype == DType::kFloat32 ? 1e-6 : 1e-14) * mag) << r << "," << q;
       }
+    }
+  }
+}
+
+// ConvGrad's dB per image where the direct weight gradient runs: DirectWeightGrad3x3::ChannelSums against
+// its order written out (even positions and odd ones, each in order from zero in double, then added), bit
+// for bit, on channel counts that fill one, two, three and four vectors and past one block of 64, and an
+// odd number of positions.
+TEST(CpuKernelsTest, DirectWeightGradChannelSumsFollowTheirOrder) {
+  if (!DirectConv2D::Available()) GTEST_SKIP() << "no AVX-512F on this CPU: ConvGrad sums dB by rows";
+  for (int64_t cout : {5, 16, 24, 48, 64, 70, 130}) {
+    WindowAttrs a;
+    a.kernel = {3, 3};
+    a.strides = {1, 1};
+    a.dilations = {1, 1};
+    a.pads = {0, 0, 0, 0};
+    const Shape in = {9, 7}, out = {7, 5};  // 35 positions
+    const DirectWeightGrad3x3 k(in, out, a, 2, cout);
+    const int64_t positions = 35, cp = k.cout_padded();
+    std::vector<float> dyt(positions * cp);
+    // Full 24-bit significands over exponents 60 apart, so that the double sums round and their order shows.
+    for (size_t e = 0; e < dyt.size(); ++e) {
+      const float sig = 1.0f + static_cast<float>((e * 2654435761u) % 8388608u) / 8388608.0f;
+      dyt[e] = std::ldexp(e % 3 ? sig : -sig, static_cast<int>((e * 37) % 61) - 30);
+    }
+    std::vector<double> got(cout, -1.0);
+    k.ChannelSums(dyt.data(), got.data());
+    for (int64_t o = 0; o < cout; ++o) {
+      double even = 0, odd = 0;
+      for (int64_t p = 0; p < positions; ++p) (p % 2 ? odd : even) += static_cast<double>(dyt[p * cp + o]);
+      const double want = even + odd;
+      EXPECT_EQ(std::memcmp(&got[o], &want, sizeof want), 0) << "cout " << cout << " channel " << o << ": " << got[o]
+                                                             << " against " << want;
     }
   }
 }

@@ -5,7 +5,6 @@
 // definitions, and which tiling the direct convolution takes. The thread pool's tests: thread_pool_test.cc.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <set>
 
@@ -425,39 +424,6 @@ TEST(CpuKernelsTest, DirectConvTilings) {
     const cpu::DirectConv2D dc(cpu::PaddedRows(in, out.value(), a), t.cin, t.cout);
     EXPECT_EQ(dc.row_tiles(), t.rows) << t.h << "x" << t.w << " " << t.cin << "->" << t.cout;
     EXPECT_EQ(dc.vector_rows(), t.vec) << t.h << "x" << t.w << " " << t.cin << "->" << t.cout;
-  }
-}
-
-// ConvGrad's dB per image where the direct weight gradient runs: DirectWeightGrad3x3::ChannelSums against
-// its order written out (even positions and odd ones, each in order from zero in double, then added), bit
-// for bit, on channel counts that fill one, two, three and four vectors and past one block of 64, and an
-// odd number of positions.
-TEST(CpuKernelsTest, DirectWeightGradChannelSumsFollowTheirOrder) {
-  if (!cpu::DirectConv2D::Available()) GTEST_SKIP() << "no AVX-512F on this CPU: ConvGrad sums dB by rows";
-  for (int64_t cout : {5, 16, 24, 48, 64, 70, 130}) {
-    cpu::WindowAttrs a;
-    a.kernel = {3, 3};
-    a.strides = {1, 1};
-    a.dilations = {1, 1};
-    a.pads = {0, 0, 0, 0};
-    const Shape in = {9, 7}, out = {7, 5};  // 35 positions
-    const cpu::DirectWeightGrad3x3 k(in, out, a, 2, cout);
-    const int64_t positions = 35, cp = k.cout_padded();
-    std::vector<float> dyt(positions * cp);
-    // Full 24-bit significands over exponents 60 apart, so that the double sums round and their order shows.
-    for (size_t e = 0; e < dyt.size(); ++e) {
-      const float sig = 1.0f + static_cast<float>((e * 2654435761u) % 8388608u) / 8388608.0f;
-      dyt[e] = std::ldexp(e % 3 ? sig : -sig, static_cast<int>((e * 37) % 61) - 30);
-    }
-    std::vector<double> got(cout, -1.0);
-    k.ChannelSums(dyt.data(), got.data());
-    for (int64_t o = 0; o < cout; ++o) {
-      double even = 0, odd = 0;
-      for (int64_t p = 0; p < positions; ++p) (p % 2 ? odd : even) += static_cast<double>(dyt[p * cp + o]);
-      const double want = even + odd;
-      EXPECT_EQ(std::memcmp(&got[o], &want, sizeof want), 0) << "cout " << cout << " channel " << o << ": " << got[o]
-                                                             << " against " << want;
-    }
   }
 }
 

@@ -34,6 +34,19 @@ struct alignas(64) DwLanes {
 
 // Whether the flat kernels take this geometry on this CPU.
 bool DwVectorApplies(const Geo2D& g);
+// Whether the forward pass's output is Y1 itself (stride 1, output the size of x).
+bool DwSameSize(const Geo2D& g);
+
+// The register kernels (depthwise_registers.cc) for planes of up to kDwRegVectors vectors whose taps reach
+// at most 16 floats, with the flat kernels' sums in their order (the same bits). False, computing nothing,
+// where they do not take the geometry: the forward pass over f (stride 1, the output x's size) for all
+// channels; dX and dW (the flat kernels' `data` and `weights` forms; strided windows with dY spread) for
+// channels [c0, c1).
+constexpr int kDwRegVectors = 4;
+bool DwForwardInRegisters(const float* x, const float* w, const float* bias, float* y, int64_t n, int64_t c,
+                          const Geo2D& g, const DwFlat& f, ThreadPool* pool);
+bool DwBackwardInRegisters(const float* dy, const float* x, const float* w, float* dx, float* dw, int64_t n, int64_t c,
+                           int64_t c0, int64_t c1, const Geo2D& g, const DwFlat& data, const DwFlat& weights);
 
 // Sets the masks of a flat kernel over an hd x wd output plane (`vectors` 16-element vectors, [vectors,
 // taps] masks, cleared first): tap t reads inside its source at the outputs (r, o) with r in [rlo[t],

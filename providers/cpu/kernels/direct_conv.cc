@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "providers/cpu/kernels/common.h"
+#include "providers/cpu/kernels/vrows.h"
 
 namespace ontrain {
 namespace cpu {
@@ -432,6 +433,108 @@ __attribute__((target("avx512f"))) void DirectWeightGrad3x3::ChannelSums(const f
     }
     for (int64_t o = o0; o < std::min(cout_, o0 + 64); ++o) out[o] = block[o - o0];
   }
+}
+
+__attribute__((target("avx512f"))) void DirectWeightGrad3x3::UnpoolOutputGrad(const float* g, const uint8_t* codes,
+                                                                              int64_t ph, int64_t pw, float* work,
+                                                                              float* dyt) const {
+  // g and the codes transposed into `work` (g's, then the codes widened to int32), 16 x 16 blocks in
+  // registers; then each output position 16 channels a vector: its window's codes against the code that
+  // names the position.
+  const int64_t m = cout_, cp = cout_pad_, oh = rows_.oh, ow = rows_.ow;
+  const int64_t windows = ph * pw;
+  float* gt = work;
+  int32_t* ct = reinterpret_cast<int32_t*>(work + windows * cp);
+  alignas(64) int32_t wide[256];
+  for (int64_t o0 = 0; o0 < cp; o0 += 16) {
+    for (int64_t w0 = 0; w0 < windows; w0 += 16) {
+      if (o0 + 16 <= m && w0 + 16 <= windows) {
+        Transpose16x16(g + o0 * windows + w0, windows, gt + w0 * cp + o0, cp);
+        for (int r = 0; r < 16; ++r) {
+          const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + (o0 + r) * windows + w0));
+          _mm512_store_si512(wide + 16 * r, _mm512_cvtepu8_epi32(b));
+        }
+        Transpose16x16(reinterpret_cast<const float*>(wide), 16, reinterpret_cast<float*>(ct + w0 * cp + o0), cp);
+        continue;
+      }
+      for (int64_t w = w0; w < std::min(windows, w0 + 16); ++w) {
+        for (int64_t o = o0; o < o0 + 16; ++o) {
+          gt[w * cp + o] = o < m ? g[o * windows + w] : 0.0f;
+          ct[w * cp + o] = o < m ? codes[o * windows + w] : 0;
+        }
+      }
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512i seven = _mm512_set1_epi32(7);
+  for (int64_t r = 0; r < oh; ++r) {
+    for (int64_t c = 0; c < ow; ++c) {
+      float* out = dyt + (r * ow + c) * cp;
+      if (r >= 2 * ph || c >= 2 * pw) {  // no window covers it
+        for (int64_t o = 0; o < cp; o += 16) _mm512_storeu_ps(out + o, zero);
+        continue;
+      }
+      const int64_t w = (r / 2) * pw + c / 2;
+      const __m512i want = _mm512_set1_epi32(static_cast<int32_t>(2 * (r % 2) + c % 2 + kWindowCodePositive));
+      for (int64_t o = 0; o < cp; o += 16) {
+        const __m512i code = _mm512_and_si512(_mm512_loadu_si512(ct + w * cp + o), seven);
+        const __mmask16 hit = _mm512_cmpeq_epi32_mask(code, want);
+        _mm512_storeu_ps(out + o, _mm512_add_ps(zero, _mm512_maskz_loadu_ps(hit, gt + w * cp + o)));
+      }
+    }
+  }
+}
+
+namespace {
+
+template <bool kInputOuter>
+__attribute__((target("avx512f"))) void PointwiseWeightGradTiles(const float* dy, int64_t dy_image, const float* x,
+                                                            int64_t x_image, int64_t n, int64_t hw, int64_t o0,
+                                                            int64_t o1, int64_t c0, int64_t c1, float* dw, int64_t ld) {
+  auto tile = [&](int64_t o, int64_t ch) __attribute__((target("avx512f"))) {
+    __m512 acc[4][4];
+    for (int a = 0; a < 4; ++a) {
+      for (int b = 0; b < 4; ++b) acc[a][b] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const float* d = dy + i * dy_image + o * hw;
+      const float* xr = x + i * x_image + ch * hw;
+      for (int64_t p = 0; p < hw; p += 16) {
+        __m512 dv[4], xv[4];
+        for (int a = 0; a < 4; ++a) dv[a] = _mm512_loadu_ps(d + a * hw + p);
+        for (int b = 0; b < 4; ++b) xv[b] = _mm512_loadu_ps(xr + b * hw + p);
+        for (int a = 0; a < 4; ++a) {
+          for (int b = 0; b < 4; ++b) acc[a][b] = _mm512_fmadd_ps(dv[a], xv[b], acc[a][b]);
+        }
+      }
+    }
+    for (int a = 0; a < 4; ++a) {
+      for (int b = 0; b < 4; ++b) {
+        alignas(64) float lane[16];
+        _mm512_store_ps(lane, acc[a][b]);
+        float sum = 0;
+        for (float l : lane) sum += l;
+        dw[(o + a) * ld + ch + b] = sum;
+      }
+    }
+  };
+  if constexpr (kInputOuter) {
+    for (int64_t ch = c0; ch < c1; ch += 4) {
+      for (int64_t o = o0; o < o1; o += 4) tile(o, ch);
+    }
+  } else {
+    for (int64_t o = o0; o < o1; o += 4) {
+      for (int64_t ch = c0; ch < c1; ch += 4) tile(o, ch);
+    }
+  }
+}
+
+}  // namespace
+
+void PointwiseWeightGrad(const float* dy, int64_t dy_image, const float* x, int64_t x_image, int64_t n, int64_t hw,
+                         int64_t o0, int64_t o1, int64_t c0, int64_t c1, bool input_outer, float* dw, int64_t ld) {
+  if (input_outer) PointwiseWeightGradTiles<true>(dy, dy_image, x, x_image, n, hw, o0, o1, c0, c1, dw, ld);
+  else PointwiseWeightGradTiles<false>(dy, dy_image, x, x_image, n, hw, o0, o1, c0, c1, dw, ld);
 }
 
 void DirectWeightGrad3x3::Run(const float* xp, const float* dyt, int64_t images, float* out) const {

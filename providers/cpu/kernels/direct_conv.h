@@ -22,6 +22,8 @@
 // Conv's forward pass runs on it where the CPU has AVX-512F (checked at run time); elsewhere Conv keeps its
 // GEMM paths. ConvGrad's input gradient runs on it too where the tiling computes few positions it drops
 // (grad_conv.cc).
+// PointwiseWeightGrad is the weight gradient of 1x1 windows at stride 1: register tiles of 4 x 4 channels
+// over the batch.
 // DirectWeightGrad3x3 is ConvGrad's weight gradient of 3x3 windows: vectors over output channels instead of
 // positions (a tile of 3 output channels by 9 taps with vectors over positions was measured slower on every
 // ResNet layer, 8x8: 2.9 -> 4.0 ms, for its lane sums and unaligned loads).
@@ -177,6 +179,13 @@ class DirectWeightGrad3x3 {
   // each in order from zero, then the two added. ConvGrad's dB per image wherever this kernel runs, so
   // that every way of making dyt (transposed, or unpooled straight into it) sums alike.
   void ChannelSums(const float* dyt, double* out) const;
+  // Floats of UnpoolOutputGrad's work memory for a pooled plane of ph x pw.
+  int64_t unpool_work_size(int64_t ph, int64_t pw) const { return 2 * ph * pw * cout_pad_; }
+  // MaxPoolReluGrad's dX for one image straight into dyt [oh * ow, cout_padded()], from dZ g [cout, ph * pw]
+  // and its window codes (vrows.h; 2x2 windows at stride 2): the values the unpooling writes (+0 + g at the
+  // element the code names where its positive bit is set, +0 elsewhere and in the padded channels),
+  // without the plane-major dY, its transpose or its reads. `work` holds unpool_work_size(ph, pw) floats.
+  void UnpoolOutputGrad(const float* g, const uint8_t* codes, int64_t ph, int64_t pw, float* work, float* dyt) const;
   // out [cin * 9, cout_padded()] (row c * 9 + a * 3 + b) = the sum over `images` images of the products of
   // xp (padded images, image_size() apart) and dyt (transposed_size() apart).
   void Run(const float* xp, const float* dyt, int64_t images, float* out) const;
@@ -194,6 +203,17 @@ class DirectWeightGrad3x3 {
   PaddedRows rows_;  // the padded planes' geometry (hp, wp, oh, ow); its n assumes stride 1 and is unused
   int64_t stride_ = 1, cin_ = 0, cout_ = 0, cout_pad_ = 0;
 };
+
+// dW of a 1x1 convolution at stride 1 over planes of `hw` floats (a multiple of 16): dw[o * ld + ch] for
+// the tiles of 4 output channels o and 4 input channels ch in [o0, o1) x [c0, c1) = the sum over n images
+// and all positions of dy[i][o][p] * x[i][ch][p] (images dy_image and x_image floats apart). A tile keeps
+// 16 accumulators of 16 positions' lanes in registers across all the images (each step 8 loads for 16
+// FMAs, no partial sums in memory, no per-image GEMM calls); each lane sums its positions (p mod 16) over
+// images in order, then the 16 lanes are added in order. The outer loop runs over the operand whose rows
+// take more memory, so that the inner tiles re-read the smaller one from cache (input_outer: dY is the
+// smaller, as in a 1x1 layer narrowing 128 channels to 16). AVX-512F; o0, o1, c0, c1 multiples of 4.
+void PointwiseWeightGrad(const float* dy, int64_t dy_image, const float* x, int64_t x_image, int64_t n, int64_t hw,
+                         int64_t o0, int64_t o1, int64_t c0, int64_t c1, bool input_outer, float* dw, int64_t ld);
 
 }  // namespace cpu
 }  // namespace ontrain

@@ -18,109 +18,6 @@ namespace ontrain {
 namespace cpu {
 namespace {
 
-// MaxPoolReluGrad's dX for one image straight into DirectWeightGrad3x3's transposed layout: dyt [oh * ow,
-// cp] (cp: the padded channel count) from dZ g [m, ph * pw] and its window codes, the values the
-// unpooling writes (+0 + g at the element the code names where its positive bit is set, +0 elsewhere and
-// in the channels past m) without the plane-major dY, its transpose or its reads. g and the codes are
-// transposed first into `work` (2 ph pw cp floats: g's, then the codes widened to int32), 16 x 16 blocks
-// in registers; then each output position is 16 channels a vector: its window's codes against the code
-// that names the position.
-__attribute__((target("avx512f"))) void UnpoolTransposed(const float* g, const uint8_t* codes, int64_t m, int64_t ph,
-                                                         int64_t pw, int64_t oh, int64_t ow, int64_t cp, float* work,
-                                                         float* dyt) {
-  const int64_t windows = ph * pw;
-  float* gt = work;
-  int32_t* ct = reinterpret_cast<int32_t*>(work + windows * cp);
-  alignas(64) int32_t wide[256];
-  for (int64_t o0 = 0; o0 < cp; o0 += 16) {
-    for (int64_t w0 = 0; w0 < windows; w0 += 16) {
-      if (o0 + 16 <= m && w0 + 16 <= windows) {
-        Transpose16x16(g + o0 * windows + w0, windows, gt + w0 * cp + o0, cp);
-        for (int r = 0; r < 16; ++r) {
-          const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + (o0 + r) * windows + w0));
-          _mm512_store_si512(wide + 16 * r, _mm512_cvtepu8_epi32(b));
-        }
-        Transpose16x16(reinterpret_cast<const float*>(wide), 16, reinterpret_cast<float*>(ct + w0 * cp + o0), cp);
-        continue;
-      }
-      for (int64_t w = w0; w < std::min(windows, w0 + 16); ++w) {
-        for (int64_t o = o0; o < o0 + 16; ++o) {
-          gt[w * cp + o] = o < m ? g[o * windows + w] : 0.0f;
-          ct[w * cp + o] = o < m ? codes[o * windows + w] : 0;
-        }
-      }
-    }
-  }
-  const __m512 zero = _mm512_setzero_ps();
-  const __m512i seven = _mm512_set1_epi32(7);
-  for (int64_t r = 0; r < oh; ++r) {
-    for (int64_t c = 0; c < ow; ++c) {
-      float* out = dyt + (r * ow + c) * cp;
-      if (r >= 2 * ph || c >= 2 * pw) {  // no window covers it
-        for (int64_t o = 0; o < cp; o += 16) _mm512_storeu_ps(out + o, zero);
-        continue;
-      }
-      const int64_t w = (r / 2) * pw + c / 2;
-      const __m512i want = _mm512_set1_epi32(static_cast<int32_t>(2 * (r % 2) + c % 2 + kWindowCodePositive));
-      for (int64_t o = 0; o < cp; o += 16) {
-        const __m512i code = _mm512_and_si512(_mm512_loadu_si512(ct + w * cp + o), seven);
-        const __mmask16 hit = _mm512_cmpeq_epi32_mask(code, want);
-        _mm512_storeu_ps(out + o, _mm512_add_ps(zero, _mm512_maskz_loadu_ps(hit, gt + w * cp + o)));
-      }
-    }
-  }
-}
-
-// dW of a 1x1 convolution at stride 1 over planes of `hw` floats (a multiple of 16): dw[o * ld + ch] for
-// the tiles of 4 output channels o and 4 input channels ch in [o0, o1) x [c0, c1) = the sum over n images
-// and all positions of dy[i][o][p] * x[i][ch][p] (images dy_image and x_image floats apart). A tile keeps
-// 16 accumulators of 16 positions' lanes in registers across all the images (each step 8 loads for 16
-// FMAs, no partial sums in memory, no per-image GEMM calls); each lane sums its positions (p mod 16) over
-// images in order, then the 16 lanes are added in order. The outer loop runs over the operand whose rows
-// take more memory, so that the inner tiles re-read the smaller one from cache (kInputOuter: dY is the
-// smaller, as in a 1x1 layer narrowing 128 channels to 16).
-template <bool kInputOuter>
-__attribute__((target("avx512f"))) void PointwiseWeightGrad(const float* dy, int64_t dy_image, const float* x,
-                                                            int64_t x_image, int64_t n, int64_t hw, int64_t o0,
-                                                            int64_t o1, int64_t c0, int64_t c1, float* dw, int64_t ld) {
-  auto tile = [&](int64_t o, int64_t ch) __attribute__((target("avx512f"))) {
-    __m512 acc[4][4];
-    for (int a = 0; a < 4; ++a) {
-      for (int b = 0; b < 4; ++b) acc[a][b] = _mm512_setzero_ps();
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      const float* d = dy + i * dy_image + o * hw;
-      const float* xr = x + i * x_image + ch * hw;
-      for (int64_t p = 0; p < hw; p += 16) {
-        __m512 dv[4], xv[4];
-        for (int a = 0; a < 4; ++a) dv[a] = _mm512_loadu_ps(d + a * hw + p);
-        for (int b = 0; b < 4; ++b) xv[b] = _mm512_loadu_ps(xr + b * hw + p);
-        for (int a = 0; a < 4; ++a) {
-          for (int b = 0; b < 4; ++b) acc[a][b] = _mm512_fmadd_ps(dv[a], xv[b], acc[a][b]);
-        }
-      }
-    }
-    for (int a = 0; a < 4; ++a) {
-      for (int b = 0; b < 4; ++b) {
-        alignas(64) float lane[16];
-        _mm512_store_ps(lane, acc[a][b]);
-        float sum = 0;
-        for (float l : lane) sum += l;
-        dw[(o + a) * ld + ch + b] = sum;
-      }
-    }
-  };
-  if constexpr (kInputOuter) {
-    for (int64_t ch = c0; ch < c1; ch += 4) {
-      for (int64_t o = o0; o < o1; o += 4) tile(o, ch);
-    }
-  } else {
-    for (int64_t o = o0; o < o1; o += 4) {
-      for (int64_t ch = c0; ch < c1; ch += 4) tile(o, ch);
-    }
-  }
-}
-
 // ConvGrad(dY, X, W) -> (dX?, dW?, dB?) with the forward Conv's attributes.
 //   col(dX_g) = W_g^T [cg*K, mg] * dY_g, scattered back (images in parallel);
 //   dW_g = dY_g [mg, N*O] * col(X_g)^T [N*O, cg*K] (one GEMM over the batch when it fits, else per image);
@@ -178,9 +75,6 @@ class ConvGradKernel : public OpKernel {
     if (codes_ && (2 * dy->dim(2) > out_[0] || 2 * dy->dim(3) > out_[1])) {
       return InvalidArgument("dZ ", ShapeToString(dy->shape()), " is not a 2x2 pooling of the convolution's output ",
                              ShapeToString(expect), ", which compact Indices need");
-    }
-    if (codes_ && !lanes_.fits(out_[0], out_[1], dy->dim(2), dy->dim(3))) {
-      lanes_ = Unpool2x2Lanes(out_[0], out_[1], dy->dim(2), dy->dim(3));
     }
     // Scratch: one patch matrix per thread (dX); for dW, per thread the patch matrix of a chunk of images
     // and their dY laid out as [mg, images * O] (one GEMM per chunk), and each chunk's partial dW. The chunk
@@ -259,13 +153,17 @@ class ConvGradKernel : public OpKernel {
     // Window codes there: dY unpooled straight into the transposed layout (UnpoolTransposed), through a
     // buffer of the transposed dZ and codes.
     unpool_transposed_ = per_image_ && codes_;
+    // Elsewhere window codes are unpooled plane by plane (ScatterPooledImage), small planes by lane tables.
+    if (codes_ && !unpool_transposed_ && !lanes_.fits(out_[0], out_[1], dy->dim(2), dy->dim(3))) {
+      lanes_ = Unpool2x2Lanes(out_[0], out_[1], dy->dim(2), dy->dim(3));
+    }
     // dB from each image's transposed dY (DirectWeightGrad3x3::ChannelSums) wherever the direct weight
     // gradient makes it, in one group: a sum that the unpooling into that layout can give too.
     dt_sums_ = dw_direct_ && group_ == 1 && ctx.output_requested(2);
     dy_offset_ = elems;
-    const int64_t per_thread =
-        std::max(m * ShapeNumElements(out_),
-                 unpool_transposed_ ? 2 * dy->dim(2) * dy->dim(3) * dwk_.cout_padded() : int64_t{0});
+    // Per thread: the image's dY (ScatterPooledImage), or the transposed dZ and codes (UnpoolOutputGrad).
+    const int64_t per_thread = unpool_transposed_ ? dwk_.unpool_work_size(dy->dim(2), dy->dim(3))
+                                                  : m * ShapeNumElements(out_);
     const int64_t after_dy = dy_offset_ + (!pooled_ ? 0 : per_image_ ? slots_ * per_thread : ShapeNumElements(expect));
     // The images' sums start at an even float offset, so that the doubles are aligned (the scratch is).
     sums_offset_ = (after_dy + 1) / 2 * 2;
@@ -392,9 +290,9 @@ class ConvGradKernel : public OpKernel {
             const int64_t outer = (input_outer ? cg : mg) / 4, inner = input_outer ? mg : cg;
             ParallelFor(ctx.thread_pool(), outer, 2.0 * static_cast<double>(4 * inner * osize * n), [&](int64_t q0, int64_t q1) {
               if (input_outer) {
-                PointwiseWeightGrad<true>(dyg, m * osize, xg, c * isize, n, osize, 0, mg, 4 * q0, 4 * q1, dwg, cg);
+                PointwiseWeightGrad(dyg, m * osize, xg, c * isize, n, osize, 0, mg, 4 * q0, 4 * q1, true, dwg, cg);
               } else {
-                PointwiseWeightGrad<false>(dyg, m * osize, xg, c * isize, n, osize, 4 * q0, 4 * q1, 0, cg, dwg, cg);
+                PointwiseWeightGrad(dyg, m * osize, xg, c * isize, n, osize, 4 * q0, 4 * q1, 0, cg, false, dwg, cg);
               }
             });
           }
@@ -466,9 +364,9 @@ class ConvGradKernel : public OpKernel {
                     if (unpool_transposed_) {  // this image's dY made in the transposed layout
                       const Tensor& dz = *ctx.input(0);
                       const int64_t psize = dz.dim(2) * dz.dim(3);
-                      UnpoolTransposed(dz.data<float>() + i * m * psize, ctx.input(1)->data<uint8_t>() + i * m * psize,
-                                       m, dz.dim(2), dz.dim(3), out_[0], out_[1], dwk_.cout_padded(),
-                                       scratch + dy_offset_ + (slot % slots_) * dy_slot_, dyti);
+                      dwk_.UnpoolOutputGrad(dz.data<float>() + i * m * psize,
+                                            ctx.input(1)->data<uint8_t>() + i * m * psize, dz.dim(2), dz.dim(3),
+                                            scratch + dy_offset_ + (slot % slots_) * dy_slot_, dyti);
                     } else {
                       if (per_image_) {  // this image's dY into the thread's buffer
                         float* buf = scratch + dy_offset_ + (slot % slots_) * dy_slot_;
@@ -708,8 +606,9 @@ class ConvGradKernel : public OpKernel {
   Unpool2x2Lanes lanes_;  // codes_: the flat unpooling's tables for this shape
   bool per_image_ = false;  // pooled_: dY per image in a thread's buffer (else whole, at dy_offset_)
   bool unpool_transposed_ = false;  // per_image_ with codes_: dY unpooled into the transposed layout
+                                    // (DirectWeightGrad3x3::UnpoolOutputGrad)
   bool dt_sums_ = false;    // dB from the images' transposed dY (DirectWeightGrad3x3::ChannelSums)
-  bool dw_tiles_ = false;   // dw_pointwise_ by PointwiseWeightGrad (float32, AVX-512, stride 1)
+  bool dw_tiles_ = false;   // dw_pointwise_ by PointwiseWeightGrad (direct_conv.h; float32, AVX-512, stride 1)
   int64_t dy_slot_ = 0;     // per_image_: floats of each thread's dY buffer
   int64_t dy_offset_ = 0;   // pooled_: where dY's buffers start in the scratch
   int64_t sums_offset_ = 0; // per_image_ or dt_sums_: where the images' dB sums (doubles) start

@@ -338,7 +338,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PlanesUnpool2x2LanesAv
         g0 = _mm512_loadu_ps(gp + b);
         g1 = _mm512_loadu_ps(gp + b + 16);
         cb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + b));
-      } else {  // masked (slow on Zen 5), so that nothing past the range is read
+      } else {  // at the range's end only: masked, so that nothing past the range is read
         const int64_t avail = (p1 - p) * osize - b;
         g0 = _mm512_maskz_loadu_ps(LanesUpTo(avail), gp + b);
         g1 = _mm512_maskz_loadu_ps(LanesUpTo(avail - 16), gp + b + 16);

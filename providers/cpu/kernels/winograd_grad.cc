@@ -49,6 +49,20 @@ __attribute__((target("avx512f"))) inline void PutRow(float* row, int64_t n, boo
   if (n > 16) _mm512_mask_storeu_ps(row + 16, m1, hi);
 }
 
+// A f A^T of 16 tiles (f[u][t]: row u, column t of each tile, lanes the tiles) stored at `at` in the 16
+// transformed positions' rows of V, `vplane` apart: A along each row, then down the rows (z[m] is position
+// 4 m + n).
+__attribute__((target("avx512f"), always_inline)) inline void PutTileTransforms(const __m512 f[2][2], float* at,
+                                                                              int64_t vplane) {
+  __m512 g[2][4];
+  for (int u = 0; u < 2; ++u) ApplyA(f[u][0], f[u][1], g[u]);
+  for (int n = 0; n < 4; ++n) {
+    __m512 z[4];
+    ApplyA(g[0][n], g[1][n], z);
+    for (int m = 0; m < 4; ++m) _mm512_storeu_ps(at + (4 * m + n) * vplane, z[m]);
+  }
+}
+
 }  // namespace
 
 __attribute__((target("avx512f"))) void Winograd3x3::TransformOutputGrad(const float* dy, int64_t images,
@@ -88,18 +102,12 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformOutputGrad(const f
             f[u][0] = _mm512_permutex2var_ps(a, pick0, e);
             f[u][1] = _mm512_permutex2var_ps(a, pick1, e);
           }
-          __m512 g[2][4];
-          for (int u = 0; u < 2; ++u) ApplyA(f[u][0], f[u][1], g[u]);
-          for (int n = 0; n < 4; ++n) {
-            __m512 z[4];
-            ApplyA(g[0][n], g[1][n], z);
-            for (int m = 0; m < 4; ++m) _mm512_storeu_ps(vc + (4 * m + n) * vplane + i * tw, z[m]);
-          }
+          PutTileTransforms(f, vc + i * tw, vplane);
         }
       }
     }
   }
-  for (int64_t c = 0; c < cin && tw > 8; ++c) {
+  for (int64_t c = 0; c < cin && tw > 8; ++c) {  // longer rows: 16 tiles of one row a step
     for (int64_t b = 0; b < images; ++b) {
       const float* d = dy + (b * cin + c) * osize;
       float* vc = v + c * ld + b * tiles;
@@ -115,13 +123,7 @@ __attribute__((target("avx512f"))) void Winograd3x3::TransformOutputGrad(const f
           // f[u][t]: row u, column t of each tile (lanes: tiles j0 ..).
           const __m512 f[2][2] = {{_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1)},
                                   {_mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)}};
-          __m512 g[2][4];  // A on the columns of each row
-          for (int u = 0; u < 2; ++u) ApplyA(f[u][0], f[u][1], g[u]);
-          for (int n = 0; n < 4; ++n) {
-            __m512 z[4];  // A down the rows: z[m] is position 4 m + n
-            ApplyA(g[0][n], g[1][n], z);
-            for (int m = 0; m < 4; ++m) _mm512_storeu_ps(vc + (4 * m + n) * vplane + i * tw + j0, z[m]);
-          }
+          PutTileTransforms(f, vc + i * tw + j0, vplane);
         }
       }
     }
