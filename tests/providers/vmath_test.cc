@@ -288,6 +288,18 @@ TEST(VRowsTest, StrideTwoRowsMatchTheirDefinitions) {
 
 // Runs check with the normalization sums' AVX-512 intrinsics (where the CPU has them), then with their
 // compiled per-ISA loops (VRowsUseIntrinsics(false)): both must give the bits the check expects.
+// LaneSum's order with the accumulation spelled out: add(lane, i) adds element i into its lane (for the
+// sums whose terms are fused into the lane's add), the lanes totalled as LaneSum totals them.
+template <int L>
+double LanesOf(int64_t n, const std::function<void(double&, int64_t)>& add) {
+  double part[L] = {};
+  ForLanes<L>(n, [&](int64_t i, int j) { add(part[j], i); });
+  return LaneTotal<L>(part);
+}
+double LaneAccumulate(int64_t n, const std::function<void(double&, int64_t)>& add) {
+  return n >= kLongRow ? LanesOf<kSumLanes>(n, add) : LanesOf<8>(n, add);
+}
+
 void WithAndWithoutIntrinsics(void (*check)()) {
   for (bool intrinsics : {true, false}) {
     SCOPED_TRACE(intrinsics ? "intrinsics" : "compiled loops");
@@ -299,13 +311,13 @@ void WithAndWithoutIntrinsics(void (*check)()) {
 
 // Batch normalization's gradient sums (VRowSumAndDotDev; VRowAffineActGradSums with ReLU's and Clip's
 // gradients made from x on the way), AVX-512 where the CPU has it and the compiled loops, against their
-// definitions: the gradient row element by element, and LaneSum of it and of g (x - mean) inv, compiled
-// here without contraction. Every row length up to 70 and long ones around kLongRow (8 and 32 lanes, their
+// definitions: the gradient row element by element, LaneSum of it, and LaneSum's lanes of g (x - mean)
+// each fused into its lane's add. Every row length up to 70 and long ones around kLongRow (8 and 32 lanes, their
 // tails); y exactly at 0 and at Clip's bounds, a -0 and a NaN in g (kept, or replaced by the fill where y
 // is outside), and x outside where nothing may be read.
 void CheckBatchNormGradientSums() {
   const float a = 1.5f, b = -0.75f, lo = 0.0f, hi = 6.0f, fill = -0.0f;
-  const double mean = 0.3125, inv = 1.7;
+  const double mean = 0.3125;
   std::vector<int64_t> lengths;
   for (int64_t n = 1; n <= 70; ++n) lengths.push_back(n);
   for (int64_t n : {255, 256, 257, 271, 272, 287, 288, 300, 1000, 1024}) lengths.push_back(n);
@@ -328,12 +340,13 @@ void CheckBatchNormGradientSums() {
           want[i] = kind == 0 ? g[i] : kind == 1 ? (y > 0.0f ? g[i] : 0.0f) : ((y >= lo) & (y <= hi) ? g[i] : fill);
         }
         const double want_sum = LaneSum(n, [&](int64_t i) { return static_cast<double>(want[i]); });
-        const double want_dot =
-            LaneSum(n, [&](int64_t i) { return static_cast<double>(want[i]) * (x[i] - mean) * inv; });
+        const double want_dot = LaneAccumulate(n, [&](double& l, int64_t i) {
+          l = std::fma(static_cast<double>(want[i]), static_cast<double>(x[i]) - mean, l);
+        });
         double sum = 0, dot = 0;
-        if (kind == 0) VRowSumAndDotDev(g.data(), x.data(), n, mean, inv, &sum, &dot);
+        if (kind == 0) VRowSumAndDotDev(g.data(), x.data(), n, mean, &sum, &dot);
         else VRowAffineActGradSums(x.data(), g.data(), out.data(), n, a, b, kind == 1 ? RowAct::kRelu : RowAct::kClip,
-                                   lo, hi, fill, mean, inv, &sum, &dot);
+                                   lo, hi, fill, mean, &sum, &dot);
         if (kind > 0) {
           for (int64_t i = 0; i < n + 32; ++i) {
             ASSERT_EQ(std::memcmp(&out[i], &want[i], sizeof(float)), 0) << "kind " << kind << " at " << i;
@@ -352,8 +365,9 @@ void CheckBatchNormGradientSums() {
 
 TEST(VRowsTest, BatchNormGradientSumsMatchTheirDefinitions) { WithAndWithoutIntrinsics(CheckBatchNormGradientSums); }
 
-// Batch normalization's row sums (VRowSum, VRowSumSqDev), AVX-512 where the CPU has it and the compiled
-// loops, against LaneSum of their terms written out (the square a multiply then an add), bit for bit:
+// The normalizations' row sums (VRowSum, VRowSumSqDev; VRowMoments), AVX-512 where the CPU has it and the
+// compiled loops, against LaneSum of their terms written out (the square a multiply then an add; the
+// moments' square fused into its lane's add), bit for bit:
 // every row length up to 70 and long ones around kLongRow (8 and 32 lanes, the 32-lane tree's total in
 // registers), values over exponents 60 apart so that the double sums round.
 void CheckRowSums() {
@@ -376,15 +390,25 @@ void CheckRowSums() {
     const double got_sum = VRowSum(r, n), got_sq = VRowSumSqDev(r, n, mean);
     EXPECT_EQ(std::memcmp(&got_sum, &want_sum, sizeof got_sum), 0) << "sum, n " << n << ": " << got_sum << " against " << want_sum;
     EXPECT_EQ(std::memcmp(&got_sq, &want_sq, sizeof got_sq), 0) << "sum of squares, n " << n;
+    const double want_ms = LaneAccumulate(n, [&](double& l, int64_t i) { l += static_cast<double>(r[i]) - mean; });
+    const double want_mq = LaneAccumulate(n, [&](double& l, int64_t i) {
+      const double d = static_cast<double>(r[i]) - mean;
+      l = std::fma(d, d, l);
+    });
+    double got_ms = -1, got_mq = -1;
+    VRowMoments(r, n, mean, &got_ms, &got_mq);
+    EXPECT_EQ(std::memcmp(&got_ms, &want_ms, sizeof got_ms), 0) << "moments' sum, n " << n;
+    EXPECT_EQ(std::memcmp(&got_mq, &want_mq, sizeof got_mq), 0) << "moments' squares, n " << n;
   }
 }
 
 TEST(VRowsTest, RowSumsMatchTheirDefinitions) { WithAndWithoutIntrinsics(CheckRowSums); }
 
-// Batch normalization's block sums (VChannelSums, VChannelSumSqDevs, VChannelGradSums read and with ReLU's
-// and Clip's gradients made on the way; AVX-512 where the CPU has it) against their order as vrows.h defines
-// it, written out here: rows under kLongRow into eight lanes per channel that run over the images, totalled
-// in lane order once; longer rows LaneSum per row, added in image order. Blocks of 1 and 3 channels inside
+// Batch normalization's block sums (VChannelMoments, VChannelGradSums read and with ReLU's and Clip's
+// gradients made on the way; AVX-512 where the CPU has it) against their order as vrows.h defines it,
+// written out here: rows under kLongRow into eight lanes per channel that run over the images, totalled in
+// lane order once; longer rows LaneSum's lanes per row, added in image order; the gradient's dot sum times
+// inv once at the end. Blocks of 1 and 3 channels inside
 // 5 (rows ld apart), 1 and 5 images, every short length up to 33 and others around kLongRow, magnitudes
 // 2^-60 .. 2^60 (so the order shows in the bits), and the gradient rows written where asked, nothing else.
 // Both with the AVX-512 intrinsics (where the CPU has them) and with the compiled per-ISA loops
@@ -410,16 +434,18 @@ void CheckBatchNormChannelBlockSums() {
         const float* xb = x.data() + c0 * inner;
         const float* gb = g.data() + c0 * inner;
         auto at = [&](const float* p, int64_t b, int64_t j, int64_t i) { return p[b * ld + j * inner + i]; };
-        // The definition: term(b, j, i) summed in the order above.
-        auto ordered = [&](int64_t j, const std::function<double(int64_t, int64_t)>& term) {
+        // The definition: add(lane, b, i) adds element (b, i) into its lane in the order above.
+        auto ordered = [&](const std::function<void(double&, int64_t, int64_t)>& add) {
           if (inner >= kLongRow) {
             double s = 0;
-            for (int64_t b = 0; b < images; ++b) s += LaneSum(inner, [&](int64_t i) { return term(b, i); });
+            for (int64_t b = 0; b < images; ++b) {
+              s += LaneAccumulate(inner, [&](double& l, int64_t i) { add(l, b, i); });
+            }
             return s;
           }
           double lanes[8] = {};
           for (int64_t b = 0; b < images; ++b) {
-            for (int64_t i = 0; i < inner; ++i) lanes[i % 8] += term(b, i);
+            for (int64_t i = 0; i < inner; ++i) add(lanes[i % 8], b, i);
           }
           double s = 0;
           for (double l : lanes) s += l;
@@ -433,19 +459,16 @@ void CheckBatchNormChannelBlockSums() {
           a[j] = 1.5f - 0.25f * static_cast<float>(j);
           bb[j] = -0.75f;
         }
-        double sum[3], want[3];
-        VChannelSums(gb, r, sum);
+        double sum[3], want[3], sq[3];
+        VChannelMoments(gb, r, mean, sum, sq);
         for (int64_t j = 0; j < nb; ++j) {
-          want[j] = ordered(j, [&](int64_t b, int64_t i) { return static_cast<double>(at(gb, b, j, i)); });
-          EXPECT_EQ(std::memcmp(&sum[j], &want[j], sizeof(double)), 0) << "sum, channel " << j << ": " << sum[j];
-        }
-        VChannelSumSqDevs(gb, r, mean, sum);
-        for (int64_t j = 0; j < nb; ++j) {
-          want[j] = ordered(j, [&](int64_t b, int64_t i) {
+          want[j] = ordered([&](double& l, int64_t b, int64_t i) { l += static_cast<double>(at(gb, b, j, i)) - mean[j]; });
+          EXPECT_EQ(std::memcmp(&sum[j], &want[j], sizeof(double)), 0) << "moments' sum, channel " << j << ": " << sum[j];
+          want[j] = ordered([&](double& l, int64_t b, int64_t i) {
             const double d = static_cast<double>(at(gb, b, j, i)) - mean[j];
-            return d * d;
+            l = std::fma(d, d, l);
           });
-          EXPECT_EQ(std::memcmp(&sum[j], &want[j], sizeof(double)), 0) << "sum sq dev, channel " << j;
+          EXPECT_EQ(std::memcmp(&sq[j], &want[j], sizeof(double)), 0) << "moments' squares, channel " << j;
         }
         for (int kind = 0; kind < 3; ++kind) {
           // The gradient rows go to a buffer of nb rows per image with a gap of one row after them.
@@ -464,9 +487,9 @@ void CheckBatchNormChannelBlockSums() {
           double dot[3], want_dot[3];
           VChannelGradSums(gb, xb, r, kind == 0 ? nullptr : &act, mean, inv, sum, dot);
           for (int64_t j = 0; j < nb; ++j) {
-            want[j] = ordered(j, [&](int64_t b, int64_t i) { return static_cast<double>(grad(b, j, i)); });
-            want_dot[j] = ordered(j, [&](int64_t b, int64_t i) {
-              return static_cast<double>(grad(b, j, i)) * (at(xb, b, j, i) - mean[j]) * inv[j];
+            want[j] = ordered([&](double& l, int64_t b, int64_t i) { l += static_cast<double>(grad(b, j, i)); });
+            want_dot[j] = inv[j] * ordered([&](double& l, int64_t b, int64_t i) {
+              l = std::fma(static_cast<double>(grad(b, j, i)), static_cast<double>(at(xb, b, j, i)) - mean[j], l);
             });
             EXPECT_EQ(std::memcmp(&sum[j], &want[j], sizeof(double)), 0) << "kind " << kind << ", channel " << j;
             EXPECT_EQ(std::memcmp(&dot[j], &want_dot[j], sizeof(double)), 0) << "kind " << kind << ", channel " << j;
@@ -479,6 +502,67 @@ void CheckBatchNormChannelBlockSums() {
 }
 
 TEST(VRowsTest, BatchNormChannelBlockSumsFollowTheirOrder) { WithAndWithoutIntrinsics(CheckBatchNormChannelBlockSums); }
+
+// One pass about a shift keeps the variance to double precision where the sum of squares minus the squared
+// sum loses it: a channel of 4096 values 10^4 + U(-0.01, 0.01) (the mean 10^6 standard deviations from 0),
+// the shift its first value (as BatchNormalization picks it), against a two-pass variance in long double.
+// The same sums about 0 lose about 1e-4 of it (the cancellation grows with (mean - shift)^2 / variance,
+// here 3e12), which shows the data is a test of the shift.
+TEST(VRowsTest, MomentsAboutAShiftGiveTheVariance) {
+  const int64_t images = 4, inner = 1024;
+  std::vector<float> x(images * inner);
+  uint32_t state = 12345;
+  for (float& v : x) {
+    state = state * 1664525u + 1013904223u;
+    v = 10000.0f + (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 0.02f;
+  }
+  long double mean = 0, var = 0;
+  for (float v : x) mean += v;
+  mean /= static_cast<long double>(x.size());
+  for (float v : x) var += (v - mean) * (v - mean);
+  var /= static_cast<long double>(x.size());
+  const ChannelRows r{images, inner, 1, inner};
+  const double cnt = static_cast<double>(x.size());
+  for (double shift : {static_cast<double>(x[0]), 0.0}) {
+    double sum, sq;
+    VChannelMoments(x.data(), r, &shift, &sum, &sq);
+    const double d = sum / cnt, got_mean = shift + d, got_var = (sq - sum * d) / cnt;
+    const double rel = std::fabs(got_var - static_cast<double>(var)) / static_cast<double>(var);
+    if (shift == 0.0) {
+      EXPECT_GT(rel, 1e-6) << "about 0";
+      continue;
+    }
+    EXPECT_NEAR(got_mean, static_cast<double>(mean), 1e-12 * 1e4);
+    EXPECT_LT(rel, 1e-12);
+  }
+}
+
+// Batch normalization's input gradient row (VRowBatchNormGrad, compiled per ISA) against its definition
+// written out with the same fused multiply-adds, bit for bit, every length to 40 and long ones; and against
+// coef (m g - db - (x - mean) inv ds) in long double, within one float rounding (half an ulp of the
+// result) plus a hair, so the rewritten form is the formula.
+TEST(VRowsTest, BatchNormInputGradientMatchesItsDefinition) {
+  const double mean = 0.3125, inv = 1.7, coef = 0.02, m = 64, db = 3.25, ds = -1.5;
+  const double a = coef * m, b = -coef * inv * ds, c = -coef * db;
+  for (int64_t n : {1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 40, 255, 256, 257, 1000}) {
+    std::vector<float> g(n), x(n), dx(n + 16, 99.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      g[i] = static_cast<float>(std::cos(0.29 * static_cast<double>(i)) * 2.0);
+      x[i] = static_cast<float>(std::sin(0.71 * static_cast<double>(i)) * 5.0);
+    }
+    VRowBatchNormGrad(g.data(), x.data(), dx.data(), n, mean, a, b, c);
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = static_cast<float>(std::fma(a, static_cast<double>(g[i]),
+                                                     std::fma(b, static_cast<double>(x[i]) - mean, c)));
+      ASSERT_EQ(std::memcmp(&dx[i], &want, sizeof want), 0) << "n " << n << ", element " << i;
+      const long double exact = static_cast<long double>(coef) *
+                                (static_cast<long double>(m) * g[i] - db - (x[i] - static_cast<long double>(mean)) * inv * ds);
+      EXPECT_LE(std::fabs(static_cast<double>(dx[i] - exact)), 0.5000001 * std::fabs(std::nextafter(dx[i], INFINITY) - dx[i]))
+          << "n " << n << ", element " << i;
+    }
+    for (int64_t i = n; i < n + 16; ++i) EXPECT_EQ(dx[i], 99.0f) << "written past the row, n " << n;
+  }
+}
 
 // LayerNormalizationGrad's row pass (VRowLayerNormGradSums, AVX-512 where the CPU has it) against its
 // definition: xh = (x - mean) inv and b = g scale inv in float, ds += g xh and db += g into running float

@@ -112,7 +112,8 @@ class BatchNormGradKernel : public OpKernel {
                 const int64_t base = (b * c + cb + j) * inner;
                 if constexpr (std::is_same_v<T, float>) {
                   const float* g = affine != nullptr ? dy_block + (b * blk + j) * inner : pdy + base;
-                  VRowBatchNormGrad(g, px + base, pdx + base, inner, mean[j], inv[j], coef[j], m, db[j], ds[j]);
+                  VRowBatchNormGrad(g, px + base, pdx + base, inner, mean[j], coef[j] * m, -coef[j] * inv[j] * ds[j],
+                                    -coef[j] * db[j]);
                 } else {
                   for (int64_t i = 0; i < inner; ++i) {
                     double xh = (static_cast<float>(px[base + i]) - mean[j]) * inv[j];

@@ -86,8 +86,9 @@ class BatchNormKernel : public OpKernel {
       const RowAct act = activation_ == "Relu" ? RowAct::kRelu : RowAct::kClip;
       // Channels in parallel, in blocks read image by image (contiguous runs of the block's channels; one
       // row per image and channel, 128 KB apart, ran at a fifth of the memory's speed); each channel's sums
-      // in a fixed order whatever the blocks and threads: float32 VChannelSums's (vrows.h), other types
-      // LaneSum per row, rows in image order.
+      // in a fixed order whatever the blocks and threads: float32 VChannelMoments's (vrows.h) in one pass,
+      // about the channel's first value (near its mean: the variance keeps double precision), other types
+      // LaneSum per row in two passes, rows in image order.
       const int64_t blk = NormChannelBlock(n, inner, 1);
       const double cnt = static_cast<double>(n * inner);
       auto row_sum = [&](const T* row) {
@@ -107,9 +108,14 @@ class BatchNormKernel : public OpKernel {
           if (training_) {
             if constexpr (std::is_same_v<T, float>) {  // the block's sums per ISA (vrows.h: their order)
               const ChannelRows rows{n, c * inner, nb, inner};
-              VChannelSums(px + cb * inner, rows, s);
-              for (int64_t j = 0; j < nb; ++j) s[j] /= cnt;  // the batch mean
-              VChannelSumSqDevs(px + cb * inner, rows, s, s2);
+              double shift[kNormMaxBlock];
+              for (int64_t j = 0; j < nb; ++j) shift[j] = cnt > 0 ? px[(cb + j) * inner] : 0.0;
+              VChannelMoments(px + cb * inner, rows, shift, s, s2);
+              for (int64_t j = 0; j < nb; ++j) {
+                const double dev = s[j], d = dev / cnt, sq = s2[j] - dev * d;
+                s[j] = shift[j] + d;          // the batch mean
+                s2[j] = sq < 0.0 ? 0.0 : sq;  // cnt times the batch variance (rounding can go below 0; NaN stays)
+              }
             } else {
               for (int64_t j = 0; j < nb; ++j) s[j] = s2[j] = 0;
               for (int64_t bt = 0; bt < n; ++bt) {

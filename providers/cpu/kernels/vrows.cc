@@ -27,36 +27,47 @@ ONT_VROWS_CLONES double SumSqDevLoop(const float* x, int64_t n, double mean) {
   });
 }
 
-ONT_VROWS_CLONES double SumDotDevLoop(const float* g, const float* x, int64_t n, double mean, double inv) {
-  return LaneSum(n, [g, x, mean, inv](int64_t i) { return static_cast<double>(g[i]) * (x[i] - mean) * inv; });
-}
-
-// SumLoop(g) and SumDotDevLoop(g, x) in one pass: the same lanes, expressions and final order, so the same
-// two results (LaneSum's lanes for rows of n). g(i) gives element i of the gradient row (read, or made on
-// the way: AffineClipGradSumsLoop), so every caller sums with these expressions.
+// The sum of g and the dot sum of g (x - mean) in one pass, LaneSum's lanes for rows of n (the dot's lanes
+// by DotDevAdd). g(i) gives element i of the gradient row (read, or made on the way:
+// AffineClipGradSumsLoop), so every caller sums with these expressions.
 template <int L, typename G>
-__attribute__((always_inline)) inline void SumAndDotDevLanes(G g, const float* x, int64_t n, double mean, double inv,
-                                                             double* sum, double* dot) {
+__attribute__((always_inline)) inline void SumAndDotDevLanes(G g, const float* x, int64_t n, double mean, double* sum,
+                                                             double* dot) {
   double ps[L] = {}, pd[L] = {};
   ForLanes<L>(n, [&](int64_t i, int j) {
     const float v = g(i);
     ps[j] += static_cast<double>(v);
-    pd[j] += DotDevTerm(v, x[i], mean, inv);
+    pd[j] = DotDevAdd(pd[j], v, x[i], mean);
   });
   *sum = LaneTotal<L>(ps);
   *dot = LaneTotal<L>(pd);
 }
 
 template <typename G>
-__attribute__((always_inline)) inline void SumAndDotDevOf(G g, const float* x, int64_t n, double mean, double inv,
-                                                          double* sum, double* dot) {
-  if (n >= kLongRow) SumAndDotDevLanes<kSumLanes>(g, x, n, mean, inv, sum, dot);
-  else SumAndDotDevLanes<8>(g, x, n, mean, inv, sum, dot);
+__attribute__((always_inline)) inline void SumAndDotDevOf(G g, const float* x, int64_t n, double mean, double* sum,
+                                                          double* dot) {
+  if (n >= kLongRow) SumAndDotDevLanes<kSumLanes>(g, x, n, mean, sum, dot);
+  else SumAndDotDevLanes<8>(g, x, n, mean, sum, dot);
 }
 
-ONT_VROWS_CLONES void SumAndDotDevLoop(const float* g, const float* x, int64_t n, double mean, double inv, double* sum,
+ONT_VROWS_CLONES void SumAndDotDevLoop(const float* g, const float* x, int64_t n, double mean, double* sum,
                                        double* dot) {
-  SumAndDotDevOf([g](int64_t i) { return g[i]; }, x, n, mean, inv, sum, dot);
+  SumAndDotDevOf([g](int64_t i) { return g[i]; }, x, n, mean, sum, dot);
+}
+
+// The moments about a shift (VRowMoments) in LaneSum's lanes, MomentsAdd's terms.
+template <int L>
+__attribute__((always_inline)) inline void MomentsLanes(const float* x, int64_t n, double shift, double* sum,
+                                                        double* sq) {
+  double ps[L] = {}, pq[L] = {};
+  ForLanes<L>(n, [&](int64_t i, int j) { MomentsAdd(ps[j], pq[j], x[i], shift); });
+  *sum = LaneTotal<L>(ps);
+  *sq = LaneTotal<L>(pq);
+}
+
+ONT_VROWS_CLONES void MomentsLoop(const float* x, int64_t n, double shift, double* sum, double* sq) {
+  if (n >= kLongRow) MomentsLanes<kSumLanes>(x, n, shift, sum, sq);
+  else MomentsLanes<8>(x, n, shift, sum, sq);
 }
 
 // LayerNormalization's rows: the same float expressions as the generic kernels, vectorized per ISA.
@@ -121,30 +132,29 @@ ONT_VROWS_CLONES void AffineClipLoop(const float* x, float* y, int64_t n, float 
 // The activation's gradient of rows y = x * a + b (AffineLoop's values) written to out, and
 // SumAndDotDevLoop's two sums of it in the same pass.
 ONT_VROWS_CLONES void AffineReluGradSumsLoop(const float* x, const float* g, float* out, int64_t n, float a, float b,
-                                             double mean, double inv, double* sum, double* dot) {
+                                             double mean, double* sum, double* dot) {
   auto grad = [&](int64_t i) {
     const float y = x[i] * a + b;
     return out[i] = ReluGradOf(y, g[i]);
   };
-  SumAndDotDevOf(grad, x, n, mean, inv, sum, dot);
+  SumAndDotDevOf(grad, x, n, mean, sum, dot);
 }
 
 ONT_VROWS_CLONES void AffineClipGradSumsLoop(const float* x, const float* g, float* out, int64_t n, float a, float b,
-                                             float lo, float hi, float fill, double mean, double inv, double* sum,
+                                             float lo, float hi, float fill, double mean, double* sum,
                                              double* dot) {
   auto grad = [&](int64_t i) {
     const float y = x[i] * a + b;
     return out[i] = ClipGradOf(y, g[i], lo, hi, fill);
   };
-  SumAndDotDevOf(grad, x, n, mean, inv, sum, dot);
+  SumAndDotDevOf(grad, x, n, mean, sum, dot);
 }
 
-ONT_VROWS_CLONES void BatchNormGradLoop(const float* g, const float* x, float* dx, int64_t n, double mean, double inv,
-                                        double coef, double m, double db, double ds) {
+ONT_VROWS_CLONES void BatchNormGradLoop(const float* g, const float* x, float* dx, int64_t n, double mean, double a,
+                                        double b, double c) {
   for (int64_t i = 0; i < n; ++i) {
-    double xh = (x[i] - mean) * inv;
-    double gi = g[i];
-    dx[i] = static_cast<float>(coef * (m * gi - db - xh * ds));
+    const double t = __builtin_fma(b, static_cast<double>(x[i]) - mean, c);
+    dx[i] = static_cast<float>(__builtin_fma(a, static_cast<double>(g[i]), t));
   }
 }
 
@@ -230,12 +240,12 @@ __attribute__((target("avx512f"))) void ScatterAdd2Avx512(const float* s, int64_
 template <SumsKind K, int L>
 __attribute__((target("avx512f"))) void GradSumsAvx512(const float* x, const float* g, float* out, int64_t n, float a,
                                                        float b, float lo, float hi, float fill, double mean,
-                                                       double inv, double* sum, double* dot) {
+                                                       double* sum, double* dot) {
   constexpr int kAcc = L / 8;  // double vectors of lanes
   __m512d s[kAcc], d[kAcc];
   for (int k = 0; k < kAcc; ++k) s[k] = d[k] = _mm512_setzero_pd();
   const GradSumsArgs c{_mm512_set1_ps(a),  _mm512_set1_ps(b),     _mm512_set1_ps(lo),   _mm512_set1_ps(hi),
-                       _mm512_set1_ps(K == SumsKind::kClip ? fill : 0.0f), _mm512_set1_pd(mean), _mm512_set1_pd(inv)};
+                       _mm512_set1_ps(K == SumsKind::kClip ? fill : 0.0f), _mm512_set1_pd(mean)};
   LaneSteps<L>(n, [&](int64_t i, __mmask16 m, int k0, int k1) __attribute__((target("avx512f"))) {
     GradSumsStep<K>(x, g, out, i, m, k0, k1, c, s, d);
   });
@@ -308,12 +318,34 @@ double RowSumFast(const float* x, int64_t n, const double* mean) {
   return n >= kLongRow ? RowSumAvx512<kSumLanes>(x, n, mean) : RowSumAvx512<8>(x, n, mean);
 }
 
+// MomentsLoop in AVX-512 intrinsics: MomentsAdd's terms into the same lanes (LaneSteps), totalled as
+// LaneTotal does.
+template <int L>
+__attribute__((target("avx512f"))) void RowMomentsAvx512(const float* x, int64_t n, double shift, double* sum,
+                                                         double* sq) {
+  __m512d s[L / 8], q[L / 8];
+  for (int k = 0; k < L / 8; ++k) s[k] = q[k] = _mm512_setzero_pd();
+  const __m512d sv = _mm512_set1_pd(shift);
+  LaneSteps<L>(n, [&](int64_t i, __mmask16 m, int k0, int k1) __attribute__((target("avx512f"))) {
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int k = h == 0 ? k0 : k1;
+      const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
+      const __m512d d = _mm512_sub_pd(WidenHalf(v, h), sv);
+      s[k] = _mm512_mask_add_pd(s[k], mh, s[k], d);
+      q[k] = _mm512_mask3_fmadd_pd(d, d, q[k], mh);
+    }
+  });
+  LaneTotals<L>(s, q, sum, sq);
+}
+
 template <SumsKind K>
 bool GradSumsFast(const float* x, const float* g, float* out, int64_t n, float a, float b, float lo, float hi,
-                  float fill, double mean, double inv, double* sum, double* dot) {
+                  float fill, double mean, double* sum, double* dot) {
   if (!VRowsIntrinsics()) return false;  // (always so under ThreadSanitizer)
-  if (n >= kLongRow) GradSumsAvx512<K, kSumLanes>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
-  else GradSumsAvx512<K, 8>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
+  if (n >= kLongRow) GradSumsAvx512<K, kSumLanes>(x, g, out, n, a, b, lo, hi, fill, mean, sum, dot);
+  else GradSumsAvx512<K, 8>(x, g, out, n, a, b, lo, hi, fill, mean, sum, dot);
   return true;
 }
 
@@ -340,12 +372,14 @@ double VRowSum(const float* x, int64_t n) { return VRowsIntrinsics() ? RowSumFas
 double VRowSumSqDev(const float* x, int64_t n, double mean) {
   return VRowsIntrinsics() ? RowSumFast(x, n, &mean) : SumSqDevLoop(x, n, mean);
 }
-double VRowSumDotDev(const float* g, const float* x, int64_t n, double mean, double inv) {
-  return SumDotDevLoop(g, x, n, mean, inv);
+void VRowMoments(const float* x, int64_t n, double shift, double* sum, double* sq) {
+  if (!VRowsIntrinsics()) return MomentsLoop(x, n, shift, sum, sq);
+  if (n >= kLongRow) RowMomentsAvx512<kSumLanes>(x, n, shift, sum, sq);
+  else RowMomentsAvx512<8>(x, n, shift, sum, sq);
 }
-void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, double inv, double* sum, double* dot) {
-  if (GradSumsFast<SumsKind::kNone>(x, g, nullptr, n, 0, 0, 0, 0, 0, mean, inv, sum, dot)) return;
-  SumAndDotDevLoop(g, x, n, mean, inv, sum, dot);
+void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, double* sum, double* dot) {
+  if (GradSumsFast<SumsKind::kNone>(x, g, nullptr, n, 0, 0, 0, 0, 0, mean, sum, dot)) return;
+  SumAndDotDevLoop(g, x, n, mean, sum, dot);
 }
 void VRowAffine(const float* x, float* y, int64_t n, float a, float b) { AffineLoop(x, y, n, a, b); }
 void VRowAffineAct(const float* x, float* y, int64_t n, float a, float b, RowAct act, float lo, float hi) {
@@ -353,13 +387,13 @@ void VRowAffineAct(const float* x, float* y, int64_t n, float a, float b, RowAct
   else AffineClipLoop(x, y, n, a, b, lo, hi);
 }
 void VRowAffineActGradSums(const float* x, const float* g, float* out, int64_t n, float a, float b, RowAct act,
-                           float lo, float hi, float fill, double mean, double inv, double* sum, double* dot) {
+                           float lo, float hi, float fill, double mean, double* sum, double* dot) {
   if (act == RowAct::kRelu) {
-    if (!GradSumsFast<SumsKind::kRelu>(x, g, out, n, a, b, 0, 0, 0, mean, inv, sum, dot)) {
-      AffineReluGradSumsLoop(x, g, out, n, a, b, mean, inv, sum, dot);
+    if (!GradSumsFast<SumsKind::kRelu>(x, g, out, n, a, b, 0, 0, 0, mean, sum, dot)) {
+      AffineReluGradSumsLoop(x, g, out, n, a, b, mean, sum, dot);
     }
-  } else if (!GradSumsFast<SumsKind::kClip>(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot)) {
-    AffineClipGradSumsLoop(x, g, out, n, a, b, lo, hi, fill, mean, inv, sum, dot);
+  } else if (!GradSumsFast<SumsKind::kClip>(x, g, out, n, a, b, lo, hi, fill, mean, sum, dot)) {
+    AffineClipGradSumsLoop(x, g, out, n, a, b, lo, hi, fill, mean, sum, dot);
   }
 }
 void VRowLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t n, float mean, float inv) {
@@ -384,9 +418,9 @@ void VRowSelect32(const uint8_t* c, const uint32_t* x, bool x_whole, const uint3
   Select32Loop(c, x, x_whole, y, y_whole, o, n);
 }
 
-void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
-                       double m, double db, double ds) {
-  BatchNormGradLoop(g, x, dx, n, mean, inv, coef, m, db, ds);
+void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double a, double b,
+                       double c) {
+  BatchNormGradLoop(g, x, dx, n, mean, a, b, c);
 }
 
 void VRowsGather2(const float* x, int64_t x_ld, float* d, int64_t d_ld, int64_t rows, int64_t n) {

@@ -73,10 +73,12 @@ inline int64_t NormChannelBlock(int64_t n, int64_t inner, int64_t arrays) {
 double VRowSum(const float* x, int64_t n);
 // sum (x[i] - mean)^2
 double VRowSumSqDev(const float* x, int64_t n, double mean);
-// sum g[i] * (x[i] - mean) * inv
-double VRowSumDotDev(const float* g, const float* x, int64_t n, double mean, double inv);
-// VRowSum(g) and VRowSumDotDev(g, x, mean, inv) in one pass over g (the same two results).
-void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, double inv, double* sum, double* dot);
+// The moments of a row about `shift` in one pass: *sum = sum d and *sq = sum d^2, d = x[i] - shift in
+// double (each square fused into its lane's add). With the shift near the mean (a value of the data),
+// sq / n - (sum / n)^2 is the variance to double precision without a second pass for the mean.
+void VRowMoments(const float* x, int64_t n, double shift, double* sum, double* sq);
+// *sum = sum g[i] and *dot = sum g[i] * (x[i] - mean), each product fused into its lane's add, in one pass.
+void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, double* sum, double* dot);
 // y[i] = x[i] * a + b (float arithmetic)
 void VRowAffine(const float* x, float* y, int64_t n, float a, float b);
 // The activation a BatchNormActivation kernel applies to its affine rows, with the bits of the separate
@@ -86,9 +88,9 @@ enum class RowAct { kRelu, kClip };
 void VRowAffineAct(const float* x, float* y, int64_t n, float a, float b, RowAct act, float lo, float hi);
 // The activation's gradient applied to g where its input was y = x[i] * a + b (VRowAffine's values):
 // Relu y > 0 ? g : 0 (ReluGrad), Clip lo <= y <= hi ? g : fill (ClipGrad), into out; and in the same pass
-// VRowSumAndDotDev(out, x, mean, inv)'s two sums (the same results).
+// VRowSumAndDotDev(out, x, mean)'s two sums (the same results).
 void VRowAffineActGradSums(const float* x, const float* g, float* out, int64_t n, float a, float b, RowAct act,
-                           float lo, float hi, float fill, double mean, double inv, double* sum, double* dot);
+                           float lo, float hi, float fill, double mean, double* sum, double* dot);
 // Layer normalization of one row (float arithmetic): y[i] = (x[i] - mean) * inv * scale[i] (+ bias[i] when
 // bias is not null).
 void VRowLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t n, float mean, float inv);
@@ -108,13 +110,13 @@ void VRowLayerNormGradDx(const float* g, const float* x, const float* scale, flo
 struct ChannelRows {
   int64_t n, ld, nb, inner;
 };
-// sum[j] = the sum of channel j's x
-void VChannelSums(const float* x, const ChannelRows& r, double* sum);
-// sum[j] = the sum of (x - mean[j])^2 over channel j
-void VChannelSumSqDevs(const float* x, const ChannelRows& r, const double* mean, double* sum);
-// The gradient's two sums per channel: sum[j] of g and dot[j] of g (x - mean[j]) inv[j], g (at x's
-// offsets in g) read as it is (act == nullptr), or made from it by the activation's gradient as
-// VRowAffineActGradSums makes it (a[j], b[j] the channel's affine; written to out + b * out_ld + j * inner).
+// Channel j's moments about shift[j] in one pass (VRowMoments's terms): sum[j] of d and sq[j] of d^2,
+// d = x - shift[j].
+void VChannelMoments(const float* x, const ChannelRows& r, const double* shift, double* sum, double* sq);
+// The gradient's two sums per channel: sum[j] of g and dot[j] = inv[j] * (the sum of g (x - mean[j]), in
+// VRowSumAndDotDev's terms), g (at x's offsets in g) read as it is (act == nullptr), or made from it by the
+// activation's gradient as VRowAffineActGradSums makes it (a[j], b[j] the channel's affine; written to
+// out + b * out_ld + j * inner).
 struct ChannelAct {
   RowAct act;
   float lo, hi, fill;
@@ -128,9 +130,10 @@ void VChannelGradSums(const float* g, const float* x, const ChannelRows& r, cons
 // VChannel functions and VRowLayerNormGradSums) run their compiled per-ISA loops instead of their AVX-512
 // intrinsics, which must give the same bits; true (the default) lets them choose by the CPU again.
 void VRowsUseIntrinsics(bool use);
-// Batch normalization's input gradient: dx[i] = float(coef * (m * g[i] - db - (x[i] - mean) * inv * ds)).
-void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double inv, double coef,
-                       double m, double db, double ds);
+// Batch normalization's input gradient coef * (m g - db - (x - mean) inv ds) as
+// dx[i] = float(a * g[i] + (b * (x[i] - mean) + c)) in double, each step one fused multiply-add, with
+// a = coef m, b = -coef inv ds, c = -coef db.
+void VRowBatchNormGrad(const float* g, const float* x, float* dx, int64_t n, double mean, double a, double b, double c);
 
 // o[i] = c[i] != 0 ? x[x_whole ? i : 0] : y[y_whole ? i : 0] for 4-byte elements, without branches.
 void VRowSelect32(const uint8_t* c, const uint32_t* x, bool x_whole, const uint32_t* y, bool y_whole, uint32_t* o,

@@ -1,6 +1,6 @@
-// Batch normalization's per-channel block sums of vrows.h (VChannelSums, VChannelSumSqDevs,
-// VChannelGradSums): rows of kLongRow or more through the per-row VRow sums, shorter rows in eight lanes
-// per channel over all its rows, as compiled per-ISA loops and as AVX-512 intrinsics with the same bits.
+// Batch normalization's per-channel block sums of vrows.h (VChannelMoments, VChannelGradSums): rows of
+// kLongRow or more through the per-row VRow sums, shorter rows in eight lanes per channel over all its
+// rows, as compiled per-ISA loops and as AVX-512 intrinsics with the same bits.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -20,46 +20,35 @@ inline void PrefetchRun(const float* p, int64_t n) {
 
 using namespace vrows_detail;  // NOLINT: the shared lane helpers of vrows_lanes.h
 
-// The short-row channel sums of VChannelSums and friends (rows under kLongRow): eight lanes per channel
-// that run over all its rows (ForLanes<8> of each row into the channel's lanes, images in order), totalled
-// once per channel by LaneTotal<8>. f(row, i) gives the term of element i of a row (a channel's term
-// functions get the channel index through `row`).
-template <typename F>
-__attribute__((always_inline)) inline void ShortChannelLanes(const ChannelRows& r, F f, double* out) {
-  double lanes[kNormMaxBlock][8] = {};
+// The short-row channel sums (rows under kLongRow): eight lanes per channel that run over all its rows
+// (ForLanes<8> of each row into the channel's lanes, images in order), totalled once per channel by
+// LaneTotal<8>.
+ONT_VROWS_CLONES void ShortChannelMomentsLoop(const float* x, const ChannelRows& r, const double* shift, double* sum,
+                                              double* sq) {
+  double ls[kNormMaxBlock][8] = {}, lq[kNormMaxBlock][8] = {};
   for (int64_t b = 0; b < r.n; ++b) {
     for (int64_t j = 0; j < r.nb; ++j) {
-      double* l = lanes[j];
-      ForLanes<8>(r.inner, [&](int64_t i, int k) { l[k] += f(b, j, i); });
+      const float* row = x + b * r.ld + j * r.inner;
+      ForLanes<8>(r.inner, [&](int64_t i, int k) { MomentsAdd(ls[j][k], lq[j][k], row[i], shift[j]); });
     }
   }
-  for (int64_t j = 0; j < r.nb; ++j) out[j] = LaneTotal<8>(lanes[j]);
-}
-
-ONT_VROWS_CLONES void ShortChannelSumsLoop(const float* x, const ChannelRows& r, double* sum) {
-  ShortChannelLanes(r, [&](int64_t b, int64_t j, int64_t i) { return static_cast<double>(x[b * r.ld + j * r.inner + i]); },
-                    sum);
-}
-
-ONT_VROWS_CLONES void ShortChannelSumSqDevsLoop(const float* x, const ChannelRows& r, const double* mean, double* sum) {
-  ShortChannelLanes(r, [&](int64_t b, int64_t j, int64_t i) {
-    const double d = static_cast<double>(x[b * r.ld + j * r.inner + i]) - mean[j];
-    return d * d;
-  }, sum);
+  for (int64_t j = 0; j < r.nb; ++j) {
+    sum[j] = LaneTotal<8>(ls[j]);
+    sq[j] = LaneTotal<8>(lq[j]);
+  }
 }
 
 // The two gradient sums (SumAndDotDevLanes's terms), g read or made by the activation's gradient (the
 // expressions of AffineReluGradSumsLoop and AffineClipGradSumsLoop).
 ONT_VROWS_CLONES void ShortChannelGradSumsLoop(const float* g, const float* x, const ChannelRows& r,
-                                               const ChannelAct* act, const double* mean, const double* inv,
-                                               double* sum, double* dot) {
+                                               const ChannelAct* act, const double* mean, double* sum, double* dot) {
   double ls[kNormMaxBlock][8] = {}, ld[kNormMaxBlock][8] = {};
   for (int64_t b = 0; b < r.n; ++b) {
     for (int64_t j = 0; j < r.nb; ++j) {
       const int64_t base = b * r.ld + j * r.inner;
       const float *gr = g + base, *xr = x + base;
       float* out = act != nullptr ? act->out + b * act->out_ld + j * r.inner : nullptr;
-      const double mj = mean[j], ij = inv[j];
+      const double mj = mean[j];
       ForLanes<8>(r.inner, [&](int64_t i, int k) {
         float v = gr[i];
         if (act != nullptr) {
@@ -68,7 +57,7 @@ ONT_VROWS_CLONES void ShortChannelGradSumsLoop(const float* g, const float* x, c
           out[i] = v;
         }
         ls[j][k] += static_cast<double>(v);
-        ld[j][k] += DotDevTerm(v, xr[i], mj, ij);
+        ld[j][k] = DotDevAdd(ld[j][k], v, xr[i], mj);
       });
     }
   }
@@ -78,45 +67,39 @@ ONT_VROWS_CLONES void ShortChannelGradSumsLoop(const float* g, const float* x, c
   }
 }
 
-// The short-row channel sums in AVX-512 intrinsics: each channel's eight lanes in one double vector (in
-// memory between rows: a block has up to kNormMaxBlock channels), each row walked as LaneSteps<8> walks it,
-// so the lanes get ShortChannelLanes's terms in its order.
-__attribute__((target("avx512f"))) void ShortChannelSumsAvx512(const float* x, const ChannelRows& r,
-                                                               const double* mean, double* sum) {
-  __m512d acc[kNormMaxBlock];
-  for (int64_t j = 0; j < r.nb; ++j) acc[j] = _mm512_setzero_pd();
+// The short-row channel moments in AVX-512 intrinsics: each channel's eight lanes of each sum in one double
+// vector (in memory between rows: a block has up to kNormMaxBlock channels), each row walked as
+// LaneSteps<8> walks it, so the lanes get ShortChannelMomentsLoop's terms in its order.
+__attribute__((target("avx512f"))) void ShortChannelMomentsAvx512(const float* x, const ChannelRows& r,
+                                                                  const double* shift, double* sum, double* sq) {
+  __m512d s[kNormMaxBlock], q[kNormMaxBlock];
+  for (int64_t j = 0; j < r.nb; ++j) s[j] = q[j] = _mm512_setzero_pd();
   for (int64_t b = 0; b < r.n; ++b) {
-    if (mean == nullptr && b + 1 < r.n) PrefetchRun(x + (b + 1) * r.ld, r.nb * r.inner);  // the first pass
+    if (b + 1 < r.n) PrefetchRun(x + (b + 1) * r.ld, r.nb * r.inner);
     for (int64_t j = 0; j < r.nb; ++j) {
       const float* row = x + b * r.ld + j * r.inner;
-      __m512d a = acc[j];
-      const __m512d mj = _mm512_set1_pd(mean != nullptr ? mean[j] : 0.0);
+      __m512d sj = s[j], qj = q[j];
+      const __m512d kj = _mm512_set1_pd(shift[j]);
       LaneSteps<8>(r.inner, [&](int64_t i, __mmask16 m, int, int) __attribute__((target("avx512f"))) {
         const __m512 v = _mm512_maskz_loadu_ps(m, row + i);
         for (int h = 0; h < 2; ++h) {
           const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
-          __m512d t = WidenHalf(v, h);
-          if (mean != nullptr) {
-            t = _mm512_sub_pd(t, mj);
-            t = _mm512_mul_pd(t, t);
-          }
-          a = _mm512_mask_add_pd(a, mh, a, t);
+          const __m512d d = _mm512_sub_pd(WidenHalf(v, h), kj);
+          sj = _mm512_mask_add_pd(sj, mh, sj, d);
+          qj = _mm512_mask3_fmadd_pd(d, d, qj, mh);
         }
       });
-      acc[j] = a;
+      s[j] = sj;
+      q[j] = qj;
     }
   }
-  alignas(64) double lanes[8];
-  for (int64_t j = 0; j < r.nb; ++j) {
-    _mm512_store_pd(lanes, acc[j]);
-    sum[j] = LaneTotal<8>(lanes);
-  }
+  for (int64_t j = 0; j < r.nb; ++j) LaneTotals<8>(&s[j], &q[j], &sum[j], &sq[j]);
 }
 
 template <SumsKind K>
 __attribute__((target("avx512f"))) void ShortChannelGradSumsAvx512(const float* g, const float* x, const ChannelRows& r,
                                                                    const ChannelAct* act, const double* mean,
-                                                                   const double* inv, double* sum, double* dot) {
+                                                                   double* sum, double* dot) {
   __m512d s[kNormMaxBlock], d[kNormMaxBlock];
   for (int64_t j = 0; j < r.nb; ++j) s[j] = d[j] = _mm512_setzero_pd();
   for (int64_t b = 0; b < r.n; ++b) {
@@ -137,7 +120,6 @@ __attribute__((target("avx512f"))) void ShortChannelGradSumsAvx512(const float* 
         c.fill = _mm512_set1_ps(K == SumsKind::kClip ? act->fill : 0.0f);
       }
       c.mean = _mm512_set1_pd(mean[j]);
-      c.inv = _mm512_set1_pd(inv[j]);
       __m512d sj[1] = {s[j]}, dj[1] = {d[j]};
       LaneSteps<8>(r.inner, [&](int64_t i, __mmask16 m, int k0, int k1) __attribute__((target("avx512f"))) {
         GradSumsStep<K>(xr, gr, out, i, m, k0, k1, c, sj, dj);
@@ -151,30 +133,22 @@ __attribute__((target("avx512f"))) void ShortChannelGradSumsAvx512(const float* 
 
 }  // namespace
 
-void VChannelSums(const float* x, const ChannelRows& r, double* sum) {
+void VChannelMoments(const float* x, const ChannelRows& r, const double* shift, double* sum, double* sq) {
   if (r.inner >= kLongRow) {
-    for (int64_t j = 0; j < r.nb; ++j) sum[j] = 0;
+    for (int64_t j = 0; j < r.nb; ++j) sum[j] = sq[j] = 0;
     for (int64_t b = 0; b < r.n; ++b) {
       if (b + 1 < r.n) PrefetchRun(x + (b + 1) * r.ld, r.nb * r.inner);
-      for (int64_t j = 0; j < r.nb; ++j) sum[j] += VRowSum(x + b * r.ld + j * r.inner, r.inner);
+      for (int64_t j = 0; j < r.nb; ++j) {
+        double rs, rq;
+        VRowMoments(x + b * r.ld + j * r.inner, r.inner, shift[j], &rs, &rq);
+        sum[j] += rs;
+        sq[j] += rq;
+      }
     }
   } else if (VRowsIntrinsics()) {
-    ShortChannelSumsAvx512(x, r, nullptr, sum);
+    ShortChannelMomentsAvx512(x, r, shift, sum, sq);
   } else {
-    ShortChannelSumsLoop(x, r, sum);
-  }
-}
-
-void VChannelSumSqDevs(const float* x, const ChannelRows& r, const double* mean, double* sum) {
-  if (r.inner >= kLongRow) {
-    for (int64_t j = 0; j < r.nb; ++j) sum[j] = 0;
-    for (int64_t b = 0; b < r.n; ++b) {
-      for (int64_t j = 0; j < r.nb; ++j) sum[j] += VRowSumSqDev(x + b * r.ld + j * r.inner, r.inner, mean[j]);
-    }
-  } else if (VRowsIntrinsics()) {
-    ShortChannelSumsAvx512(x, r, mean, sum);
-  } else {
-    ShortChannelSumSqDevsLoop(x, r, mean, sum);
+    ShortChannelMomentsLoop(x, r, shift, sum, sq);
   }
 }
 
@@ -192,23 +166,24 @@ void VChannelGradSums(const float* g, const float* x, const ChannelRows& r, cons
         double rs, rd;
         if (act != nullptr) {
           VRowAffineActGradSums(x + base, g + base, act->out + b * act->out_ld + j * r.inner, r.inner, act->a[j],
-                                act->b[j], act->act, act->lo, act->hi, act->fill, mean[j], inv[j], &rs, &rd);
+                                act->b[j], act->act, act->lo, act->hi, act->fill, mean[j], &rs, &rd);
         } else {
-          VRowSumAndDotDev(g + base, x + base, r.inner, mean[j], inv[j], &rs, &rd);
+          VRowSumAndDotDev(g + base, x + base, r.inner, mean[j], &rs, &rd);
         }
         sum[j] += rs;
         dot[j] += rd;
       }
     }
   } else if (!VRowsIntrinsics()) {
-    ShortChannelGradSumsLoop(g, x, r, act, mean, inv, sum, dot);
+    ShortChannelGradSumsLoop(g, x, r, act, mean, sum, dot);
   } else if (act == nullptr) {
-    ShortChannelGradSumsAvx512<SumsKind::kNone>(g, x, r, act, mean, inv, sum, dot);
+    ShortChannelGradSumsAvx512<SumsKind::kNone>(g, x, r, act, mean, sum, dot);
   } else if (act->act == RowAct::kRelu) {
-    ShortChannelGradSumsAvx512<SumsKind::kRelu>(g, x, r, act, mean, inv, sum, dot);
+    ShortChannelGradSumsAvx512<SumsKind::kRelu>(g, x, r, act, mean, sum, dot);
   } else {
-    ShortChannelGradSumsAvx512<SumsKind::kClip>(g, x, r, act, mean, inv, sum, dot);
+    ShortChannelGradSumsAvx512<SumsKind::kClip>(g, x, r, act, mean, sum, dot);
   }
+  for (int64_t j = 0; j < r.nb; ++j) dot[j] *= inv[j];
 }
 
 }  // namespace cpu

@@ -26,13 +26,21 @@ namespace vrows_detail {
 bool VRowsIntrinsics();
 
 // The gradient through ReLU and Clip of rows y = x * a + b (ReluGrad's and ClipGrad's), and one term of
-// the dot sum g (x - mean) inv, in the order every loop and vector version computes them.
+// the dot sum g (x - mean) added into its lane (one fused multiply-add: the channel's inv multiplies the
+// total once), as every loop and vector version computes them.
 __attribute__((always_inline)) inline float ReluGradOf(float y, float g) { return y > 0.0f ? g : 0.0f; }
 __attribute__((always_inline)) inline float ClipGradOf(float y, float g, float lo, float hi, float fill) {
   return (y >= lo) & (y <= hi) ? g : fill;
 }
-__attribute__((always_inline)) inline double DotDevTerm(float g, float x, double mean, double inv) {
-  return static_cast<double>(g) * (x - mean) * inv;
+__attribute__((always_inline)) inline double DotDevAdd(double lane, float g, float x, double mean) {
+  return __builtin_fma(static_cast<double>(g), static_cast<double>(x) - mean, lane);
+}
+// One element's terms of the moments about a shift (VRowMoments): d = x - shift into the sum's lane, d * d
+// fused into the squares' lane.
+__attribute__((always_inline)) inline void MomentsAdd(double& sum, double& sq, float x, double shift) {
+  const double d = static_cast<double>(x) - shift;
+  sum += d;
+  sq = __builtin_fma(d, d, sq);
 }
 
 // The AVX-512 steps of batch normalization's gradient sums (SumAndDotDevOf's lanes and expressions), with
@@ -51,7 +59,7 @@ __attribute__((target("avx512f"), always_inline)) inline __m512d WidenHalf(__m51
 
 struct GradSumsArgs {
   __m512 a, b, lo, hi, fill;
-  __m512d mean, inv;
+  __m512d mean;
 };
 
 // Walks a row of n floats in steps of sixteen for L double lanes (8 or kSumLanes): step(i, m, k0, k1) takes
@@ -126,9 +134,8 @@ __attribute__((target("avx512f"), always_inline)) inline void GradSumsStep(const
     const int k = h == 0 ? k0 : k1;
     const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
     const __m512d dv = WidenHalf(v, h);
-    const __m512d t = _mm512_mul_pd(_mm512_mul_pd(dv, _mm512_sub_pd(WidenHalf(xv, h), c.mean)), c.inv);
     s[k] = _mm512_mask_add_pd(s[k], mh, s[k], dv);
-    d[k] = _mm512_mask_add_pd(d[k], mh, d[k], t);
+    d[k] = _mm512_mask3_fmadd_pd(dv, _mm512_sub_pd(WidenHalf(xv, h), c.mean), d[k], mh);
   }
 }
 
