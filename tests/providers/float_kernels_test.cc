@@ -222,5 +222,36 @@ TEST(FloatKernelsTest, LayerNormFloat32MatchesFloat64) {
   }
 }
 
+// The float32 gradient's dScale and dBias come from chunks of rows summed in parallel and added in chunk
+// order: 300 rows (chunks of 128, the last one partial) give the same bits on 1 and 2 threads, and agree
+// with the float64 kernel to float rounding.
+TEST(FloatKernelsTest, LayerNormGradientChunksGiveTheSameBitsOnAnyThreadCount) {
+  const int64_t rows = 300, cols = 48;
+  Tensor x = AsFloat(Random({rows, cols}, 81, -2.0, 3.0)), dy = AsFloat(Random({rows, cols}, 82));
+  Tensor s = AsFloat(Random({cols}, 83, 0.5, 1.5));
+  std::vector<onnx::AttributeProto> attrs = {AttrInt("axis", -1), AttrFloat("epsilon", 1e-4f)};
+  std::vector<Tensor> f = RunNode("LayerNormalization", "", {{"x", x}, {"s", s}}, 3, attrs);
+  ASSERT_EQ(f.size(), 3u);
+  std::vector<Io> in = {{"dy", dy}, {"x", x}, {"s", s}, {"m", f[1]}, {"i", f[2]}};
+  std::vector<Tensor> one = RunNode("LayerNormalizationGrad", kMs, in, 3, attrs, 17, {}, 1);
+  std::vector<Tensor> two = RunNode("LayerNormalizationGrad", kMs, in, 3, attrs, 17, {}, 2);
+  std::vector<Tensor> dbl = RunNode("LayerNormalizationGrad", kMs,
+                                    {{"dy", AsDouble(dy)}, {"x", AsDouble(x)}, {"s", AsDouble(s)}, {"m", f[1]}, {"i", f[2]}},
+                                    3, attrs);
+  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(two.size(), 3u);
+  ASSERT_EQ(dbl.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    ASSERT_EQ(one[k].NumElements(), two[k].NumElements());
+    EXPECT_EQ(std::memcmp(one[k].raw_data(), two[k].raw_data(), one[k].NumElements() * sizeof(float)), 0) << "output " << k;
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < dbl[k].NumElements(); ++i) scale = std::max(scale, std::fabs(dbl[k].data<double>()[i]));
+    for (int64_t i = 0; i < dbl[k].NumElements(); ++i) {
+      worst = std::max(worst, std::fabs(one[k].data<float>()[i] - dbl[k].data<double>()[i]) / scale);
+    }
+    EXPECT_LT(worst, 1e-5) << "output " << k;
+  }
+}
+
 }  // namespace
 }  // namespace ontrain

@@ -164,7 +164,9 @@ class LayerNormGradKernel : public OpKernel {
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), x->shape()));
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, scale->dtype(), scale->shape()));
     if (ctx.num_outputs() > 2) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(2, scale->dtype(), scale->shape()));
-    ctx.RequestScratch(2 * static_cast<size_t>(cols_) * sizeof(double));  // the dScale and dBias sums
+    // The dScale and dBias sums, and for float32 a pair of partial sums per chunk of rows after them.
+    const int64_t chunks = x->dtype() == DType::kFloat32 ? Chunks() : 0;
+    ctx.RequestScratch(2 * static_cast<size_t>((1 + chunks) * cols_) * sizeof(double));
     return Status::OK();
   }
   Status Compute(KernelContext& ctx) override {
@@ -183,18 +185,37 @@ class LayerNormGradKernel : public OpKernel {
       Tensor* dx = ctx.output(0);
       if constexpr (std::is_same_v<T, float>) {
         // Float rows through the per-ISA loops: the same float expressions, the row sums b and b x^ in double
-        // lanes (LaneSum's order) instead of a running float sum (a 4-cycle add chain per element).
+        // lanes (LaneSum's order) instead of a running float sum (a 4-cycle add chain per element). Chunks
+        // of kRowChunk rows in parallel, each summing dScale and dBias from zero over its rows in order;
+        // the chunks' sums added in chunk order: the same bits for any thread count (one running sum over
+        // all rows kept the kernel on one thread: a GPT's 2-thread step ran it at its 1-thread time).
         const float* ps = scale.data<float>();
-        for (int64_t r = 0; r < rows_; ++r) {
-          const float* g = dy.data<float>() + r * cols;
-          const float* xr = x.data<float>() + r * cols;
-          const float mu = stat(mean, r), is = stat(inv, r);
-          double mb = 0, mbx = 0;
-          VRowLayerNormGradSums(g, xr, ps, cols, mu, is, ds, db, &mb, &mbx);
-          if (dx == nullptr) continue;
-          VRowLayerNormGradDx(g, xr, ps, dx->data<float>() + r * cols, cols, mu, is,
-                              static_cast<float>(mb / static_cast<double>(cols)),
-                              static_cast<float>(mbx / static_cast<double>(cols)));
+        const int64_t chunks = Chunks();
+        float* part = db + cols;  // chunk k's dScale, then its dBias
+        ParallelFor(ctx.thread_pool(), chunks, 12.0 * static_cast<double>(kRowChunk * cols), [&](int64_t k0, int64_t k1) {
+          for (int64_t k = k0; k < k1; ++k) {
+            float* pds = part + 2 * k * cols;
+            float* pdb = pds + cols;
+            std::fill(pds, pds + 2 * cols, 0.0f);
+            for (int64_t r = k * kRowChunk; r < std::min(rows_, (k + 1) * kRowChunk); ++r) {
+              const float* g = dy.data<float>() + r * cols;
+              const float* xr = x.data<float>() + r * cols;
+              const float mu = stat(mean, r), is = stat(inv, r);
+              double mb = 0, mbx = 0;
+              VRowLayerNormGradSums(g, xr, ps, cols, mu, is, pds, pdb, &mb, &mbx);
+              if (dx == nullptr) continue;
+              VRowLayerNormGradDx(g, xr, ps, dx->data<float>() + r * cols, cols, mu, is,
+                                  static_cast<float>(mb / static_cast<double>(cols)),
+                                  static_cast<float>(mbx / static_cast<double>(cols)));
+            }
+          }
+        });
+        for (int64_t k = 0; k < chunks; ++k) {
+          const float* pds = part + 2 * k * cols;
+          for (int64_t i = 0; i < cols; ++i) {
+            ds[i] += pds[i];
+            db[i] += pds[cols + i];
+          }
         }
       } else {
         for (int64_t r = 0; r < rows_; ++r) {
@@ -228,6 +249,8 @@ class LayerNormGradKernel : public OpKernel {
   }
 
  private:
+  static constexpr int64_t kRowChunk = 128;
+  int64_t Chunks() const { return (rows_ + kRowChunk - 1) / kRowChunk; }
   int64_t axis_;
   int64_t rows_ = 1, cols_ = 1;
 };
