@@ -224,13 +224,15 @@ class ConcatKernel : public OpKernel {
     AxisSplit split = SplitAtAxis(y->shape(), axis_n_);
     int64_t outer = split.outer, inner = split.inner;
     int64_t out_row = y->dim(axis_n_) * inner * es, offset = 0;
-    for (int i = 0; i < ctx.num_inputs(); ++i) {
+    for (int i = 0; i < ctx.num_inputs(); ++i) {  // input by input (rows of all inputs interleaved ran slower)
       const Tensor& x = *ctx.input(i);
       int64_t row = x.dim(axis_n_) * inner * es;
-      for (int64_t o = 0; o < outer; ++o) {
-        std::memcpy(static_cast<uint8_t*>(y->raw_data()) + o * out_row + offset,
-                    static_cast<const uint8_t*>(x.raw_data()) + o * row, row);
-      }
+      ParallelFor(ctx.thread_pool(), outer, static_cast<double>(row), [&](int64_t o0, int64_t o1) {  // 4 a float
+        for (int64_t o = o0; o < o1; ++o) {
+          std::memcpy(static_cast<uint8_t*>(y->raw_data()) + o * out_row + offset,
+                      static_cast<const uint8_t*>(x.raw_data()) + o * row, row);
+        }
+      });
       offset += row;
     }
     return Status::OK();
@@ -277,11 +279,13 @@ class SplitKernel : public OpKernel {
     int64_t in_row = x.dim(axis_n_) * inner * es, offset = 0;
     for (int i = 0; i < ctx.num_outputs(); ++i) {
       int64_t row = sizes_[i] * inner * es;
-      if (Tensor* y = ctx.output(i)) {
-        for (int64_t o = 0; o < outer; ++o) {
-          std::memcpy(static_cast<uint8_t*>(y->raw_data()) + o * row,
-                      static_cast<const uint8_t*>(x.raw_data()) + o * in_row + offset, row);
-        }
+      if (Tensor* y = ctx.output(i)) {  // output by output (all outputs' rows interleaved ran slower)
+        ParallelFor(ctx.thread_pool(), outer, static_cast<double>(row), [&](int64_t o0, int64_t o1) {  // 4 a float
+          for (int64_t o = o0; o < o1; ++o) {
+            std::memcpy(static_cast<uint8_t*>(y->raw_data()) + o * row,
+                        static_cast<const uint8_t*>(x.raw_data()) + o * in_row + offset, row);
+          }
+        });
       }
       offset += row;
     }
