@@ -130,7 +130,11 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   // 3. Initializers and their copies on the devices that read them, once.
   ONT_RETURN_IF_ERROR(ex->MakeConstants(folded.graph));
   for (const ValueInfo& v : folded.graph.inputs) {
-    if (!ex->initial_values_[plan.ids.at(v.name)].defined()) ex->required_inputs_.push_back(v.name);
+    const int id = plan.ids.at(v.name);
+    if (!ex->initial_values_[id].defined()) {
+      ex->required_inputs_.push_back(v.name);
+      ex->required_ids_.push_back(id);
+    }
   }
   ex->FindAccumulatorTargets();
   return ex;

@@ -83,19 +83,31 @@ Status Executor::Bind(const NamedValues& feeds) {
   values_ = initial_values_;
   key_.clear();
   symbols_.clear();  // symbolic dim -> size bound by an earlier feed (kept to reuse its memory)
-  for (const auto& [name, value] : feeds) {
-    const ValueInfo* info = graph_.FindInput(name);
-    if (info == nullptr) {
-      std::string expected;
-      for (const std::string& r : required_inputs_) expected += (expected.empty() ? "" : ", ") + r;
-      return InvalidArgument("feed \"", name, "\" is not an input of the graph; expected: ", expected);
+  if (feed_slots_.size() < feeds.size()) feed_slots_.resize(feeds.size());
+  for (size_t k = 0; k < feeds.size(); ++k) {
+    const auto& [name, value] = feeds[k];
+    FeedSlot& slot = feed_slots_[k];
+    if (slot.info == nullptr || slot.name != name) {
+      const ValueInfo* found = graph_.FindInput(name);
+      if (found == nullptr) {
+        std::string expected;
+        for (const std::string& r : required_inputs_) expected += (expected.empty() ? "" : ", ") + r;
+        return InvalidArgument("feed \"", name, "\" is not an input of the graph; expected: ", expected);
+      }
+      slot.name = name;
+      slot.info = found;
+      slot.v = plan_.ids.at(name);
     }
+    const ValueInfo* info = slot.info;
     if (!value.defined()) return InvalidArgument("feed \"", name, "\" is an empty value");
-    int v = plan_.ids.at(name);
+    const int v = slot.v;
     Device home = plan_.values[v].device;
+    // The key names each feed by its value id (the same feeds give the same key).
+    char id[16];
+    const auto idr = std::to_chars(id, id + sizeof id, v);
     if (value.is_sequence()) {
       ONT_RETURN_IF_ERROR(CheckSequenceFeed(*info, *value.sequence(), home));
-      key_.append(name).append(":seq");
+      key_.append(id, idr.ptr).append(":seq");
       for (const Tensor& item : *value.sequence()) AppendKey(&key_, item);
       key_ += ";";
     } else {
@@ -106,14 +118,15 @@ Status Executor::Bind(const NamedValues& feeds) {
         return InvalidArgument("input \"", name, "\" is on ", t.device().ToString(), " but the plan expects it on ",
                                home.ToString());
       }
-      key_.append(name).append(":");
+      key_.append(id, idr.ptr).append(":");
       AppendKey(&key_, t);
       key_ += ";";
     }
     values_[v] = value;
   }
-  for (const std::string& r : required_inputs_) {
-    if (!values_[plan_.ids.at(r)].defined()) {
+  for (size_t i = 0; i < required_ids_.size(); ++i) {
+    if (!values_[required_ids_[i]].defined()) {
+      const std::string& r = required_inputs_[i];
       const ValueInfo* info = graph_.FindInput(r);
       return InvalidArgument("missing feed for input \"", r, "\" (", info->TypeString(), ")");
     }
