@@ -224,8 +224,10 @@ TEST(ConvGradPathsTest, PointwiseWeightGradient) {
                         {9, 16, 9, 11, 32, 1, DType::kFloat32, 2, 2}, {4, 8, 8, 8, 16, 1, DType::kFloat32, 2, 2},
                         {8, 12, 7, 9, 20, 2, DType::kFloat32, 3, 2}, {9, 6, 5, 8, 10, 1, DType::kFloat64, 2, 2},
                         {10, 8, 4, 9, 8, 1, DType::kFloat32, 1, 2},  {16, 32, 16, 16, 64, 1, DType::kFloat32, 2, 2},
-                        // The register tiles of 4 x 4 channels (AVX-512, planes of whole vectors from 64): the
-                        // input channels outer (x the larger), the output channels outer, two groups.
+                        // The register tiles of 4 x 6 channels and their last 2 or 4 input channels (AVX-512,
+                        // planes of whole vectors from 64): the input channels outer (x the larger; 32 input
+                        // channels end in a tile of 2), the output channels outer (16 end in one of 4), two
+                        // groups (8 each: 6 + 2).
                         {3, 32, 16, 16, 8, 1, DType::kFloat32},      {5, 16, 8, 8, 24, 1, DType::kFloat32},
                         {4, 16, 8, 8, 16, 2, DType::kFloat32}};
   for (const Case& t : cases) {

@@ -22,7 +22,7 @@
 // Conv's forward pass runs on it where the CPU has AVX-512F (checked at run time); elsewhere Conv keeps its
 // GEMM paths. ConvGrad's input gradient runs on it too where the tiling computes few positions it drops
 // (grad_conv.cc).
-// PointwiseWeightGrad is the weight gradient of 1x1 windows at stride 1: register tiles of 4 x 4 channels
+// PointwiseWeightGrad is the weight gradient of 1x1 windows at stride 1: register tiles of 4 x 6 channels
 // over the batch.
 // DirectWeightGrad3x3 is ConvGrad's weight gradient of 3x3 windows: vectors over output channels instead of
 // positions (a tile of 3 output channels by 9 taps with vectors over positions was measured slower on every
@@ -205,11 +205,12 @@ class DirectWeightGrad3x3 {
 };
 
 // dW of a 1x1 convolution at stride 1 over planes of `hw` floats (a multiple of 16): dw[o * ld + ch] for
-// the tiles of 4 output channels o and 4 input channels ch in [o0, o1) x [c0, c1) = the sum over n images
-// and all positions of dy[i][o][p] * x[i][ch][p] (images dy_image and x_image floats apart). A tile keeps
-// 16 accumulators of 16 positions' lanes in registers across all the images (each step 8 loads for 16
-// FMAs, no partial sums in memory, no per-image GEMM calls); each lane sums its positions (p mod 16) over
-// images in order, then the 16 lanes are added in order. The outer loop runs over the operand whose rows
+// the output channels o and input channels ch in [o0, o1) x [c0, c1) = the sum over n images and all
+// positions of dy[i][o][p] * x[i][ch][p] (images dy_image and x_image floats apart). A tile of 4 output by
+// 6 input channels (the last 2 or 4 input channels in a narrower one) keeps 24 accumulators of 16
+// positions' lanes in registers across all the images (each step 10 loads for 24 FMAs, no partial sums in
+// memory, no per-image GEMM calls); each lane sums its positions (p mod 16) over images in order, then the
+// 16 lanes are added in order, whatever the tile's shape. The outer loop runs over the operand whose rows
 // take more memory, so that the inner tiles re-read the smaller one from cache (input_outer: dY is the
 // smaller, as in a 1x1 layer narrowing 128 channels to 16). AVX-512F; o0, o1, c0, c1 multiples of 4.
 void PointwiseWeightGrad(const float* dy, int64_t dy_image, const float* x, int64_t x_image, int64_t n, int64_t hw,
