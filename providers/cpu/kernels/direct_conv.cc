@@ -487,19 +487,20 @@ __attribute__((target("avx512f"))) void DirectWeightGrad3x3::UnpoolOutputGrad(co
 
 namespace {
 
-// One tile: A output channels (dY rows) by B input channels (X rows), A x B accumulators of 16 position
-// lanes over all the images; each image's A dY vectors held while its B X vectors stream past (A + B loads
-// per A B FMAs). Each accumulator takes its products in the same order whatever the tile's shape.
+// One tile over images [i0, i1): A output channels (dY rows) by B input channels (X rows), A x B
+// accumulators of 16 position lanes taken from `lanes` and put back (acc[a][b] at lanes[a * 6 + b]); each
+// image's A dY vectors held while its B X vectors stream past (A + B loads per A B FMAs). Each accumulator
+// takes its products in the same order whatever the tile's shape and the image blocks.
 template <int A, int B>
 __attribute__((target("avx512f"), always_inline)) inline void PointwiseTile(const float* dy, int64_t dy_image,
-                                                                           const float* x, int64_t x_image, int64_t n,
-                                                                           int64_t hw, int64_t o, int64_t ch, float* dw,
-                                                                           int64_t ld) {
+                                                                           const float* x, int64_t x_image, int64_t i0,
+                                                                           int64_t i1, int64_t hw, int64_t o, int64_t ch,
+                                                                           __m512* lanes) {
   __m512 acc[A][B];
   for (int a = 0; a < A; ++a) {
-    for (int b = 0; b < B; ++b) acc[a][b] = _mm512_setzero_ps();
+    for (int b = 0; b < B; ++b) acc[a][b] = lanes[a * 6 + b];
   }
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = i0; i < i1; ++i) {
     const float* d = dy + i * dy_image + o * hw;
     const float* xr = x + i * x_image + ch * hw;
     for (int64_t p = 0; p < hw; p += 16) {
@@ -512,36 +513,78 @@ __attribute__((target("avx512f"), always_inline)) inline void PointwiseTile(cons
     }
   }
   for (int a = 0; a < A; ++a) {
-    for (int b = 0; b < B; ++b) {
-      alignas(64) float lane[16];
-      _mm512_store_ps(lane, acc[a][b]);
-      float sum = 0;
-      for (float l : lane) sum += l;
-      dw[(o + a) * ld + ch + b] = sum;
-    }
+    for (int b = 0; b < B; ++b) lanes[a * 6 + b] = acc[a][b];
   }
 }
 
+constexpr int64_t kPointwiseTiles = 32;  // tiles whose lanes a blocked pass keeps in memory (48 KB)
+
 // Tiles of 4 output channels by 6 input channels (24 accumulators, 10 loads per 24 FMAs; 4 x 4 tiles took
 // 8 per 16 and ran the MobileNet's [16 <- 128] dW at 129 GFLOP/s from L2), the input channels' last 2 or 4
-// in a narrower tile.
+// in a narrower tile. The images in blocks (at least 512 positions each): for each block, every tile of the
+// inner operand's range runs against the outer tile's rows, which stay in L1 (its lanes wait in memory
+// between blocks), so only the inner operand streams from L2.
 template <bool kInputOuter>
 __attribute__((target("avx512f"))) void PointwiseWeightGradTiles(const float* dy, int64_t dy_image, const float* x,
                                                             int64_t x_image, int64_t n, int64_t hw, int64_t o0,
                                                             int64_t o1, int64_t c0, int64_t c1, float* dw, int64_t ld) {
-  auto tile = [&](int64_t o, int64_t ch, int64_t width) __attribute__((target("avx512f"))) {
-    if (width == 6) PointwiseTile<4, 6>(dy, dy_image, x, x_image, n, hw, o, ch, dw, ld);
-    else if (width == 4) PointwiseTile<4, 4>(dy, dy_image, x, x_image, n, hw, o, ch, dw, ld);
-    else PointwiseTile<4, 2>(dy, dy_image, x, x_image, n, hw, o, ch, dw, ld);
-  };
   auto width = [&](int64_t ch) { return std::min<int64_t>(6, c1 - ch); };  // 6, then 4 or 2 (c1 - c0 % 4 == 0)
+  auto tile = [&](int64_t i0, int64_t i1, int64_t o, int64_t ch, __m512* lanes) __attribute__((target("avx512f"))) {
+    const int64_t w = width(ch);
+    if (w == 6) PointwiseTile<4, 6>(dy, dy_image, x, x_image, i0, i1, hw, o, ch, lanes);
+    else if (w == 4) PointwiseTile<4, 4>(dy, dy_image, x, x_image, i0, i1, hw, o, ch, lanes);
+    else PointwiseTile<4, 2>(dy, dy_image, x, x_image, i0, i1, hw, o, ch, lanes);
+  };
+  auto finish = [&](int64_t o, int64_t ch, const __m512* lanes) __attribute__((target("avx512f"))) {
+    for (int a = 0; a < 4; ++a) {
+      for (int64_t b = 0; b < width(ch); ++b) {
+        alignas(64) float lane[16];
+        _mm512_store_ps(lane, lanes[a * 6 + b]);
+        float sum = 0;
+        for (float l : lane) sum += l;
+        dw[(o + a) * ld + ch + b] = sum;
+      }
+    }
+  };
+  const int64_t block = std::max<int64_t>(1, 512 / hw);
+  int64_t inner_tiles = 0;  // of the inner operand's range
+  if constexpr (kInputOuter) {
+    inner_tiles = (o1 - o0) / 4;
+  } else {
+    for (int64_t ch = c0; ch < c1; ch += width(ch)) ++inner_tiles;
+  }
+  __m512 lanes[kPointwiseTiles][24];
+  if (inner_tiles > kPointwiseTiles) {  // each tile over all the images, its lanes in registers
+    for (int64_t o = o0; o < o1; o += 4) {
+      for (int64_t ch = c0; ch < c1; ch += width(ch)) {
+        for (int k = 0; k < 24; ++k) lanes[0][k] = _mm512_setzero_ps();
+        tile(0, n, o, ch, lanes[0]);
+        finish(o, ch, lanes[0]);
+      }
+    }
+    return;
+  }
   if constexpr (kInputOuter) {
     for (int64_t ch = c0; ch < c1; ch += width(ch)) {
-      for (int64_t o = o0; o < o1; o += 4) tile(o, ch, width(ch));
+      for (int64_t t = 0; t < inner_tiles; ++t) {
+        for (int k = 0; k < 24; ++k) lanes[t][k] = _mm512_setzero_ps();
+      }
+      for (int64_t i0 = 0; i0 < n; i0 += block) {
+        for (int64_t t = 0; t < inner_tiles; ++t) tile(i0, std::min(n, i0 + block), o0 + 4 * t, ch, lanes[t]);
+      }
+      for (int64_t t = 0; t < inner_tiles; ++t) finish(o0 + 4 * t, ch, lanes[t]);
     }
   } else {
     for (int64_t o = o0; o < o1; o += 4) {
-      for (int64_t ch = c0; ch < c1; ch += width(ch)) tile(o, ch, width(ch));
+      for (int64_t t = 0; t < inner_tiles; ++t) {
+        for (int k = 0; k < 24; ++k) lanes[t][k] = _mm512_setzero_ps();
+      }
+      for (int64_t i0 = 0; i0 < n; i0 += block) {
+        int64_t t = 0;
+        for (int64_t ch = c0; ch < c1; ch += width(ch), ++t) tile(i0, std::min(n, i0 + block), o, ch, lanes[t]);
+      }
+      int64_t t = 0;
+      for (int64_t ch = c0; ch < c1; ch += width(ch), ++t) finish(o, ch, lanes[t]);
     }
   }
 }
