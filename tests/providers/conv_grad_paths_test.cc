@@ -317,6 +317,131 @@ TEST(CpuKernelsTest, DirectWeightGradChannelSumsFollowTheirOrder) {
   }
 }
 
+// 1x1 convolutions at stride 1 over the batch (PointwiseConv, where the CPU has AVX-512F): Conv and
+// FusedConv (Relu) with and without a bias, on 4x4, 8x8 and 16x16 planes (one image's 16 positions, several
+// images in one tile of 6 vectors, the last tile narrower), output channel counts that leave 1, 2 and 3
+// rows past the tiles of 4, against sums in double, and with the same bits at 1 and 2 threads; ConvGrad's
+// input gradient (W transposed) likewise; and the kernel itself against its order written out (k in order
+// by FMAs from zero, then the bias, then Relu).
+TEST(ConvGradPathsTest, PointwiseConvOverTheBatch) {
+  struct Case {
+    int64_t n, c, h, m;
+    bool bias, relu;
+  };
+  const Case cases[] = {{5, 64, 4, 7, true, false}, {3, 96, 8, 6, false, true}, {2, 128, 16, 5, true, true},
+                        {7, 70, 4, 12, false, false}, {1, 64, 4, 3, true, false}};
+  for (const Case& t : cases) {
+    SCOPED_TRACE("n " + std::to_string(t.n) + " c " + std::to_string(t.c) + " plane " + std::to_string(t.h) +
+                 " m " + std::to_string(t.m));
+    const int64_t hw = t.h * t.h;
+    const Shape xs = {t.n, t.c, t.h, t.h}, ws = {t.m, t.c, 1, 1}, ys = {t.n, t.m, t.h, t.h};
+    const std::vector<float> x = Uniform(t.n * t.c * hw, 11), w = Uniform(t.m * t.c, 12), bias = Uniform(t.m, 13);
+    Model md;
+    md.opset_imports[""] = 17;
+    md.opset_imports["com.microsoft"] = 1;
+    md.graph.inputs = {TensorInfo("x", DType::kFloat32, xs), TensorInfo("w", DType::kFloat32, ws)};
+    std::vector<std::string> ins = {"x", "w"};
+    if (t.bias) {
+      md.graph.inputs.push_back(TensorInfo("b", DType::kFloat32, {t.m}));
+      ins.push_back("b");
+    }
+    md.graph.outputs = {TensorInfo("y", DType::kFloat32, ys)};
+    std::vector<onnx::AttributeProto> attrs = {AttrInts("kernel_shape", {1, 1})};
+    if (t.relu) attrs.push_back(AttrString("activation", "Relu"));
+    md.graph.nodes.push_back(MakeNode(t.relu ? "FusedConv" : "Conv", ins, {"y"}, attrs, "conv", t.relu ? "com.microsoft" : ""));
+    std::vector<std::vector<float>> got;
+    for (int threads : {1, 2}) {
+      auto cpu = CpuExecutionProvider::Create({threads}).value();
+      auto ex = Executor::Create(md, cpu.get());
+      ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+      NamedTensors feeds = {{"x", Tensor::FromVector(x, xs)}, {"w", Tensor::FromVector(w, ws)}};
+      if (t.bias) feeds.push_back({"b", Tensor::FromVector(bias, {t.m})});
+      std::vector<Tensor> out;
+      Status st = ex.value()->Run(ToNamedValues(feeds), {"y"}, &out);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      got.emplace_back(out[0].data<float>(), out[0].data<float>() + out[0].NumElements());
+    }
+    EXPECT_EQ(FirstDifference(got[0], got[1]), -1) << "1 and 2 threads differ";
+    for (int64_t i = 0; i < t.n; ++i) {
+      for (int64_t r = 0; r < t.m; ++r) {
+        for (int64_t p = 0; p < hw; ++p) {
+          double want = t.bias ? bias[r] : 0.0, mag = std::fabs(want);
+          for (int64_t k = 0; k < t.c; ++k) {
+            const double term = static_cast<double>(w[r * t.c + k]) * x[(i * t.c + k) * hw + p];
+            want += term;
+            mag += std::fabs(term);
+          }
+          if (t.relu) want = std::max(want, 0.0);
+          EXPECT_NEAR(got[0][(i * t.m + r) * hw + p], want, 1e-6 * mag) << i << "," << r << "," << p;
+        }
+      }
+    }
+  }
+  // ConvGrad's input gradient on the same planes (W read transposed).
+  for (const Case& t : cases) {
+    SCOPED_TRACE("dX: n " + std::to_string(t.n) + " c " + std::to_string(t.c) + " plane " + std::to_string(t.h) +
+                 " m " + std::to_string(t.m));
+    const int64_t hw = t.h * t.h;
+    const Shape xs = {t.n, t.c, t.h, t.h}, ws = {t.m, t.c, 1, 1}, ys = {t.n, t.m, t.h, t.h};
+    const std::vector<float> x = Uniform(t.n * t.c * hw, 14), w = Uniform(t.m * t.c, 15), dy = Uniform(t.n * t.m * hw, 16);
+    Model md;
+    md.opset_imports[""] = 17;
+    md.opset_imports["com.microsoft"] = 1;
+    md.graph.inputs = {TensorInfo("dy", DType::kFloat32, ys), TensorInfo("x", DType::kFloat32, xs),
+                       TensorInfo("w", DType::kFloat32, ws)};
+    md.graph.outputs = {TensorInfo("dx", DType::kFloat32, xs)};
+    md.graph.nodes.push_back(MakeNode("ConvGrad", {"dy", "x", "w"}, {"dx"}, {AttrInts("kernel_shape", {1, 1})}, "grad",
+                                      "com.microsoft"));
+    std::vector<std::vector<float>> got;
+    for (int threads : {1, 2}) {
+      auto cpu = CpuExecutionProvider::Create({threads}).value();
+      auto ex = Executor::Create(md, cpu.get());
+      ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+      NamedTensors feeds = {{"dy", Tensor::FromVector(dy, ys)}, {"x", Tensor::FromVector(x, xs)},
+                            {"w", Tensor::FromVector(w, ws)}};
+      std::vector<Tensor> out;
+      Status st = ex.value()->Run(ToNamedValues(feeds), {"dx"}, &out);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      got.emplace_back(out[0].data<float>(), out[0].data<float>() + out[0].NumElements());
+    }
+    EXPECT_EQ(FirstDifference(got[0], got[1]), -1) << "1 and 2 threads differ";
+    for (int64_t i = 0; i < t.n; ++i) {
+      for (int64_t ci = 0; ci < t.c; ++ci) {
+        for (int64_t p = 0; p < hw; ++p) {
+          double want = 0, mag = 0;
+          for (int64_t co = 0; co < t.m; ++co) {
+            const double term = static_cast<double>(w[co * t.c + ci]) * dy[(i * t.m + co) * hw + p];
+            want += term;
+            mag += std::fabs(term);
+          }
+          EXPECT_NEAR(got[0][(i * t.c + ci) * hw + p], want, 1e-6 * mag + 1e-30) << i << "," << ci << "," << p;
+        }
+      }
+    }
+  }
+  if (!DirectConv2D::Available()) GTEST_SKIP() << "no AVX-512F on this CPU: 1x1 convolutions keep their GEMMs";
+  // The kernel's order, bit for bit: 3 images of 16 positions (3 vectors: one tile), 5 rows, 9 k; W read
+  // transposed (wr 1, wk 5) as ConvGrad's input gradient reads it.
+  const int64_t n = 3, hw = 16, rows = 5, kc = 9;
+  const std::vector<float> x = Uniform(n * kc * hw, 21), w = Uniform(rows * kc, 22), bias = Uniform(rows, 23);
+  for (bool transposed : {false, true}) {
+    std::vector<float> y(n * rows * hw, 99.0f), want(n * rows * hw);
+    const int64_t wr = transposed ? 1 : kc, wk = transposed ? rows : 1;
+    PointwiseConv(x.data(), kc * hw, w.data(), wr, wk, bias.data(), true, y.data(), rows * hw, hw, rows, kc, 0, n);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t p = 0; p < hw; ++p) {
+          float acc = 0.0f;
+          for (int64_t k = 0; k < kc; ++k) acc = std::fma(w[r * wr + k * wk], x[(i * kc + k) * hw + p], acc);
+          acc += bias[r];
+          want[(i * rows + r) * hw + p] = acc > 0.0f ? acc : 0.0f;
+        }
+      }
+    }
+    EXPECT_EQ(FirstDifference(y, want), -1) << (transposed ? "W transposed" : "W as it is");
+  }
+}
+
 }  // namespace
 }  // namespace cpu
 }  // namespace ontrain

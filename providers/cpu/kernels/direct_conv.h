@@ -218,5 +218,16 @@ class DirectWeightGrad3x3 {
 void PointwiseWeightGrad(const float* dy, int64_t dy_image, const float* x, int64_t x_image, int64_t n, int64_t hw,
                          int64_t o0, int64_t o1, int64_t c0, int64_t c1, bool input_outer, float* dw, int64_t ld);
 
+// A 1x1 convolution at stride 1 (and, with W's strides swapped, its input gradient) over planes of `hw`
+// floats (a multiple of 16), all images at once: y[i][r][p] = sum over k in order of w[r * wr + k * wk] *
+// x[i][k][p], then + bias[r] (when not null), then max(0, .) with relu; images x_image and y_image floats
+// apart; rows r < `rows`, k < k_count. The batch's positions are taken as vectors of 16, vector v at
+// image v / (hw / 16): this call computes vectors [v0, v1), in tiles of 4 rows by 6 vectors (10 loads per
+// 24 FMAs, the tile's X vectors re-read from cache by the next rows' tiles), so that the small planes of a
+// MobileNet's later layers (16 and 64 positions) fill whole tiles across images where one GEMM per image
+// was 16 or 64 columns wide. AVX-512F.
+void PointwiseConv(const float* x, int64_t x_image, const float* w, int64_t wr, int64_t wk, const float* bias, bool relu,
+                   float* y, int64_t y_image, int64_t hw, int64_t rows, int64_t k_count, int64_t v0, int64_t v1);
+
 }  // namespace cpu
 }  // namespace ontrain

@@ -113,6 +113,14 @@ class ConvGradKernel : public OpKernel {
       dx_direct_ = dx_wino_ || TransposedRows(c, m);
       if (dx_direct_) dxwork_ = dx_wino_ ? dxg_.work_size() : dxc_.work_size();
     }
+    // 1x1 without pads at stride 1 (float32, AVX-512): dX = W^T dY by PointwiseConv over the batch, W read
+    // transposed, on planes under 256 positions (MobileNet, warm, alone, GEMMs -> PointwiseConv: 4x4 256 <-
+    // 64 0.091 -> 0.067 ms, 8x8 96 <- 24 0.050 -> 0.043; but 16x16 128 <- 32 0.278 -> 0.360 and 64 <- 16
+    // 0.080 -> 0.095, where each tile's dY rows, re-read by every row tile, fall out of L1).
+    const int64_t positions = ShapeNumElements(out_);
+    dx_pointwise_ = padded_ && rows_.trivial() && group_ == 1 && ctx.output_requested(0) &&
+                    x->dtype() == DType::kFloat32 && DirectConv2D::Available() && positions > 0 &&
+                    positions % 16 == 0 && positions < 256;
     // dW of 3x3 windows (float32, AVX-512): the direct kernel over a chunk's padded images and transposed dY.
     // Strides 1 or 2.
     dw_direct_ = ctx.output_requested(1) && x->dtype() == DType::kFloat32 && !IsDepthwise2D(c, m, group_, in_.size()) &&
@@ -206,7 +214,12 @@ class ConvGradKernel : public OpKernel {
       }
       // 1. dX: images in parallel, each with its own patch matrix (the same calls whatever the threads).
       if constexpr (std::is_same_v<T, float>) {
-        if (dx && dx_wino_) {
+        if (dx && dx_pointwise_) {  // dX[i][ci][p] = sum over co of W[co, ci] dY[i][co][p]
+          ParallelFor(ctx.thread_pool(), n * (osize / 16), 2.0 * static_cast<double>(m * c * 16), [&](int64_t v0, int64_t v1) {
+            PointwiseConv(dyp, m * osize, w.data<float>(), 1, c, nullptr, false, dx->data<float>(), c * isize, osize, c,
+                          m, v0, v1);
+          });
+        } else if (dx && dx_wino_) {
           // Output channel ci (dX's) reads input channel co (dY's) through the forward weight W[co, ci],
           // flipped in space for the convolution of dY; blocks of dxg_.block() images.
           float* packed = scratch + wr_offset_;
@@ -245,7 +258,7 @@ class ConvGradKernel : public OpKernel {
           });
         }
       }
-      if (dx && !depthwise && padded_ && !dx_direct_) {
+      if (dx && !depthwise && padded_ && !dx_direct_ && !dx_pointwise_) {
         T* wr = scratch + wr_offset_;
         rows_.SplitWeights(w.data<T>(), group_, mg, cg, wr);
         std::atomic<int> next_slot{0};
@@ -593,6 +606,7 @@ class ConvGradKernel : public OpKernel {
   PaddedRows rows_;
   int64_t pad_ = 0;  // elements of one padded image (padded rows only)
   bool dx_direct_ = false;  // dX by DirectConv2D (dxc_) or, where dx_wino_, Winograd3x3 (dxg_) over dY
+  bool dx_pointwise_ = false;  // dX of a 1x1 window by PointwiseConv over the batch
   DirectConv2D dxc_;
   bool dx_wino_ = false;
   bool dx_flipped_ = false;  // dx_wino_: the convolution of dY with the flipped weights (else the adjoint)
