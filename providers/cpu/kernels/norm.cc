@@ -226,11 +226,16 @@ class LayerNormKernel : public OpKernel {
       ParallelFor(ctx.thread_pool(), outer_, 8.0 * inner, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const T* row = px + r * inner;
-          // The sums in double, in LaneSum's fixed lane order (vectorized, independent of the thread count).
+          // The sums in double, in LaneSum's fixed lane order (vectorized, independent of the thread count):
+          // float32 the moments in one pass about the row's first value (VRowMoments), float64 two passes.
           double mean_d, var_d;
           if constexpr (std::is_same_v<T, float>) {
-            mean_d = VRowSum(row, inner) / inner;
-            var_d = VRowSumSqDev(row, inner, mean_d) / inner;
+            const double shift = inner > 0 ? row[0] : 0.0;
+            double sum, sq;
+            VRowMoments(row, inner, shift, &sum, &sq);
+            const double d = sum / inner, v = (sq - sum * d) / inner;
+            mean_d = shift + d;
+            var_d = v < 0.0 ? 0.0 : v;  // rounding can go below 0; NaN stays
           } else {
             mean_d = LaneSum(inner, [row](int64_t i) { return static_cast<double>(row[i]); }) / inner;
             var_d = LaneSum(inner, [row, mean_d](int64_t i) {

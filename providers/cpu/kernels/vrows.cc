@@ -16,17 +16,6 @@ namespace {
 
 using namespace vrows_detail;  // NOLINT: the shared lane helpers of vrows_lanes.h
 
-ONT_VROWS_CLONES double SumLoop(const float* x, int64_t n) {
-  return LaneSum(n, [x](int64_t i) { return static_cast<double>(x[i]); });
-}
-
-ONT_VROWS_CLONES double SumSqDevLoop(const float* x, int64_t n, double mean) {
-  return LaneSum(n, [x, mean](int64_t i) {
-    double d = static_cast<double>(x[i]) - mean;
-    return d * d;
-  });
-}
-
 // The sum of g and the dot sum of g (x - mean) in one pass, LaneSum's lanes for rows of n (the dot's lanes
 // by DotDevAdd). g(i) gives element i of the gradient row (read, or made on the way:
 // AffineClipGradSumsLoop), so every caller sums with these expressions.
@@ -283,41 +272,6 @@ __attribute__((target("avx512f"))) void LayerNormGradSumsAvx512(const float* g, 
   LaneTotals<L>(pb, pbx, mb, mbx);
 }
 
-// SumLoop (mean null) and SumSqDevLoop in AVX-512 intrinsics: the same terms into the same L lanes in the
-// same order (LaneSteps), the square a multiply then an add as the compiled loops do it, and the lanes'
-// total in registers (LaneTotal32), which the compiled loops left to scalar adds through memory.
-template <int L>
-__attribute__((target("avx512f"))) double RowSumAvx512(const float* x, int64_t n, const double* mean) {
-  __m512d s[L / 8];
-  for (int k = 0; k < L / 8; ++k) s[k] = _mm512_setzero_pd();
-  const __m512d mv = _mm512_set1_pd(mean != nullptr ? *mean : 0.0);
-  LaneSteps<L>(n, [&](int64_t i, __mmask16 m, int k0, int k1) __attribute__((target("avx512f"))) {
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const int k = h == 0 ? k0 : k1;
-      const __mmask8 mh = static_cast<__mmask8>(h == 0 ? m : m >> 8);
-      __m512d t = WidenHalf(v, h);
-      if (mean != nullptr) {
-        t = _mm512_sub_pd(t, mv);
-        t = _mm512_mul_pd(t, t);
-      }
-      s[k] = _mm512_mask_add_pd(s[k], mh, s[k], t);
-    }
-  });
-  if constexpr (L == kSumLanes) {
-    return LaneTotal32(s);
-  } else {
-    double part[L];
-    for (int k = 0; k < L / 8; ++k) _mm512_storeu_pd(part + 8 * k, s[k]);
-    return LaneTotal<L>(part);
-  }
-}
-
-double RowSumFast(const float* x, int64_t n, const double* mean) {
-  return n >= kLongRow ? RowSumAvx512<kSumLanes>(x, n, mean) : RowSumAvx512<8>(x, n, mean);
-}
-
 // MomentsLoop in AVX-512 intrinsics: MomentsAdd's terms into the same lanes (LaneSteps), totalled as
 // LaneTotal does.
 template <int L>
@@ -368,9 +322,10 @@ bool VRowsIntrinsics() {
 
 void VRowsUseIntrinsics(bool use) { vrows_detail::g_use_intrinsics.store(use, std::memory_order_relaxed); }
 
-double VRowSum(const float* x, int64_t n) { return VRowsIntrinsics() ? RowSumFast(x, n, nullptr) : SumLoop(x, n); }
-double VRowSumSqDev(const float* x, int64_t n, double mean) {
-  return VRowsIntrinsics() ? RowSumFast(x, n, &mean) : SumSqDevLoop(x, n, mean);
+double VRowSum(const float* x, int64_t n) {
+  double sum, sq;
+  VRowMoments(x, n, 0.0, &sum, &sq);  // about 0: each term x itself
+  return sum;
 }
 void VRowMoments(const float* x, int64_t n, double shift, double* sum, double* sq) {
   if (!VRowsIntrinsics()) return MomentsLoop(x, n, shift, sum, sq);

@@ -69,10 +69,8 @@ inline int64_t NormChannelBlock(int64_t n, int64_t inner, int64_t arrays) {
   return blk < 1 ? 1 : (blk > kNormMaxBlock ? kNormMaxBlock : blk);
 }
 
-// sum x[i]
+// sum x[i]: VRowMoments's sum about 0
 double VRowSum(const float* x, int64_t n);
-// sum (x[i] - mean)^2
-double VRowSumSqDev(const float* x, int64_t n, double mean);
 // The moments of a row about `shift` in one pass: *sum = sum d and *sq = sum d^2, d = x[i] - shift in
 // double (each square fused into its lane's add). With the shift near the mean (a value of the data),
 // sq / n - (sum / n)^2 is the variance to double precision without a second pass for the mean.
