@@ -317,6 +317,20 @@ TEST(CpuKernelsTest, DirectWeightGradChannelSumsFollowTheirOrder) {
   }
 }
 
+// Runs md's one float32 output at 1 and 2 threads (ASSERTs inside: check HasFatalFailure after).
+void RunAtOneAndTwoThreads(const Model& md, const NamedTensors& feeds, const std::string& output,
+                           std::vector<std::vector<float>>* got) {
+  for (int threads : {1, 2}) {
+    auto cpu = CpuExecutionProvider::Create({threads}).value();
+    auto ex = Executor::Create(md, cpu.get());
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    std::vector<Tensor> out;
+    Status st = ex.value()->Run(ToNamedValues(feeds), {output}, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    got->emplace_back(out[0].data<float>(), out[0].data<float>() + out[0].NumElements());
+  }
+}
+
 // 1x1 convolutions at stride 1 over the batch (PointwiseConv, where the CPU has AVX-512F): Conv and
 // FusedConv (Relu) with and without a bias, on 4x4, 8x8 and 16x16 planes (one image's 16 positions, several
 // images in one tile of 6 vectors, the last tile narrower), output channel counts that leave 1, 2 and 3
@@ -349,18 +363,11 @@ TEST(ConvGradPathsTest, PointwiseConvOverTheBatch) {
     std::vector<onnx::AttributeProto> attrs = {AttrInts("kernel_shape", {1, 1})};
     if (t.relu) attrs.push_back(AttrString("activation", "Relu"));
     md.graph.nodes.push_back(MakeNode(t.relu ? "FusedConv" : "Conv", ins, {"y"}, attrs, "conv", t.relu ? "com.microsoft" : ""));
+    NamedTensors feeds = {{"x", Tensor::FromVector(x, xs)}, {"w", Tensor::FromVector(w, ws)}};
+    if (t.bias) feeds.push_back({"b", Tensor::FromVector(bias, {t.m})});
     std::vector<std::vector<float>> got;
-    for (int threads : {1, 2}) {
-      auto cpu = CpuExecutionProvider::Create({threads}).value();
-      auto ex = Executor::Create(md, cpu.get());
-      ASSERT_TRUE(ex.ok()) << ex.status().ToString();
-      NamedTensors feeds = {{"x", Tensor::FromVector(x, xs)}, {"w", Tensor::FromVector(w, ws)}};
-      if (t.bias) feeds.push_back({"b", Tensor::FromVector(bias, {t.m})});
-      std::vector<Tensor> out;
-      Status st = ex.value()->Run(ToNamedValues(feeds), {"y"}, &out);
-      ASSERT_TRUE(st.ok()) << st.ToString();
-      got.emplace_back(out[0].data<float>(), out[0].data<float>() + out[0].NumElements());
-    }
+    RunAtOneAndTwoThreads(md, feeds, "y", &got);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(FirstDifference(got[0], got[1]), -1) << "1 and 2 threads differ";
     for (int64_t i = 0; i < t.n; ++i) {
       for (int64_t r = 0; r < t.m; ++r) {
@@ -393,17 +400,9 @@ TEST(ConvGradPathsTest, PointwiseConvOverTheBatch) {
     md.graph.nodes.push_back(MakeNode("ConvGrad", {"dy", "x", "w"}, {"dx"}, {AttrInts("kernel_shape", {1, 1})}, "grad",
                                       "com.microsoft"));
     std::vector<std::vector<float>> got;
-    for (int threads : {1, 2}) {
-      auto cpu = CpuExecutionProvider::Create({threads}).value();
-      auto ex = Executor::Create(md, cpu.get());
-      ASSERT_TRUE(ex.ok()) << ex.status().ToString();
-      NamedTensors feeds = {{"dy", Tensor::FromVector(dy, ys)}, {"x", Tensor::FromVector(x, xs)},
-                            {"w", Tensor::FromVector(w, ws)}};
-      std::vector<Tensor> out;
-      Status st = ex.value()->Run(ToNamedValues(feeds), {"dx"}, &out);
-      ASSERT_TRUE(st.ok()) << st.ToString();
-      got.emplace_back(out[0].data<float>(), out[0].data<float>() + out[0].NumElements());
-    }
+    RunAtOneAndTwoThreads(md, {{"dy", Tensor::FromVector(dy, ys)}, {"x", Tensor::FromVector(x, xs)},
+                               {"w", Tensor::FromVector(w, ws)}}, "dx", &got);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(FirstDifference(got[0], got[1]), -1) << "1 and 2 threads differ";
     for (int64_t i = 0; i < t.n; ++i) {
       for (int64_t ci = 0; ci < t.c; ++ci) {
