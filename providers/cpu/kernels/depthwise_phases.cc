@@ -182,6 +182,16 @@ __attribute__((target("avx512f"))) void DwPhaseBackwardBlock(const float* dy, co
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t ch = c0; ch < c1; ++ch) {
       const int64_t q = i * c + ch;
+      // The next plane (the next channel, or the block's first of the next image) into L1 meanwhile: the
+      // MobileNet's [64,16,16] -> [64,8,8] ConvGrad 0.29-0.32 -> 0.27 ms (perf had a third of SplitPhases's
+      // samples on its first load of x).
+      const int64_t next = ch + 1 < c1 ? q + 1 : (i + 1 < n ? (i + 1) * c + c0 : -1);
+      if (next >= 0) {
+        const float* xn = x + next * g.h * g.w;
+        const float* dn = dy + next * g.oh * g.ow;
+        for (int64_t f = 0; f < g.h * g.w; f += 16) _mm_prefetch(reinterpret_cast<const char*>(xn + f), _MM_HINT_T0);
+        for (int64_t f = 0; f < g.oh * g.ow; f += 16) _mm_prefetch(reinterpret_cast<const char*>(dn + f), _MM_HINT_T0);
+      }
       const float* d = PhaseRows(dy + q * g.oh * g.ow, g, p, rows);
       if (dx) PhaseBackwardData(d, w + ch * taps, g, p, d4, dx + q * g.h * g.w);
       SplitPhases(x + q * g.h * g.w, g, p, buf);
