@@ -22,6 +22,7 @@
 #include "tests/providers/kernel_test_util.h"
 #include "providers/cpu/kernels/depthwise.h"
 #include "providers/cpu/kernels/direct_conv.h"
+#include "providers/cpu/kernels/pointwise.h"
 #include "providers/cpu/thread_pool.h"
 
 namespace ontrain {

@@ -15,6 +15,7 @@
 #include "providers/cpu/kernels/conv_geometry.h"
 #include "providers/cpu/kernels/depthwise.h"
 #include "providers/cpu/kernels/direct_conv.h"
+#include "providers/cpu/kernels/pointwise.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cpu/kernels/pool.h"
@@ -142,14 +143,11 @@ class ConvKernel : public OpKernel {
     // (MobileNet, one thread, ms, GEMMs -> PointwiseConv: 4x4 planes 128 -> 32 channels 0.055 -> 0.020,
     // 64 -> 256 0.197 -> 0.165, 32 -> 128 0.104 -> 0.051; 8x8 24 -> 96 0.171 -> 0.155; 16x16 128 -> 16
     // 0.235 -> 0.209, but 16 -> 64 0.134 -> 0.200 and 32 -> 128 0.326 -> 0.432).
-    bool one = group_ == 1 && !pool_;
-    for (size_t d = 0; d < in_.size(); ++d) {
-      one = one && geo_.kernel[d] == 1 && geo_.strides[d] == 1 && geo_.dilations[d] == 1 && geo_.pads[d] == 0 &&
-            geo_.pads[d + in_.size()] == 0;
-    }
+    // (The same 1x1 test as ConvGrad's dX: padded rows, trivial.)
     const int64_t positions = ShapeNumElements(out_);
-    pointwise_ = one && x->dtype() == DType::kFloat32 && DirectConv2D::Available() && positions > 0 &&
-                 positions % 16 == 0 && (positions < 256 || c >= 64);
+    pointwise_ = padded_ && rows_.trivial() && group_ == 1 && !pool_ && x->dtype() == DType::kFloat32 &&
+                 DirectConv2D::Available() && positions > 0 && positions % 16 == 0 && (positions < 256 || c >= 64);
+    if (pointwise_) col_ = wr_ = 0;  // no patch matrices, packed or split weights
     slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
     if (!pool_) {
       ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_) * DTypeSize(x->dtype()));

@@ -8,6 +8,7 @@
 #include "providers/cpu/kernels/conv_geometry.h"
 #include "providers/cpu/kernels/depthwise.h"
 #include "providers/cpu/kernels/direct_conv.h"
+#include "providers/cpu/kernels/pointwise.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cpu/kernels/pool.h"
@@ -150,9 +151,9 @@ class ConvGradKernel : public OpKernel {
                                   chunks_ * dwk_.cout_padded() * ck
                             : (pad_ + (ck + mg) * chunk_ * o) * slots_ + chunks_ * mg * ck;
     }
-    int64_t elems = std::max(padded_ ? dxwork_ * slots_ : col_ * slots_, dw_elems);
+    int64_t elems = std::max(dx_pointwise_ ? 0 : padded_ ? dxwork_ * slots_ : col_ * slots_, dw_elems);
     wr_offset_ = elems;
-    if (padded_ && ctx.output_requested(0)) {
+    if (padded_ && ctx.output_requested(0) && !dx_pointwise_) {  // (PointwiseConv reads W as it is)
       elems += !dx_direct_ ? w->NumElements() : dx_wino_ ? dxg_.packed_size() : group_ * dxc_.packed_size();
     }
     // MaxPoolReluConvGrad: dY image by image into a buffer per thread where only the direct weight gradient
@@ -622,7 +623,7 @@ class ConvGradKernel : public OpKernel {
   bool unpool_transposed_ = false;  // per_image_ with codes_: dY unpooled into the transposed layout
                                     // (DirectWeightGrad3x3::UnpoolOutputGrad)
   bool dt_sums_ = false;    // dB from the images' transposed dY (DirectWeightGrad3x3::ChannelSums)
-  bool dw_tiles_ = false;   // dw_pointwise_ by PointwiseWeightGrad (direct_conv.h; float32, AVX-512, stride 1)
+  bool dw_tiles_ = false;   // dw_pointwise_ by PointwiseWeightGrad (pointwise.h; float32, AVX-512, stride 1)
   int64_t dy_slot_ = 0;     // per_image_: floats of each thread's dY buffer
   int64_t dy_offset_ = 0;   // pooled_: where dY's buffers start in the scratch
   int64_t sums_offset_ = 0; // per_image_ or dt_sums_: where the images' dB sums (doubles) start
