@@ -1,11 +1,12 @@
-// Gemm: float32 on oneDNN's sgemm (products of at most 128 x 128 x 64 on small_gemm.h's AVX-512 kernel),
-// float64 on OpenBLAS (both single-threaded inside; the intra-op pool runs
+// Gemm: float32 on oneDNN's sgemm, except on AVX-512 products of at most 128 x 128 x 64 and products with B
+// transposed, which run on sgemm_avx512.h's panels; float64 on OpenBLAS (both single-threaded inside; the
+// intra-op pool runs
 // fixed chunks of rows, or of columns when C is wide and short, so one pool serves every kernel and no
 // second set of threads spins beside it); the integer types, and floats without those libraries, on Eigen.
 #include "providers/cpu/kernels/gemm.h"
 
 #include "providers/cpu/kernels/common.h"
-#include "providers/cpu/kernels/small_gemm.h"
+#include "providers/cpu/kernels/sgemm_avx512.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -111,35 +112,74 @@ bool SplitsShortRows(int64_t m, int64_t n, int64_t k, double macs) {
   return m >= 64 && m <= 256 && n <= 256 && k <= 1024 && macs >= kShortSplitMacs;
 }
 
+// C's rows i0 .. i1 at columns j0 .. j1 plus `bias` [n] (when given), element by element as Add.
 template <typename T>
-void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta,
-              T* c, ThreadPool* pool, const RangeFn* rows_done) {
-  CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-  const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n), ldc = static_cast<int>(n);
-  // By rows whenever there are rows enough for two chunks: a weight gradient [out, in] is then split by
-  // output rows (as the optimizer splits each parameter, training_optimizers.cc), not by columns.
+void AddBias(const T* bias, int64_t n, int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* c) {
+  if (bias == nullptr) return;
+  for (int64_t i = i0; i < i1; ++i) {
+    T* row = c + i * n;
+    for (int64_t j = j0; j < j1; ++j) row[j] = row[j] + bias[j];
+  }
+}
+
+// Splits C into the chunks above and calls block(i0, i1, j0, j1) for each (rows i0 .. i1, columns j0 .. j1)
+// on the pool.
+// By rows whenever there are rows enough for two chunks: a weight gradient [out, in] is then split by
+// output rows (as the optimizer splits each parameter, training_optimizers.cc), not by columns.
+bool SplitsByRows(int64_t m, int64_t n, int64_t k) {
+  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  return SplitsShortRows(m, n, k, macs) || m >= n || m > 256;
+}
+
+template <typename F>
+void SplitProduct(int64_t m, int64_t n, int64_t k, ThreadPool* pool, F&& block) {
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool short_rows = SplitsShortRows(m, n, k, macs);
-  const bool by_rows = short_rows || m >= n || m > 256;
+  const bool by_rows = SplitsByRows(m, n, k);
   const Chunks chunks = short_rows ? Chunks{m, 2, 32} : ChunksOf(by_rows ? m : n, macs);
   const double cost = 2.0 * static_cast<double>(chunks.extent / chunks.count) * static_cast<double>(by_rows ? n : m) *
                       static_cast<double>(k);
   ParallelFor(pool, chunks.count, cost, [&](int64_t q0, int64_t q1) {
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t s0 = chunks.Begin(q), s1 = chunks.Begin(q + 1);
-      if (by_rows) {  // rows s0..s1 of A (columns when A is stored transposed), all of B
-        const T* ab = trans_a ? a + s0 : a + s0 * k;
-        Blas(ta, tb, static_cast<int>(s1 - s0), static_cast<int>(n), static_cast<int>(k), alpha, ab, lda, b, ldb,
-             beta, c + s0 * n, ldc);
-        if (rows_done) (*rows_done)(s0, s1);
-      } else {  // all of A, columns s0..s1 of B (rows when B is stored transposed)
-        const T* bb = trans_b ? b + s0 * k : b + s0;
-        Blas(ta, tb, static_cast<int>(m), static_cast<int>(s1 - s0), static_cast<int>(k), alpha, a, lda, bb, ldb,
-             beta, c + s0, ldc);
-      }
+      if (by_rows) block(s0, s1, int64_t{0}, n);
+      else block(int64_t{0}, m, s0, s1);
     }
   });
-  if (rows_done && !by_rows) (*rows_done)(0, m);
+}
+
+template <typename T>
+void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta,
+              T* c, ThreadPool* pool, const T* bias) {
+  CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n), ldc = static_cast<int>(n);
+  SplitProduct(m, n, k, pool, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    // Rows i0..i1 of A (columns when A is stored transposed), columns j0..j1 of B (rows when transposed).
+    const T* ab = trans_a ? a + i0 : a + i0 * k;
+    const T* bb = trans_b ? b + j0 * k : b + j0;
+    Blas(ta, tb, static_cast<int>(i1 - i0), static_cast<int>(j1 - j0), static_cast<int>(k), alpha, ab, lda, bb, ldb,
+         beta, c + i0 * n + j0, ldc);
+    AddBias(bias, n, i0, i1, j0, j1, c);  // while the block is in cache
+  });
+}
+
+// A B^T on sgemm_avx512.h's panels: B packed into the scratch (64-byte aligned within it), then the chunks'
+// tiles. A column split packs each chunk's own panels on its thread; a row split packs all of them first,
+// in parallel, since every chunk reads every panel. Each element is one FMA chain over k, so the bits do
+// not depend on the split or the pool.
+void PanelGemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta, float* c,
+               ThreadPool* pool, void* scratch, const float* bias) {
+  float* bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
+  const int64_t panels = (n + kPanelColumns - 1) / kPanelColumns;
+  const bool by_rows = SplitsByRows(m, n, k);
+  if (by_rows) {
+    ParallelFor(pool, panels, 4.0 * static_cast<double>(kPanelColumns * k),
+                [&](int64_t p0, int64_t p1) { PackPanels(n, k, b, k, bp, p0, p1); });
+  }
+  SplitProduct(m, n, k, pool, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    if (!by_rows) PackPanels(n, k, b, k, bp, j0 / kPanelColumns, (j1 + kPanelColumns - 1) / kPanelColumns);
+    PanelTiles(i1 - i0, j0, j1, k, alpha, a + i0 * k, k, bp, beta, bias, c + i0 * n, n);
+  });
 }
 
 template <typename T>
@@ -163,20 +203,13 @@ void EigenGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T al
   ParallelFor(pool, m, 2.0 * static_cast<double>(n) * static_cast<double>(k), band);
 }
 
-// Whether a product runs as A (B^T) from a copy of B^T rather than as A B^T: float on oneDNN, A not
-// transposed, B transposed, at least kCopyBRows rows. oneDNN's sgemm packs B^T more slowly than B: on Zen 4,
-// one thread, 1024 x 128 x 512 ran at 101.5 GFLOP/s against 111.8 from a B^T in memory, and inside the
-// transformer's step the forward products X W^T at 95-102 against 108-112 with the copy, which costs
-// 0.02-0.03 ms for its [512, 128] weights (the step: 15.8-16.1 -> 15.4-15.5 ms). With 128 rows (the MLPs'
-// batches) the copy of a [512, 784] weight cost what it saved, so fewer rows keep the product as asked.
-constexpr int64_t kCopyBRows = 512;
+// Whether a product runs on sgemm_avx512.h's panels: float, and the panels take it (B transposed, A not).
 template <typename T>
-bool CopiesB(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
+bool UsesPanels(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
-    return !trans_a && trans_b && m >= kCopyBRows && n > 0 && k > 0 && !SmallGemmFits(trans_b, m, n, k) &&
-           BlasLibrary().dnnl_sgemm != nullptr;
+    return PanelGemmFits(trans_a, trans_b, m, n, k);
   }
 }
 
@@ -186,18 +219,18 @@ void InitBlas() { BlasLibrary(); }
 
 template <typename T>
 size_t GemmScratchBytes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
-  return CopiesB<T>(trans_a, trans_b, m, n, k) ? static_cast<size_t>(n * k) * sizeof(T) : 0;
+  return UsesPanels<T>(trans_a, trans_b, m, n, k) ? static_cast<size_t>(PanelFloats(n, k)) * sizeof(T) + 64 : 0;
 }
 
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
-          ThreadPool* pool, void* scratch, const RangeFn* rows_done) {
+          ThreadPool* pool, void* scratch, const T* bias) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> C(c, m * n);
     if (beta == T(0)) C.setZero();
     else C *= beta;
-    if (rows_done) (*rows_done)(0, m);
+    AddBias(bias, n, 0, m, 0, n, c);
     return;
   }
   constexpr bool kBlas = std::is_same_v<T, float> || std::is_same_v<T, double>;
@@ -205,28 +238,22 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   if constexpr (std::is_same_v<T, float>) {
     if (SmallGemmFits(trans_b, m, n, k)) {
       SmallSgemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
-      if (rows_done) (*rows_done)(0, m);
+      AddBias(bias, n, 0, m, 0, n, c);
       return;
     }
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    if (scratch != nullptr && CopiesB<T>(trans_a, trans_b, m, n, k) && m <= kMaxInt && n <= kMaxInt &&
-        k <= kMaxInt && m * k <= kMaxInt * 8) {
-      // B is [n, k]: its transpose [k, n] into the scratch (16 x 16 tiles), then the untransposed product.
-      T* bt = static_cast<T*>(scratch);
-      StridedCopy(b, {1, k}, {k, n}, sizeof(T), bt, pool);
-      BlasGemm(false, false, m, n, k, alpha, a, static_cast<const T*>(bt), beta, c, pool, rows_done);
+    if (scratch != nullptr && UsesPanels<T>(trans_a, trans_b, m, n, k)) {
+      PanelGemm(m, n, k, alpha, a, b, beta, c, pool, scratch, bias);
       return;
     }
   }
   if constexpr (kBlas) {
     if (HaveBlas<T>() && m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && m * k <= kMaxInt * 8) {
-      BlasGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool, rows_done);
+      BlasGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool, bias);
       return;
     }
   }
   EigenGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool);
-  if (rows_done) (*rows_done)(0, m);
+  AddBias(bias, n, 0, m, 0, n, c);
 }
 
 template <typename T>
@@ -267,22 +294,22 @@ template void GemmLd<double>(bool, bool, int64_t, int64_t, int64_t, double, cons
                              int64_t, double, double*, int64_t);
 
 template void Gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*,
-                          ThreadPool*, void*, const RangeFn*);
+                          ThreadPool*, void*, const float*);
 template size_t GemmScratchBytes<float>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, const double*, double,
-                           double*, ThreadPool*, void*, const RangeFn*);
+                           double*, ThreadPool*, void*, const double*);
 template size_t GemmScratchBytes<double>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<int32_t>(bool, bool, int64_t, int64_t, int64_t, int32_t, const int32_t*, const int32_t*, int32_t,
-                            int32_t*, ThreadPool*, void*, const RangeFn*);
+                            int32_t*, ThreadPool*, void*, const int32_t*);
 template size_t GemmScratchBytes<int32_t>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<int64_t>(bool, bool, int64_t, int64_t, int64_t, int64_t, const int64_t*, const int64_t*, int64_t,
-                            int64_t*, ThreadPool*, void*, const RangeFn*);
+                            int64_t*, ThreadPool*, void*, const int64_t*);
 template size_t GemmScratchBytes<int64_t>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<uint32_t>(bool, bool, int64_t, int64_t, int64_t, uint32_t, const uint32_t*, const uint32_t*,
-                             uint32_t, uint32_t*, ThreadPool*, void*, const RangeFn*);
+                             uint32_t, uint32_t*, ThreadPool*, void*, const uint32_t*);
 template size_t GemmScratchBytes<uint32_t>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<uint64_t>(bool, bool, int64_t, int64_t, int64_t, uint64_t, const uint64_t*, const uint64_t*,
-                             uint64_t, uint64_t*, ThreadPool*, void*, const RangeFn*);
+                             uint64_t, uint64_t*, ThreadPool*, void*, const uint64_t*);
 template size_t GemmScratchBytes<uint64_t>(bool, bool, int64_t, int64_t, int64_t);
 
 }  // namespace cpu

@@ -1,5 +1,6 @@
-// Row-major matrix products: float32 and float64 on OpenBLAS (loaded at run time, its kernels chosen for
-// the CPU it runs on), the integer types on Eigen; split across the intra-op pool. Used by MatMul, Gemm,
+// Row-major matrix products: float32 on oneDNN and on our AVX-512 panels (sgemm_avx512.h), float64 on
+// OpenBLAS (both libraries loaded at run time, their kernels chosen for the CPU it runs on), the integer
+// types on Eigen; split across the intra-op pool. Used by MatMul, Gemm,
 // FusedMatMul, Conv and ConvTranspose.
 #pragma once
 
@@ -17,17 +18,17 @@ namespace cpu {
 // created, before any thread of its pool could.
 void InitBlas();
 
-// `scratch`, where a kernel's Prepare asked for GemmScratchBytes of the same product, lets a float product
-// A B^T of many rows run as A (B^T) with B^T copied out first (see gemm.cc); without it, or where that
-// does not pay, the product runs as asked. Either way C is A B^T to the float, though its rounding may
-// differ in the last bits between the two forms (the library sums K in different blocks).
+// `scratch`, where a kernel's Prepare asked for GemmScratchBytes of the same product, holds B packed for a
+// float product A B^T on AVX-512 (sgemm_avx512.h: each element one FMA chain over k, so its bits do not
+// depend on the pool); without it the product runs on the library. Either way C is A B^T to the float,
+// though the last bits may differ between the two (the library sums K in its own blocks).
 //
-// `rows_done`, when given, is called with [r0, r1) once rows r0 .. r1 - 1 of C are final, on the thread that
-// computed them while they are still in its cache, each row exactly once (a product split by columns, or not
-// split, reports all its rows at the end): MatMulBias adds its bias there.
+// `bias`, when given, is a row of n added to every row of C after the product, element by element as Add
+// (c + bias, rounded once more), while the rows are in cache: in the register tiles on the panels, after each
+// chunk on the library (MatMulBias).
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
-          ThreadPool* pool, void* scratch = nullptr, const RangeFn* rows_done = nullptr);
+          ThreadPool* pool, void* scratch = nullptr, const T* bias = nullptr);
 template <typename T>
 size_t GemmScratchBytes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k);
 

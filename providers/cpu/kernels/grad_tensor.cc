@@ -251,7 +251,7 @@ class GatherElementsGradKernel : public OpKernel {
 // batch dims broadcast as in MatMul.
 // ai.ontrain MatMulBias(A, B, bias [N]) with FusedMatMul's attributes: FusedMatMul(A, B) + bias, the bias
 // added to each row of the product in float as Add does (engine/kernel_fusion.h), while the rows are still
-// in cache: as the product's chunks finish (Gemm's rows_done), or after each batch's product.
+// in cache: inside the product (Gemm's bias), or after each batch's product.
 class FusedMatMulKernel : public OpKernel {
  public:
   explicit FusedMatMulKernel(const NodeInfo& info)
@@ -307,10 +307,9 @@ class FusedMatMulKernel : public OpKernel {
           for (int64_t j = 0; j < n; ++j) row[j] = row[j] + bias[j];
         }
       };
-      const RangeFn rows_done(add_bias);
       if (SharesB()) {
         Gemm<T>(false, tb_, batches * m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), T(0), py,
-                ctx.thread_pool(), ctx.scratch(), bias ? &rows_done : nullptr);
+                ctx.thread_pool(), ctx.scratch(), bias);
         return Status::OK();
       }
       // Batches in parallel, each product on one thread (see MatMul).

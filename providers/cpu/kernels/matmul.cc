@@ -125,16 +125,22 @@ class GemmKernel : public OpKernel {
       using T = typename decltype(tag)::type;
       T* py = y->data<T>();
       T beta = T(0);
+      const T* bias = nullptr;
       if (c != nullptr && beta_ != 0.0f) {
-        // Y = broadcast(C), then Y = alpha*AB + beta*Y.
         Shape st = BroadcastStrides(c->shape(), {m_, n_});
         const T* pc = c->data<T>();
-        for (int64_t i = 0; i < m_; ++i)
-          for (int64_t j = 0; j < n_; ++j) py[i * n_ + j] = pc[i * st[0] + j * st[1]];
-        beta = static_cast<T>(beta_);
+        if (beta_ == 1.0f && st[0] == 0 && (st[1] == 1 || n_ == 1)) {
+          // A row (a layer's bias): added to the product's rows inside Gemm, alpha*AB + C rounded as below.
+          bias = pc;
+        } else {
+          // Y = broadcast(C), then Y = alpha*AB + beta*Y.
+          for (int64_t i = 0; i < m_; ++i)
+            for (int64_t j = 0; j < n_; ++j) py[i * n_ + j] = pc[i * st[0] + j * st[1]];
+          beta = static_cast<T>(beta_);
+        }
       }
       Gemm<T>(trans_a_, trans_b_, m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), beta, py,
-              ctx.thread_pool(), ctx.scratch());
+              ctx.thread_pool(), ctx.scratch(), bias);
       return Status::OK();
     });
   }

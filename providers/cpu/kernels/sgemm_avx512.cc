@@ -1,0 +1,157 @@
+// Float32 GEMMs on AVX-512 over packed panels of B (see sgemm_avx512.h).
+#include "providers/cpu/kernels/sgemm_avx512.h"
+
+#include "providers/cpu/kernels/common.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+constexpr int64_t kP = kPanelColumns;
+constexpr int64_t kSmallPanels = kSmallGemmMax * kSmallGemmMax;  // SmallSgemm's packed B: k <= 128 rows, n <= 128
+
+bool HasAvx512() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+
+// Rows 0 .. R of C (A's rows from `a`), the 32 columns of `panel` (masked by m0, m1 past n): R x 2
+// accumulators over k.
+template <int R, bool TA>
+__attribute__((target("avx512f"), always_inline)) inline void Tile(const float* a, int64_t lda, const float* panel,
+                                                                 int64_t k, float alpha, float beta,
+                                                                 const float* bias, float* c, int64_t ldc,
+                                                                 __mmask16 m0, __mmask16 m1) {
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const __m512 b0 = _mm512_load_ps(panel + kk * kP);
+    const __m512 b1 = _mm512_load_ps(panel + kk * kP + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 v = _mm512_set1_ps(TA ? a[kk * lda + r] : a[r * lda + kk]);
+      acc0[r] = _mm512_fmadd_ps(v, b0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(v, b1, acc1[r]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+  const __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* row = c + r * ldc;
+    __m512 y0 = _mm512_mul_ps(acc0[r], va), y1 = _mm512_mul_ps(acc1[r], va);
+    if (beta != 0.0f) {
+      y0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, row), y0);
+      y1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, row + 16), y1);
+    }
+    if (bias) {
+      y0 = _mm512_add_ps(y0, bias0);
+      y1 = _mm512_add_ps(y1, bias1);
+    }
+    _mm512_mask_storeu_ps(row, m0, y0);
+    if (m1) _mm512_mask_storeu_ps(row + 16, m1, y1);
+  }
+}
+
+// Rows 0 .. m of C at columns j0 .. j1 (j0 a multiple of 32): for each panel, every row tile, so that the
+// panel is read from L1 or L2 by all of them.
+template <bool TA>
+__attribute__((target("avx512f"))) void Tiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha,
+                                              const float* a, int64_t lda, const float* bp, float beta,
+                                              const float* bias, float* c, int64_t ldc) {
+  auto rows = [&](int64_t i) { return TA ? a + i : a + i * lda; };
+  for (int64_t j = j0; j < j1; j += kP) {
+    const float* panel = bp + j * k;
+    const __mmask16 m0 = FirstLanes(j1 - j), m1 = FirstLanes(j1 - j - 16);
+    float* cj = c + j;
+    const float* bj = bias ? bias + j : nullptr;
+    int64_t i = 0;
+    for (; i + 8 <= m; i += 8) Tile<8, TA>(rows(i), lda, panel, k, alpha, beta, bj, cj + i * ldc, ldc, m0, m1);
+    float* ci = cj + i * ldc;
+    switch (m - i) {
+      case 7: Tile<7, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
+      case 6: Tile<6, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
+      case 5: Tile<5, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
+      case 4: Tile<4, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
+      case 3: Tile<3, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
+      case 2: Tile<2, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
+      case 1: Tile<1, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
+      default: break;
+    }
+  }
+}
+
+// Panels p0 .. p1 of op(B) [k, n] into bp: panel p at bp + 32 p k, its row kk the 32 floats of columns
+// 32 p .. 32 p + 31 (zeros past n). A transposed B by 16 x 16 blocks in registers, its edges element by
+// element.
+__attribute__((target("avx512f"))) void Pack(bool tb, int64_t n, int64_t k, const float* b, int64_t ldb, float* bp,
+                                             int64_t p0, int64_t p1) {
+  const int64_t k16 = k / 16 * 16;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t j = p * kP, w = std::min(kP, n - j);
+    float* panel = bp + j * k;
+    if (!tb) {
+      const __mmask16 m0 = FirstLanes(w), m1 = FirstLanes(w - 16);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const float* src = b + kk * ldb + j;
+        _mm512_store_ps(panel + kk * kP, _mm512_maskz_loadu_ps(m0, src));
+        _mm512_store_ps(panel + kk * kP + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+      }
+      continue;
+    }
+    const int64_t w16 = w / 16 * 16;
+    for (int64_t q = 0; q < w16; q += 16) {
+      for (int64_t kk = 0; kk < k16; kk += 16) Transpose16x16(b + (j + q) * ldb + kk, ldb, panel + kk * kP + q, kP);
+    }
+    for (int64_t kk = 0; kk < k; ++kk) {
+      float* row = panel + kk * kP;
+      for (int64_t q = kk < k16 ? w16 : 0; q < w; ++q) row[q] = b[(j + q) * ldb + kk];
+      std::fill(row + w, row + kP, 0.0f);
+    }
+  }
+}
+
+}  // namespace
+
+bool SmallGemmFits(bool trans_b, int64_t m, int64_t n, int64_t k) {
+  if (!HasAvx512() || m <= 0 || n <= 0 || k <= 0 || m > kSmallGemmMax || n > kSmallGemmMax || k > kSmallGemmMax) {
+    return false;
+  }
+  // Past these sizes the library's kernels win (a transposed B is packed element by element here).
+  return m * n * k <= (trans_b ? 64 * 64 * 64 : 128 * 128 * 64);
+}
+
+void SmallSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  // A whole, before the tiles: transposed, their loads would take one line per k step, each a miss.
+  if (trans_a) PrefetchRows(a, k, m, lda);
+  else PrefetchRows(a, m, k, lda);
+  alignas(64) float bp[kSmallPanels];
+  Pack(trans_b, n, k, b, ldb, bp, 0, (n + kP - 1) / kP);
+  if (trans_a) Tiles<true>(m, 0, n, k, alpha, a, lda, bp, beta, nullptr, c, ldc);
+  else Tiles<false>(m, 0, n, k, alpha, a, lda, bp, beta, nullptr, c, ldc);
+}
+
+bool PanelGemmFits(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
+  return HasAvx512() && !trans_a && trans_b && m > 0 && n >= kPanelColumns && k > 0 && !SmallGemmFits(trans_b, m, n, k);
+}
+
+int64_t PanelFloats(int64_t n, int64_t k) { return k * ((n + kP - 1) / kP * kP); }
+
+void PackPanels(int64_t n, int64_t k, const float* b, int64_t ldb, float* bp, int64_t p0, int64_t p1) {
+  Pack(true, n, k, b, ldb, bp, p0, p1);
+}
+
+void PanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* bp, float beta, const float* bias, float* c, int64_t ldc) {
+  Tiles<false>(m, j0, j1, k, alpha, a, lda, bp, beta, bias, c, ldc);
+}
+
+}  // namespace cpu
+}  // namespace ontrain

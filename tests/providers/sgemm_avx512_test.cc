@@ -1,0 +1,177 @@
+// The AVX-512 GEMMs (providers/cpu/kernels/sgemm_avx512.h) against a double-precision reference and
+// against a float reference that sums in the same order (FMA from zero over k, then alpha and beta, then the
+// bias): SmallSgemm for every transpose, the panels for A B^T; ragged sizes (tails of rows, of the 16-column
+// vectors, of the 32-column panels and of k's 16-row blocks), leading dimensions wider than the matrices,
+// alpha and beta, C past ldc's columns left untouched, and the panels computed in any split of rows and
+// column ranges giving the same bits.
+#include "providers/cpu/kernels/sgemm_avx512.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ontrain {
+namespace cpu {
+namespace {
+
+TEST(SmallGemmTest, MatchesTheSameSumInOrder) {
+  if (!SmallGemmFits(false, 8, 8, 8)) GTEST_SKIP() << "this CPU has no AVX-512F: SmallSgemm is never used here";
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{64, 64, 32}, {64, 32, 64}, {1, 1, 1}, {7, 33, 5}, {9, 17, 64}, {128, 128, 64}, {13, 100, 3}, {64, 64, 64},
+                     {20, 50, 40}, {33, 16, 48}};
+  int checked = 0;
+  for (const S& sh : shapes) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      if (!SmallGemmFits(tb, sh.m, sh.n, sh.k)) continue;
+      for (float beta : {0.0f, 0.5f}) {
+        const float alpha = beta == 0.0f ? 1.0f : -0.75f;
+        const int64_t m = sh.m, n = sh.n, k = sh.k;
+        const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
+        std::vector<float> a((ta ? k : m) * lda), b((tb ? n : k) * ldb), c(m * ldc), want(m * ldc);
+        for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i) + 0.1f);
+        for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i) + 0.2f);
+        for (size_t i = 0; i < c.size(); ++i) c[i] = want[i] = std::sin(0.05f * static_cast<float>(i));
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            float acc = 0;
+            double exact = 0;
+            for (int64_t kk = 0; kk < k; ++kk) {
+              const float av = ta ? a[kk * lda + i] : a[i * lda + kk];
+              const float bv = tb ? b[j * ldb + kk] : b[kk * ldb + j];
+              acc = std::fma(av, bv, acc);
+              exact += static_cast<double>(av) * bv;
+            }
+            float& w = want[i * ldc + j];
+            const float old = w;
+            w = beta != 0.0f ? std::fma(beta, old, acc * alpha) : acc * alpha;
+            ASSERT_NEAR(w, alpha * exact + beta * old, 1e-5 * (1 + std::fabs(exact)));
+          }
+        }
+        SmallSgemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+        ASSERT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)), 0)
+            << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb << " beta " << beta;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 40);
+}
+
+// The in-order float reference: want[i, j] = alpha * (FMA chain over k from 0) (+ beta * old by one FMA)
+// (+ bias[j]), and the double product beside it for the accuracy check.
+struct Reference {
+  int64_t m, n, k, lda, ldb, ldc;
+  bool ta, tb;
+  const float *a, *b;
+  float alpha, beta;
+  const float* bias;
+  void Fill(std::vector<float>* want) const {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = 0;
+        double exact = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const float av = ta ? a[kk * lda + i] : a[i * lda + kk];
+          const float bv = tb ? b[j * ldb + kk] : b[kk * ldb + j];
+          acc = std::fma(av, bv, acc);
+          exact += static_cast<double>(av) * bv;
+        }
+        float& w = (*want)[i * ldc + j];
+        const float old = w;
+        w = beta != 0.0f ? std::fma(beta, old, acc * alpha) : acc * alpha;
+        if (bias != nullptr) w = w + bias[j];
+        const double exact_all = alpha * exact + beta * old + (bias ? bias[j] : 0.0);
+        ASSERT_NEAR(w, exact_all, 2e-5 * (1 + std::fabs(exact_all)));
+      }
+    }
+  }
+};
+
+struct AlignedFloats {
+  explicit AlignedFloats(int64_t count)
+      : p(static_cast<float*>(std::aligned_alloc(64, (static_cast<size_t>(count) * 4 + 63) / 64 * 64))) {}
+  ~AlignedFloats() { std::free(p); }
+  float* p;
+};
+
+TEST(PanelGemmTest, MatchesTheSameSumInOrderInAnySplit) {
+  if (!PanelGemmFits(false, true, 256, 256, 256)) GTEST_SKIP() << "this CPU has no AVX-512F: the panels are never used here";
+  struct S {
+    int64_t m, n, k;
+  };
+  // Ragged panels (33, 100, 517 columns), k not a multiple of 16 (17, 129, 784), row tails of 1 to 7; the
+  // small ones are SmallSgemm's in Gemm, but the panels compute them as well.
+  const S shapes[] = {{128, 512, 784}, {9, 33, 17}, {1000, 100, 129}, {7, 517, 64}, {70, 64, 300}, {200, 40, 1}};
+  int checked = 0;
+  for (const S& sh : shapes) {
+    const int64_t m = sh.m, n = sh.n, k = sh.k;
+    const int64_t lda = k + 3, ldb = k + 5, ldc = n + 7;
+    std::vector<float> a(m * lda), b(n * ldb), c0(m * ldc), bias(n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i) + 0.1f);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i) + 0.2f);
+    for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::sin(0.05f * static_cast<float>(i));
+    for (size_t j = 0; j < bias.size(); ++j) bias[j] = 0.25f * std::cos(0.3f * static_cast<float>(j));
+    // The packed B starts as NaNs: every float the tiles read must have been packed.
+    const int64_t floats = PanelFloats(n, k);
+    ASSERT_EQ(floats, k * ((n + 31) / 32 * 32));
+    AlignedFloats bp(floats);
+    std::fill(bp.p, bp.p + floats, std::nanf(""));
+    const int64_t panels = (n + 31) / 32;
+    PackPanels(n, k, b.data(), ldb, bp.p, 0, panels / 2);
+    PackPanels(n, k, b.data(), ldb, bp.p, panels / 2, panels);
+    for (float beta : {0.0f, 0.5f}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " beta " +
+                     std::to_string(beta) + (with_bias ? " bias" : ""));
+        const float alpha = beta == 0.0f ? 1.0f : -0.75f;
+        std::vector<float> want = c0, whole = c0, split = c0;
+        const Reference ref{m, n, k, lda, ldb, ldc, false, true, a.data(), b.data(), alpha, beta,
+                            with_bias ? bias.data() : nullptr};
+        ref.Fill(&want);
+        PanelTiles(m, 0, n, k, alpha, a.data(), lda, bp.p, beta, ref.bias, whole.data(), ldc);
+        // Rows in two parts, columns in ranges of whole panels.
+        const int64_t mh = m / 3, jh = (panels / 2) * 32;
+        for (int64_t r0 : {int64_t{0}, mh}) {
+          const int64_t r1 = r0 == 0 ? mh : m;
+          PanelTiles(r1 - r0, 0, jh, k, alpha, a.data() + r0 * lda, lda, bp.p, beta, ref.bias, split.data() + r0 * ldc, ldc);
+          PanelTiles(r1 - r0, jh, n, k, alpha, a.data() + r0 * lda, lda, bp.p, beta, ref.bias, split.data() + r0 * ldc, ldc);
+        }
+        ASSERT_EQ(std::memcmp(whole.data(), want.data(), want.size() * sizeof(float)), 0);
+        ASSERT_EQ(std::memcmp(split.data(), want.data(), want.size() * sizeof(float)), 0);
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 24);
+}
+
+TEST(PanelGemmTest, TakesOnlyATimesBTransposed) {
+  if (!PanelGemmFits(false, true, 256, 256, 256)) GTEST_SKIP() << "this CPU has no AVX-512F";
+  EXPECT_FALSE(PanelGemmFits(false, false, 256, 256, 256));  // B as stored: the library is faster
+  EXPECT_FALSE(PanelGemmFits(true, true, 256, 256, 256));
+  EXPECT_FALSE(PanelGemmFits(false, true, 256, 31, 256));  // under one panel of columns
+  EXPECT_TRUE(PanelGemmFits(false, true, 1, 32, 1000));
+  EXPECT_FALSE(PanelGemmFits(false, true, 64, 64, 64));  // SmallSgemm's
+  EXPECT_FALSE(PanelGemmFits(false, true, 0, 64, 64));
+}
+
+TEST(SmallGemmTest, TakesOnlySmallProducts) {
+  if (!SmallGemmFits(false, 8, 8, 8)) GTEST_SKIP() << "this CPU has no AVX-512F";
+  EXPECT_TRUE(SmallGemmFits(false, 128, 128, 64));
+  EXPECT_FALSE(SmallGemmFits(false, 128, 128, 128));
+  EXPECT_FALSE(SmallGemmFits(true, 128, 128, 64));
+  EXPECT_TRUE(SmallGemmFits(true, 64, 64, 64));
+  EXPECT_FALSE(SmallGemmFits(false, 129, 1, 1));
+  EXPECT_FALSE(SmallGemmFits(false, 0, 8, 8));
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace ontrain
