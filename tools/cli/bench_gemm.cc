@@ -91,12 +91,17 @@ double MeasurePeak(const PeakLoop& p) {
   return 2.0 * 12.0 * p.lanes * static_cast<double>(kIters) / s / 1e9;
 }
 
-double GemmRate(int64_t m, int64_t n, int64_t k, ThreadPool* pool) {
+// A B, or A B^T (trans_b: a layer's X W^T) with the scratch a kernel would give it.
+double GemmRate(int64_t m, int64_t n, int64_t k, bool trans_b, ThreadPool* pool) {
   std::vector<float> a(m * k, 0.5f), b(k * n, 0.25f), c(m * n);
-  cpu::Gemm<float>(false, false, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data(), pool);
+  std::vector<float> scratch(cpu::GemmScratchBytes<float>(false, trans_b, m, n, k) / sizeof(float) + 1);
+  auto run = [&] {
+    cpu::Gemm<float>(false, trans_b, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data(), pool, scratch.data());
+  };
+  run();
   int reps = static_cast<int>(std::max<int64_t>(3, 4000000000LL / (2 * m * n * k)));
   auto t0 = Clock::now();
-  for (int r = 0; r < reps; ++r) cpu::Gemm<float>(false, false, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data(), pool);
+  for (int r = 0; r < reps; ++r) run();
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   return 2.0 * static_cast<double>(m * n * k) * reps / s / 1e9;
 }
@@ -114,11 +119,11 @@ constexpr int kRounds = 5;
 struct Share {
   double gflops, share;
 };
-Share MeasureShare(const PeakLoop& p, int64_t m, int64_t n, int64_t k, ThreadPool* pool, int threads) {
+Share MeasureShare(const PeakLoop& p, int64_t m, int64_t n, int64_t k, bool trans_b, ThreadPool* pool, int threads) {
   std::vector<double> rates, shares;
   double before = MeasurePeak(p);
   for (int r = 0; r < kRounds; ++r) {
-    double rate = GemmRate(m, n, k, pool), after = MeasurePeak(p);
+    double rate = GemmRate(m, n, k, trans_b, pool), after = MeasurePeak(p);
     rates.push_back(rate);
     shares.push_back(rate / (0.5 * (before + after) * threads));
     before = after;
@@ -143,13 +148,15 @@ Status BenchGemm(int threads) {
   std::printf("FP32 peak of one core (%s FMA loop): %.1f GFLOP/s (median of %d; each share below is against the "
               "peak measured around it); GEMM on 1 and %d threads:\n",
               loop.isa, peak, kRounds, threads);
-  const int64_t shapes[][3] = {{1024, 1024, 1024}, {1024, 384, 128}, {128, 512, 784}, {256, 784, 512}, {64, 3136, 128}};
+  // m, n, k and whether B is stored transposed ([n, k]: the layers' forward products X W^T).
+  const int64_t shapes[][4] = {{1024, 1024, 1024, 0}, {1024, 384, 128, 0}, {128, 512, 784, 0}, {256, 784, 512, 0},
+                               {64, 3136, 128, 0},    {128, 512, 784, 1},  {1024, 512, 128, 1}};
   for (const auto& s : shapes) {
-    Share one = MeasureShare(loop, s[0], s[1], s[2], nullptr, 1);
-    Share many = MeasureShare(loop, s[0], s[1], s[2], &pool, threads);
-    std::printf("  %5lld x %5lld x %5lld: %6.1f GFLOP/s (%3.0f%% of peak), %6.1f on %d threads (%3.0f%% of %d x peak)\n",
-                static_cast<long long>(s[0]), static_cast<long long>(s[1]), static_cast<long long>(s[2]), one.gflops,
-                100.0 * one.share, many.gflops, threads, 100.0 * many.share, threads);
+    Share one = MeasureShare(loop, s[0], s[1], s[2], s[3] != 0, nullptr, 1);
+    Share many = MeasureShare(loop, s[0], s[1], s[2], s[3] != 0, &pool, threads);
+    std::printf("  %5lld x %5lld x %5lld%s: %6.1f GFLOP/s (%3.0f%% of peak), %6.1f on %d threads (%3.0f%% of %d x peak)\n",
+                static_cast<long long>(s[0]), static_cast<long long>(s[1]), static_cast<long long>(s[2]),
+                s[3] ? " B^T" : "    ", one.gflops, 100.0 * one.share, many.gflops, threads, 100.0 * many.share, threads);
   }
   return Status::OK();
 }
