@@ -329,14 +329,27 @@ Status Executor::RunKernel(size_t pos, MemoryArenas* arenas, std::vector<size_t>
     auto t0 = std::chrono::steady_clock::now();
     if (Status s = provider->Run(*st.kernel, st.ctx); !s.ok()) return s.WithContext(n.Describe());
     auto t1 = std::chrono::steady_clock::now();
-    // The op-type key is made once per step, so that profiling by op type allocates nothing per step (the
-    // tally finds an existing key without allocating); by shape it is made each time.
+    // The keys are made once per step and kept, so that profiling allocates nothing per step (the tally
+    // finds an existing key without allocating); by shape, again when the input shapes change.
     if (st.profile_key.empty()) st.profile_key = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
     const int64_t nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
     if (OpProfileByShape()) {
-      std::string key = st.profile_key;
-      for (int i = 0; i < st.ctx.num_inputs(); ++i) key += st.ctx.input(i) ? " " + ShapeToString(st.ctx.input(i)->shape()) : " -";
-      AddOpTime(key, nanos, MatrixFlops(n, st.ctx));
+      const size_t inputs = static_cast<size_t>(st.ctx.num_inputs());
+      bool same = !st.profile_shape_key.empty() && st.profile_shapes.size() == inputs;
+      for (size_t i = 0; same && i < inputs; ++i) {
+        const Tensor* t = st.ctx.input(static_cast<int>(i));
+        same = t ? t->shape() == st.profile_shapes[i] : st.profile_shapes[i] == Shape{-1};
+      }
+      if (!same) {
+        st.profile_shape_key = st.profile_key;
+        st.profile_shapes.clear();
+        for (size_t i = 0; i < inputs; ++i) {
+          const Tensor* t = st.ctx.input(static_cast<int>(i));
+          st.profile_shape_key += t ? " " + ShapeToString(t->shape()) : " -";
+          st.profile_shapes.push_back(t ? t->shape() : Shape{-1});  // [-1]: an absent input
+        }
+      }
+      AddOpTime(st.profile_shape_key, nanos, MatrixFlops(n, st.ctx));
     } else {
       AddOpTime(st.profile_key, nanos, MatrixFlops(n, st.ctx));
     }

@@ -24,6 +24,10 @@ struct Executor::Step {
   size_t slot_base = 0;  // kernel: output i at slot_base + i, scratch after them; copy: slot_base
   std::vector<std::pair<int, int>> aliases;  // (output value, input value) sharing storage
   std::string profile_key;  // `ontrain bench --profile`: "domain::Op", made on the first profiled run
+  // `--profile-shapes`: the key with the input shapes, and the shapes it was made for (remade when they
+  // change, so that steps at the same shapes allocate nothing).
+  std::string profile_shape_key;
+  std::vector<Shape> profile_shapes;
 };
 
 // One recorded run at a plan (executor_capture.cc).

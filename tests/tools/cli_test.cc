@@ -187,15 +187,18 @@ double JsonNumber(const std::string& json, const std::string& key) {
 TEST_F(CliTest, BenchTimesStepsAndCountsTheirMatrixWork) {
   std::string dir = Tmp("cli_bench");
   ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
-  const std::string plain = dir + "/plain.json", profiled = dir + "/profiled.json";
+  const std::string plain = dir + "/plain.json", profiled = dir + "/profiled.json", shaped = dir + "/shaped.json";
   ::testing::internal::CaptureStdout();
   Status a = cli::Bench({"--artifacts", dir, "--threads", "1", "--batch-size", "16", "--steps", "5", "--warmup", "3",
                          "--json", plain});
   Status b = cli::Bench({"--artifacts", dir, "--threads", "1", "--batch-size", "16", "--steps", "5", "--warmup", "3",
                          "--profile", "--json", profiled});
+  Status c = cli::Bench({"--artifacts", dir, "--threads", "1", "--batch-size", "16", "--steps", "5", "--warmup", "3",
+                         "--profile-shapes", "--json", shaped});
   const std::string said = ::testing::internal::GetCapturedStdout();
   ASSERT_TRUE(a.ok()) << a.ToString();
   ASSERT_TRUE(b.ok()) << b.ToString();
+  ASSERT_TRUE(c.ok()) << c.ToString();
   const std::string j = Slurp(plain), p = Slurp(profiled);
   EXPECT_GT(JsonNumber(j, "steps_per_s"), 0.0) << j;
   EXPECT_EQ(JsonNumber(j, "allocs_per_step"), 0.0) << j;
@@ -204,8 +207,11 @@ TEST_F(CliTest, BenchTimesStepsAndCountsTheirMatrixWork) {
   // layer's input gradient (16x10 by 10x256); none for the data input.
   const double flops = 2.0 * 16 * (784 * 256 + 256 * 10) + 2.0 * 16 * (784 * 256 + 256 * 10) + 2.0 * 16 * 10 * 256;
   EXPECT_NEAR(JsonNumber(p, "matrix_gflop_per_step"), flops / 1e9, flops / 1e9 * 1e-5) << p;
-  // Profiling by op type makes its tally's entries before the timed steps: it allocates nothing in them.
+  // Profiling by op type makes its tally's entries before the timed steps: it allocates nothing in them;
+  // by shape, each step's keys are kept while the shapes stay (they had cost 57 allocations per CNN step).
   EXPECT_EQ(JsonNumber(p, "allocs_per_step"), 0.0) << p;
+  EXPECT_EQ(JsonNumber(Slurp(shaped), "allocs_per_step"), 0.0) << Slurp(shaped);
+  EXPECT_THAT(said, HasSubstr("Gemm [16,784] [256,784] [256]"));
   const double peak = JsonNumber(p, "peak_gflops_per_core");
   EXPECT_GT(peak, 0.1) << p;
   EXPECT_EQ(JsonNumber(p, "cores"), 1.0) << p;
