@@ -31,9 +31,9 @@ TEST(GemmTest, FloatProductsWithBTransposedAskForPanels) {
   EXPECT_EQ(GemmScratchBytes<float>(false, true, 64, 64, 64), 0u);  // SmallSgemm's, packed on its stack
 }
 
-// A B^T on the panels through Gemm, split for one and for two threads (by rows: 1024 and 520 rows; by
-// columns: 128 rows of 512 columns), against the in-order float sum bit for bit and the double product,
-// with the scratch unaligned and full of NaNs, and with a bias row.
+// A B^T on the panels through Gemm, on one and on two threads (split by panels of columns: 384, 512 and 40
+// columns; a single panel's rows in halves: 1000 x 32), against the in-order float sum bit for bit and the
+// double product, with the scratch unaligned and full of NaNs, and with a bias row.
 TEST(GemmTest, PanelProductsAreTheInOrderSumOnAnyPool) {
   InitBlas();
   if (!PanelsHere()) GTEST_SKIP() << "this CPU has no AVX-512F: every product runs on the library";
@@ -41,7 +41,8 @@ TEST(GemmTest, PanelProductsAreTheInOrderSumOnAnyPool) {
     int64_t m, n, k;
   };
   ThreadPool two(2);
-  for (const S& sh : {S{1024, 384, 128}, S{520, 40, 33}, S{128, 512, 784}, S{600, 17 + 32, 784}}) {
+  for (const S& sh : {S{1024, 384, 128}, S{520, 40, 33}, S{128, 512, 784}, S{600, 17 + 32, 784}, S{1000, 32, 200},
+                      S{64, 128, 784}}) {
     const int64_t m = sh.m, n = sh.n, k = sh.k;
     SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
     std::vector<float> a(m * k), b(n * k), c0(m * n), bias(n);
