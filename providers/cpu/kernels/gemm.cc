@@ -1,8 +1,8 @@
-// Gemm: float32 on oneDNN's sgemm, except on AVX-512 products of at most 128 x 128 x 64 and products with B
-// transposed, which run on sgemm_avx512.h's panels; float64 on OpenBLAS (both single-threaded inside; the
-// intra-op pool runs
-// fixed chunks of rows, or of columns when C is wide and short, so one pool serves every kernel and no
-// second set of threads spins beside it); the integer types, and floats without those libraries, on Eigen.
+// Gemm: float32 on oneDNN's sgemm, except on AVX-512, where small products (at most 128 x 128 x 64) and
+// products with B transposed run on sgemm_avx512.h's kernels; float64 on OpenBLAS (both libraries
+// single-threaded inside; the intra-op pool runs fixed chunks of rows, or of columns when C is wide and
+// short, so one pool serves every kernel and no second set of threads spins beside it); the integer types,
+// and floats without those libraries, on Eigen.
 #include "providers/cpu/kernels/gemm.h"
 
 #include "providers/cpu/kernels/common.h"
@@ -123,19 +123,13 @@ void AddBias(const T* bias, int64_t n, int64_t i0, int64_t i1, int64_t j0, int64
 }
 
 // Splits C into the chunks above and calls block(i0, i1, j0, j1) for each (rows i0 .. i1, columns j0 .. j1)
-// on the pool.
-// By rows whenever there are rows enough for two chunks: a weight gradient [out, in] is then split by
-// output rows (as the optimizer splits each parameter, training_optimizers.cc), not by columns.
-bool SplitsByRows(int64_t m, int64_t n, int64_t k) {
-  const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  return SplitsShortRows(m, n, k, macs) || m >= n || m > 256;
-}
-
+// on the pool. By rows whenever there are rows enough for two chunks: a weight gradient [out, in] is then
+// split by output rows (as the optimizer splits each parameter, training_optimizers.cc), not by columns.
 template <typename F>
 void SplitProduct(int64_t m, int64_t n, int64_t k, ThreadPool* pool, F&& block) {
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool short_rows = SplitsShortRows(m, n, k, macs);
-  const bool by_rows = SplitsByRows(m, n, k);
+  const bool by_rows = short_rows || m >= n || m > 256;
   const Chunks chunks = short_rows ? Chunks{m, 2, 32} : ChunksOf(by_rows ? m : n, macs);
   const double cost = 2.0 * static_cast<double>(chunks.extent / chunks.count) * static_cast<double>(by_rows ? n : m) *
                       static_cast<double>(k);
