@@ -220,6 +220,22 @@ TEST_F(CliTest, BenchTimesStepsAndCountsTheirMatrixWork) {
   EXPECT_THAT(said, HasSubstr("GFLOP/s"));
 }
 
+// `ontrain bench --gemm`: the peak line and one line per product, the products with B transposed both on
+// the kernel a layer gets and on the library, so the two can be compared on any CPU (no speed is asserted).
+TEST_F(CliTest, BenchGemmReportsEveryProductAgainstThePeak) {
+  ::testing::internal::CaptureStdout();
+  Status s = cli::Bench({"--gemm", "--threads", "1"});
+  const std::string said = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_THAT(said, HasSubstr("FP32 peak of one core"));
+  EXPECT_THAT(said, HasSubstr("1024 x  1024 x  1024"));
+  EXPECT_THAT(said, HasSubstr("  128 x   512 x   784 B^T         :"));
+  EXPECT_THAT(said, HasSubstr(" 1024 x   512 x   128 B^T, library:"));
+  size_t lines = 0;
+  for (size_t at = said.find("% of peak)"); at != std::string::npos; at = said.find("% of peak)", at + 1)) ++lines;
+  EXPECT_EQ(lines, 9u) << said;
+}
+
 TEST_F(CliTest, SigintSavesACheckpointAndStops) {
   std::string dir = Tmp("cli_sigint");
   ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());

@@ -91,13 +91,16 @@ double MeasurePeak(const PeakLoop& p) {
   return 2.0 * 12.0 * p.lanes * static_cast<double>(kIters) / s / 1e9;
 }
 
-// A B, or A B^T (trans_b: a layer's X W^T) with the scratch a kernel would give it.
-double GemmRate(int64_t m, int64_t n, int64_t k, bool trans_b, ThreadPool* pool) {
+// The products measured: A B; A B^T (a layer's X W^T) with the scratch a kernel would give it (on
+// AVX-512, sgemm_avx512.h's panels); and A B^T without it (the library), to compare the two on this CPU.
+enum class Product { kAB, kABt, kABtLibrary };
+
+double GemmRate(int64_t m, int64_t n, int64_t k, Product product, ThreadPool* pool) {
+  const bool trans_b = product != Product::kAB;
   std::vector<float> a(m * k, 0.5f), b(k * n, 0.25f), c(m * n);
   std::vector<float> scratch(cpu::GemmScratchBytes<float>(false, trans_b, m, n, k) / sizeof(float) + 1);
-  auto run = [&] {
-    cpu::Gemm<float>(false, trans_b, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data(), pool, scratch.data());
-  };
+  float* work = product == Product::kABtLibrary ? nullptr : scratch.data();
+  auto run = [&] { cpu::Gemm<float>(false, trans_b, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data(), pool, work); };
   run();
   int reps = static_cast<int>(std::max<int64_t>(3, 4000000000LL / (2 * m * n * k)));
   auto t0 = Clock::now();
@@ -119,11 +122,12 @@ constexpr int kRounds = 5;
 struct Share {
   double gflops, share;
 };
-Share MeasureShare(const PeakLoop& p, int64_t m, int64_t n, int64_t k, bool trans_b, ThreadPool* pool, int threads) {
+Share MeasureShare(const PeakLoop& p, int64_t m, int64_t n, int64_t k, Product product, ThreadPool* pool,
+                   int threads) {
   std::vector<double> rates, shares;
   double before = MeasurePeak(p);
   for (int r = 0; r < kRounds; ++r) {
-    double rate = GemmRate(m, n, k, trans_b, pool), after = MeasurePeak(p);
+    double rate = GemmRate(m, n, k, product, pool), after = MeasurePeak(p);
     rates.push_back(rate);
     shares.push_back(rate / (0.5 * (before + after) * threads));
     before = after;
@@ -148,15 +152,23 @@ Status BenchGemm(int threads) {
   std::printf("FP32 peak of one core (%s FMA loop): %.1f GFLOP/s (median of %d; each share below is against the "
               "peak measured around it); GEMM on 1 and %d threads:\n",
               loop.isa, peak, kRounds, threads);
-  // m, n, k and whether B is stored transposed ([n, k]: the layers' forward products X W^T).
-  const int64_t shapes[][4] = {{1024, 1024, 1024, 0}, {1024, 384, 128, 0}, {128, 512, 784, 0}, {256, 784, 512, 0},
-                               {64, 3136, 128, 0},    {128, 512, 784, 1},  {1024, 512, 128, 1}};
-  for (const auto& s : shapes) {
-    Share one = MeasureShare(loop, s[0], s[1], s[2], s[3] != 0, nullptr, 1);
-    Share many = MeasureShare(loop, s[0], s[1], s[2], s[3] != 0, &pool, threads);
-    std::printf("  %5lld x %5lld x %5lld%s: %6.1f GFLOP/s (%3.0f%% of peak), %6.1f on %d threads (%3.0f%% of %d x peak)\n",
-                static_cast<long long>(s[0]), static_cast<long long>(s[1]), static_cast<long long>(s[2]),
-                s[3] ? " B^T" : "    ", one.gflops, 100.0 * one.share, many.gflops, threads, 100.0 * many.share, threads);
+  struct Shape3 {
+    int64_t m, n, k;
+    Product product;
+  };
+  const Shape3 shapes[] = {{1024, 1024, 1024, Product::kAB}, {1024, 384, 128, Product::kAB},
+                           {128, 512, 784, Product::kAB},    {256, 784, 512, Product::kAB},
+                           {64, 3136, 128, Product::kAB},    {128, 512, 784, Product::kABt},
+                           {128, 512, 784, Product::kABtLibrary}, {1024, 512, 128, Product::kABt},
+                           {1024, 512, 128, Product::kABtLibrary}};
+  for (const Shape3& s : shapes) {
+    Share one = MeasureShare(loop, s.m, s.n, s.k, s.product, nullptr, 1);
+    Share many = MeasureShare(loop, s.m, s.n, s.k, s.product, &pool, threads);
+    const char* what = s.product == Product::kAB ? "" : s.product == Product::kABt ? " B^T" : " B^T, library";
+    std::printf("  %5lld x %5lld x %5lld%-13s: %6.1f GFLOP/s (%3.0f%% of peak), %6.1f on %d threads (%3.0f%% of %d x "
+                "peak)\n",
+                static_cast<long long>(s.m), static_cast<long long>(s.n), static_cast<long long>(s.k), what, one.gflops,
+                100.0 * one.share, many.gflops, threads, 100.0 * many.share, threads);
   }
   return Status::OK();
 }
