@@ -30,6 +30,56 @@ std::vector<Tensor> RunModel(const Model& m, const NamedTensors& feeds, std::vec
   return out;
 }
 
+// A kernel_shape attribute that disagrees with the weight's spatial dims is an error naming both, for
+// Conv, ConvTranspose and ConvGrad: the kernels index the weight by kernel_shape (a fuzzed model with
+// kernel_shape [11, 3] on a [4, 1, 3, 3] weight read past it). ConvTranspose also rejects a dilations list
+// of the wrong length and non-positive windows.
+TEST(CpuKernelsTest, ConvKernelShapeMustMatchTheWeight) {
+  struct Case {
+    std::string op, domain;
+    std::vector<std::string> inputs;
+    Shape w;
+    std::vector<onnx::AttributeProto> attrs;
+    std::string want;
+  };
+  const Shape xs = {2, 4, 10, 10};
+  const std::vector<Case> cases = {
+      {"Conv", "", {"x", "w"}, {6, 4, 3, 3}, {AttrInts("kernel_shape", {11, 3})},
+       "kernel_shape [11,3] does not match the weight's spatial dims [3,3]"},
+      {"ConvTranspose", "", {"x", "w"}, {4, 6, 3, 3}, {AttrInts("kernel_shape", {3, 5})},
+       "kernel_shape [3,5] does not match the weight's spatial dims [3,3]"},
+      {"ConvTranspose", "", {"x", "w"}, {4, 6, 3, 3}, {AttrInts("dilations", {1})},
+       "window attributes do not match 2 spatial dims"},
+      {"ConvTranspose", "", {"x", "w"}, {4, 6, 3, 3}, {AttrInts("strides", {0, 1})},
+       "kernel, strides and dilations must be positive"},
+      {"ConvGrad", "com.microsoft", {"dy", "x", "w"}, {6, 4, 3, 3}, {AttrInts("kernel_shape", {11, 3})},
+       "kernel_shape [11,3] does not match the weight's spatial dims [3,3]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op + " " + c.want);
+    Model m;
+    m.opset_imports[""] = 17;
+    m.opset_imports["com.microsoft"] = 1;
+    auto filled = [](const Shape& shape) {
+      return Tensor::FromVector(std::vector<float>(static_cast<size_t>(ShapeNumElements(shape)), 0.5f), shape);
+    };
+    NamedTensors feeds = {{"x", filled(xs)}, {"w", filled(c.w)}, {"dy", filled({2, 6, 10, 10})}};
+    for (const auto& [name, t] : feeds) m.graph.inputs.push_back(TensorInfo(name, DType::kFloat32, t.shape()));
+    ValueInfo y;
+    y.name = "y";
+    m.graph.outputs = {y};
+    m.graph.nodes.push_back(MakeNode(c.op, c.inputs, {"y"}, c.attrs, "node", c.domain));
+    auto cpu = CpuExecutionProvider::Create({1}).value();
+    auto ex = Executor::Create(m, cpu.get());
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    std::vector<Tensor> out;
+    Status s = ex.value()->Run(ToNamedValues(feeds), {"y"}, &out);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.ToString().find(c.want), std::string::npos) << s.ToString();
+    EXPECT_NE(s.ToString().find("node"), std::string::npos) << "names the node: " << s.ToString();
+  }
+}
+
 TEST(CpuKernelsTest, MicrosoftGeluAndFastGeluWithBias) {
   std::vector<float> x = {-3.0f, -1.0f, -0.25f, 0.0f, 0.5f, 2.0f};
   std::vector<float> bias = {0.1f, -0.2f, 0.3f};

@@ -499,8 +499,15 @@ class ConvTransposeKernel : public OpKernel {
     in_.assign(x->shape().begin() + 2, x->shape().end());
     size_t nd = in_.size();
     geo_ = WindowAttrs::FromNode(node_, Shape(w->shape().begin() + 2, w->shape().end()));
-    if (geo_.kernel.size() != nd || geo_.pads.size() != 2 * nd || geo_.strides.size() != nd) {
+    if (geo_.kernel.size() != nd || geo_.pads.size() != 2 * nd || geo_.strides.size() != nd ||
+        geo_.dilations.size() != nd) {
       return InvalidArgument("window attributes do not match ", nd, " spatial dims");
+    }
+    ONT_RETURN_IF_ERROR(geo_.CheckWeightWindow());
+    for (size_t i = 0; i < nd; ++i) {
+      if (geo_.kernel[i] <= 0 || geo_.strides[i] <= 0 || geo_.dilations[i] <= 0) {
+        return InvalidArgument("kernel, strides and dilations must be positive");
+      }
     }
     Shape out_pad = node_.GetInts("output_padding");
     if (out_pad.empty()) out_pad.assign(nd, 0);

@@ -13,6 +13,7 @@ namespace cpu {
 
 WindowAttrs WindowAttrs::FromNode(const Node& node, Shape kernel) {
   WindowAttrs w;
+  w.weight_window = kernel;
   w.kernel = node.HasAttribute("kernel_shape") ? node.GetDims("kernel_shape") : std::move(kernel);
   size_t k = w.kernel.size();
   w.strides = node.GetDims("strides");
@@ -26,7 +27,16 @@ WindowAttrs WindowAttrs::FromNode(const Node& node, Shape kernel) {
   return w;
 }
 
+Status WindowAttrs::CheckWeightWindow() const {
+  if (!weight_window.empty() && kernel != weight_window) {
+    return InvalidArgument("kernel_shape ", ShapeToString(kernel), " does not match the weight's spatial dims ",
+                           ShapeToString(weight_window));
+  }
+  return Status::OK();
+}
+
 StatusOr<Shape> WindowAttrs::OutputDims(const Shape& in) {
+  ONT_RETURN_IF_ERROR(CheckWeightWindow());
   size_t k = kernel.size();
   if (in.size() != k || strides.size() != k || dilations.size() != k || pads.size() != 2 * k) {
     return InvalidArgument("window attributes do not match ", in.size(), " spatial dims: kernel_shape has ", k,

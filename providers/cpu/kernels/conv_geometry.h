@@ -34,6 +34,7 @@ inline void CopyRow(const T* src, int64_t n, T* dst) {
 
 struct WindowAttrs {
   Shape kernel;     // from kernel_shape, or the weight's spatial dims
+  Shape weight_window;  // the weight's spatial dims, where FromNode was given them
   Shape strides;    // default 1
   Shape dilations;  // default 1
   Shape pads;       // [begin..., end...]
@@ -43,7 +44,12 @@ struct WindowAttrs {
   // Reads the attributes of `node`; `kernel` may come from the weight instead (pass it non-empty).
   static WindowAttrs FromNode(const Node& node, Shape kernel);
 
-  // Fills pads (for auto_pad) and returns the output spatial dims for input spatial dims `in`.
+  // An error naming both where a kernel_shape attribute disagrees with the weight's spatial dims (the
+  // kernels index the weight by kernel_shape).
+  Status CheckWeightWindow() const;
+
+  // Fills pads (for auto_pad) and returns the output spatial dims for input spatial dims `in`; checks
+  // CheckWeightWindow first.
   StatusOr<Shape> OutputDims(const Shape& in);
 };
 
