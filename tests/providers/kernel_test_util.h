@@ -1,6 +1,6 @@
-// The one-node runner and tensor makers that the CPU kernel tests share (grad_kernels_test,
-// float_kernels_test, conv_grad_paths_test, winograd_test): a node run through the executor on the CPU
-// provider, at a chosen thread count.
+// The model and one-node runners and tensor makers that the CPU kernel tests share (grad_kernels_test,
+// float_kernels_test, conv_grad_paths_test, winograd_test, cpu_kernels_test, conv_kernels_test): run through
+// the executor on the CPU provider, at a chosen thread count.
 #pragma once
 
 #include <random>
@@ -34,6 +34,22 @@ inline Tensor AsDouble(const Tensor& t) {
   return Tensor::FromVector(v, t.shape());
 }
 
+// Runs `m` on the CPU provider at `threads` threads and returns `fetch` (all its outputs when empty), copied
+// so that they outlive the executor; an error fails the test.
+inline std::vector<Tensor> RunModel(const Model& m, const NamedTensors& feeds, std::vector<std::string> fetch = {},
+                                    int threads = 2) {
+  auto cpu = CpuExecutionProvider::Create({threads}).value();
+  auto ex = Executor::Create(m, cpu.get());
+  EXPECT_TRUE(ex.ok()) << ex.status().ToString();
+  if (!ex.ok()) return {};
+  if (fetch.empty()) fetch = ex.value()->output_names();
+  std::vector<Tensor> out;
+  Status s = ex.value()->Run(ToNamedValues(feeds), fetch, &out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  for (Tensor& t : out) t = t.Clone();
+  return out;
+}
+
 // Runs one node with the given inputs (named in order) and returns its outputs (all named "o<i>").
 inline std::vector<Tensor> RunNode(const std::string& op, const std::string& domain, const std::vector<Io>& inputs,
                             int num_outputs, const std::vector<onnx::AttributeProto>& attrs = {}, int64_t opset = 17,
@@ -61,15 +77,8 @@ inline std::vector<Tensor> RunNode(const std::string& op, const std::string& dom
     m.graph.outputs.push_back(v);
   }
   m.graph.nodes.push_back(MakeNode(op, in_names, outs, attrs, "node", domain));
-  auto cpu = CpuExecutionProvider::Create({threads}).value();
-  auto ex = Executor::Create(m, cpu.get());
-  EXPECT_TRUE(ex.ok()) << ex.status().ToString();
-  if (!ex.ok()) return {};
-  std::vector<Tensor> out;
-  Status s = ex.value()->Run(ToNamedValues(feeds), outs, &out);
-  EXPECT_TRUE(s.ok()) << op << ": " << s.ToString();
-  for (Tensor& t : out) t = t.Clone();
-  return out;
+  SCOPED_TRACE(op);
+  return RunModel(m, feeds, outs, threads);
 }
 
 inline Tensor Random(const Shape& shape, uint32_t seed, double lo = -1.0, double hi = 1.0) {

@@ -169,8 +169,7 @@ void PanelGemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, con
   float* bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
   const int64_t panels = (n + kPanelColumns - 1) / kPanelColumns;
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int64_t count = macs < kShortSplitMacs ? 1 : std::min<int64_t>(4, panels / 2);
-  if (count <= 1 && panels == 1 && m >= 64 && macs >= kShortSplitMacs) {
+  if (panels == 1 && m >= 64 && macs >= kShortSplitMacs) {
     PackPanels(n, k, b, k, bp, 0, 1);
     const Chunks rows{m, 2, 32};
     ParallelFor(pool, 2, macs, [&](int64_t q0, int64_t q1) {
@@ -181,7 +180,7 @@ void PanelGemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, con
     });
     return;
   }
-  const int64_t chunks = std::max<int64_t>(1, count);
+  const int64_t chunks = macs < kShortSplitMacs ? 1 : std::max<int64_t>(1, std::min<int64_t>(4, panels / 2));
   ParallelFor(pool, chunks, 2.0 * macs / static_cast<double>(chunks), [&](int64_t q0, int64_t q1) {
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t p0 = q * panels / chunks, p1 = (q + 1) * panels / chunks;

@@ -111,11 +111,8 @@ class BatchNormKernel : public OpKernel {
               double shift[kNormMaxBlock];
               for (int64_t j = 0; j < nb; ++j) shift[j] = cnt > 0 ? px[(cb + j) * inner] : 0.0;
               VChannelMoments(px + cb * inner, rows, shift, s, s2);
-              for (int64_t j = 0; j < nb; ++j) {
-                const double dev = s[j], d = dev / cnt, sq = s2[j] - dev * d;
-                s[j] = shift[j] + d;          // the batch mean
-                s2[j] = sq < 0.0 ? 0.0 : sq;  // cnt times the batch variance (rounding can go below 0; NaN stays)
-              }
+              // The batch mean, and cnt times the batch variance.
+              for (int64_t j = 0; j < nb; ++j) MeanAndM2(shift[j], s[j], s2[j], cnt, &s[j], &s2[j]);
             } else {
               for (int64_t j = 0; j < nb; ++j) s[j] = s2[j] = 0;
               for (int64_t bt = 0; bt < n; ++bt) {
@@ -231,11 +228,10 @@ class LayerNormKernel : public OpKernel {
           double mean_d, var_d;
           if constexpr (std::is_same_v<T, float>) {
             const double shift = inner > 0 ? row[0] : 0.0;
-            double sum, sq;
+            double sum, sq, m2;
             VRowMoments(row, inner, shift, &sum, &sq);
-            const double d = sum / inner, v = (sq - sum * d) / inner;
-            mean_d = shift + d;
-            var_d = v < 0.0 ? 0.0 : v;  // rounding can go below 0; NaN stays
+            MeanAndM2(shift, sum, sq, static_cast<double>(inner), &mean_d, &m2);
+            var_d = m2 / inner;
           } else {
             mean_d = LaneSum(inner, [row](int64_t i) { return static_cast<double>(row[i]); }) / inner;
             var_d = LaneSum(inner, [row, mean_d](int64_t i) {

@@ -75,6 +75,13 @@ double VRowSum(const float* x, int64_t n);
 // double (each square fused into its lane's add). With the shift near the mean (a value of the data),
 // sq / n - (sum / n)^2 is the variance to double precision without a second pass for the mean.
 void VRowMoments(const float* x, int64_t n, double shift, double* sum, double* sq);
+// From `count` values' moments about `shift` (VRowMoments, VChannelMoments): *mean, and *m2 = the sum of
+// squared deviations from it, sq - sum (sum / count), at least 0 (rounding can go below; NaN stays).
+inline void MeanAndM2(double shift, double sum, double sq, double count, double* mean, double* m2) {
+  const double d = sum / count, v = sq - sum * d;
+  *mean = shift + d;
+  *m2 = v < 0.0 ? 0.0 : v;
+}
 // *sum = sum g[i] and *dot = sum g[i] * (x[i] - mean), each product fused into its lane's add, in one pass.
 void VRowSumAndDotDev(const float* g, const float* x, int64_t n, double mean, double* sum, double* dot);
 // y[i] = x[i] * a + b (float arithmetic)
