@@ -1,4 +1,4 @@
-// Conv (and FusedConv with ReLU) and ConvTranspose as im2col/col2im plus Gemm, per image and per group, for
+// Conv (and FusedConv with ReLU, and FusedConvMaxPool) as im2col plus Gemm, per image and per group, for
 // 1-D, 2-D and 3-D inputs;
 // stride-1 2-D convolutions of float32 on AVX-512 CPUs (and stride-2 3x3 ones where its row tiles take them)
 // by the direct kernel of direct_conv.h, or for 3x3 windows with pads of at most 1 and 8 or more channels
@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 
-#include "graph/conv_pads.h"
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/conv_geometry.h"
 #include "providers/cpu/kernels/depthwise.h"
@@ -38,6 +37,18 @@ __attribute__((target("avx512f"))) void ReluInPlaceAvx512(float* y, int64_t n) {
   }
 }
 
+// One Compute call's operands, sizes and scratch, which its paths share (b null without a bias).
+template <typename T>
+struct ConvPass {
+  KernelContext& ctx;
+  const T* x;
+  const T* w;
+  const T* b;
+  int64_t n, c, m, cg, mg, isize, osize, ksize;
+  int64_t posize;  // one output image as computed: pool_in_'s positions when pooled, else osize
+  T* scratch;
+};
+
 // Conv, and com.microsoft FusedConv with activation "Relu" (the engine's Conv + Relu fusion,
 // engine/kernel_fusion.h; ONNX Runtime writes the same node): the activation is applied to each image's
 // output right after it is computed, while it is in cache, as Relu computes it (x > 0 ? x : 0).
@@ -61,6 +72,58 @@ class ConvKernel : public OpKernel {
 
   // X [N, C, in...], W [M, C/group, k...], B [M] -> Y [N, M, out...]
   Status Prepare(KernelContext& ctx) override {
+    ONT_RETURN_IF_ERROR(CheckInputs(ctx));
+    const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
+    const int64_t c = x.dim(1), m = w.dim(0);
+    in_.assign(x.shape().begin() + 2, x.shape().end());
+    geo_ = WindowAttrs::FromNode(node_, Shape(w.shape().begin() + 2, w.shape().end()));
+    ONT_ASSIGN_OR_RETURN(out_, geo_.OutputDims(in_));
+    PlanPaths(x, w);
+    slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
+    if (!pool_) {
+      Shape y = {x.dim(0), m};
+      y.insert(y.end(), out_.begin(), out_.end());
+      ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_) * DTypeSize(x.dtype()));
+      return ctx.DeclareOutput(0, x.dtype(), y);
+    }
+    if (in_.size() != 2) {
+      return InvalidArgument("FusedConvMaxPool pools two spatial dims; X ", ShapeToString(x.shape()), " has ",
+                             in_.size());
+    }
+    return PlanPool(ctx, x, c, m);
+  }
+
+  // Images run in parallel, each with its own patch matrix; every image is computed by the same calls
+  // whatever the thread count, so the results do not depend on it. With pool_, each image's output goes to
+  // its thread's buffer and is pooled from there (Pool).
+  Status Compute(KernelContext& ctx) override {
+    const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
+    const Tensor* b = ctx.input(2);
+    return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const int64_t c = x.dim(1), m = w.dim(0), osize = ShapeNumElements(out_);
+      const ConvPass<T> p{ctx, x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, x.dim(0), c, m, c / group_,
+                          m / group_, ShapeNumElements(in_), osize, ShapeNumElements(geo_.kernel),
+                          pool_ ? ShapeNumElements(pool_in_) : osize, static_cast<T*>(ctx.scratch())};
+      if (IsDepthwise2D(c, m, group_, in_.size())) {
+        RunDepthwise(p);
+        return Status::OK();
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (pointwise_) RunPointwise(p);
+        else if (wino_) RunWinograd(p);
+        else if (direct_) RunDirect(p);
+        if (pointwise_ || wino_ || direct_) return Status::OK();
+      }
+      if (padded_) RunPadded(p);
+      else RunIm2Col(p);
+      return Status::OK();
+    });
+  }
+
+ private:
+  // FusedConv's attributes, the operands' ranks, dtypes and channels, and the bias.
+  Status CheckInputs(KernelContext& ctx) const {
     if (fused_) {
       const std::string act = node_.GetString("activation", "");
       if (act != "Relu") {
@@ -75,18 +138,19 @@ class ConvKernel : public OpKernel {
                              " must both have rank >= 3 and equal rank");
     }
     if (x->dtype() != w->dtype()) return InvalidArgument("X is ", DTypeName(x->dtype()), ", W is ", DTypeName(w->dtype()));
-    int64_t c = x->dim(1), m = w->dim(0);
+    const int64_t c = x->dim(1), m = w->dim(0);
     if (group_ <= 0 || c % group_ != 0 || m % group_ != 0 || w->dim(1) * group_ != c) {
       return InvalidArgument("channels do not match: X has ", c, ", W ", ShapeToString(w->shape()), ", group ", group_);
     }
     if (const Tensor* b = ctx.input(2)) {
       if (b->rank() != 1 || b->dim(0) != m) return InvalidArgument("B ", ShapeToString(b->shape()), " must be [", m, "]");
     }
-    in_.assign(x->shape().begin() + 2, x->shape().end());
-    geo_ = WindowAttrs::FromNode(node_, Shape(w->shape().begin() + 2, w->shape().end()));
-    ONT_ASSIGN_OR_RETURN(out_, geo_.OutputDims(in_));
-    Shape y = {x->dim(0), m};
-    y.insert(y.end(), out_.begin(), out_.end());
+    return Status::OK();
+  }
+
+  // Which path computes the images, and its work memory per thread (col_) and shared (wr_).
+  void PlanPaths(const Tensor& x, const Tensor& w) {
+    const int64_t c = x.dim(1), m = w.dim(0);
     col_ = (c / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(out_);
     padded_ = PaddedRows::Applies(in_, geo_);
     wr_ = 0;
@@ -95,7 +159,7 @@ class ConvKernel : public OpKernel {
     wino_pool_ = false;
     relu_after_pool_ = false;
     slot_images_ = 1;
-    if (!padded_ && x->dtype() == DType::kFloat32 && DirectConv2D::Available() && in_.size() == 2 &&
+    if (!padded_ && x.dtype() == DType::kFloat32 && DirectConv2D::Available() && in_.size() == 2 &&
         geo_.strides == Shape{2, 2} && std::all_of(geo_.pads.begin(), geo_.pads.end(), [](int64_t p) { return p >= 0; })) {
       // Stride 2 (downsampling): the direct kernel's row tiles where they take the window and channels.
       const PaddedRows rows(in_, out_, geo_);
@@ -108,35 +172,7 @@ class ConvKernel : public OpKernel {
         wr_ = group_ * dc_.packed_size();
       }
     }
-    if (padded_) {
-      // Per thread: the padded image and the product before the gaps are dropped; shared: the weights split
-      // by patch position (kh * kw GEMMs over shifted views of the padded image, no patch matrix).
-      rows_ = PaddedRows(in_, out_, geo_);
-      col_ = (c / group_) * rows_.plane() + (m / group_) * rows_.n;
-      // Few input channels (an image's stem): the shifted GEMMs would have K = cg (1 or 3), far too thin, so
-      // one patch matrix [cg * kh * kw, n] and one GEMM instead (measured 2.1x faster at cg = 1 on the
-      // benchmark CNN, 1.4x at cg = 3; at cg = 16 the shifted GEMMs were 10% faster).
-      im2col_ = (c / group_) < kMinShiftedChannels && !rows_.trivial();
-      if (im2col_) col_ += (c / group_) * rows_.kh * rows_.kw * rows_.n;
-      wr_ = im2col_ ? 0 : w->NumElements();  // the im2col path reads W as it is
-      // float32 on an AVX-512 CPU: the direct kernel (register tiles, no GEMM passes over the output).
-      direct_ = x->dtype() == DType::kFloat32 && !rows_.trivial() && DirectConv2D::Available() &&
-                DirectConv2D::Fits(rows_);
-      if (direct_) {
-        dc_ = DirectConv2D(rows_, c / group_, m / group_);
-        col_ = dc_.work_size();
-        wr_ = group_ * dc_.packed_size();
-      }
-      // 3x3 windows of enough channels: Winograd's F(2x2, 3x3), blocks of images per call (winograd.h).
-      wino_ = x->dtype() == DType::kFloat32 && group_ == 1 && Winograd3x3::Applies(rows_, c, m);
-      if (wino_) {
-        wg_ = Winograd3x3(rows_, c, m);
-        wg_.set_relu(fused_);  // the activation as the outputs are stored, not in a pass after
-        col_ = wg_.work_size();
-        wr_ = wg_.packed_size();
-        slot_images_ = wg_.block();
-      }
-    }
+    if (padded_) PlanPadded(x, w);
     // 1x1 windows at stride 1 without pads, float32 on AVX-512: PointwiseConv over the whole batch (the
     // positions of all images as one row of vectors), not one GEMM per image, except on planes of 256
     // positions and more with fewer than 64 input channels, where the GEMM stores its output faster
@@ -145,18 +181,45 @@ class ConvKernel : public OpKernel {
     // 0.235 -> 0.209, but 16 -> 64 0.134 -> 0.200 and 32 -> 128 0.326 -> 0.432).
     // (The same 1x1 test as ConvGrad's dX: padded rows, trivial.)
     const int64_t positions = ShapeNumElements(out_);
-    pointwise_ = padded_ && rows_.trivial() && group_ == 1 && !pool_ && x->dtype() == DType::kFloat32 &&
+    pointwise_ = padded_ && rows_.trivial() && group_ == 1 && !pool_ && x.dtype() == DType::kFloat32 &&
                  DirectConv2D::Available() && positions > 0 && positions % 16 == 0 && (positions < 256 || c >= 64);
     if (pointwise_) col_ = wr_ = 0;  // no patch matrices, packed or split weights
-    slots_ = ctx.thread_pool() ? ctx.thread_pool()->num_threads() : 1;
-    if (!pool_) {
-      ctx.RequestScratch(static_cast<size_t>(col_ * slots_ + wr_) * DTypeSize(x->dtype()));
-      return ctx.DeclareOutput(0, x->dtype(), y);
+  }
+
+  // The padded-rows layout's paths: shifted GEMMs, one patch matrix, the direct kernel or Winograd's.
+  void PlanPadded(const Tensor& x, const Tensor& w) {
+    const int64_t c = x.dim(1), m = w.dim(0);
+    // Per thread: the padded image and the product before the gaps are dropped; shared: the weights split
+    // by patch position (kh * kw GEMMs over shifted views of the padded image, no patch matrix).
+    rows_ = PaddedRows(in_, out_, geo_);
+    col_ = (c / group_) * rows_.plane() + (m / group_) * rows_.n;
+    // Few input channels (an image's stem): the shifted GEMMs would have K = cg (1 or 3), far too thin, so
+    // one patch matrix [cg * kh * kw, n] and one GEMM instead (measured 2.1x faster at cg = 1 on the
+    // benchmark CNN, 1.4x at cg = 3; at cg = 16 the shifted GEMMs were 10% faster).
+    im2col_ = (c / group_) < kMinShiftedChannels && !rows_.trivial();
+    if (im2col_) col_ += (c / group_) * rows_.kh * rows_.kw * rows_.n;
+    wr_ = im2col_ ? 0 : w.NumElements();  // the im2col path reads W as it is
+    // float32 on an AVX-512 CPU: the direct kernel (register tiles, no GEMM passes over the output).
+    direct_ = x.dtype() == DType::kFloat32 && !rows_.trivial() && DirectConv2D::Available() && DirectConv2D::Fits(rows_);
+    if (direct_) {
+      dc_ = DirectConv2D(rows_, c / group_, m / group_);
+      col_ = dc_.work_size();
+      wr_ = group_ * dc_.packed_size();
     }
-    if (in_.size() != 2) {
-      return InvalidArgument("FusedConvMaxPool pools two spatial dims; X ", ShapeToString(x->shape()), " has ",
-                             in_.size());
+    // 3x3 windows of enough channels: Winograd's F(2x2, 3x3), blocks of images per call (winograd.h).
+    wino_ = x.dtype() == DType::kFloat32 && group_ == 1 && Winograd3x3::Applies(rows_, c, m);
+    if (wino_) {
+      wg_ = Winograd3x3(rows_, c, m);
+      wg_.set_relu(fused_);  // the activation as the outputs are stored, not in a pass after
+      col_ = wg_.work_size();
+      wr_ = wg_.packed_size();
+      slot_images_ = wg_.block();
     }
+  }
+
+  // FusedConvMaxPool: the pooled dims, what the convolution computes for them, where the Relu runs, and the
+  // scratch with each thread's activations; declares the outputs.
+  Status PlanPool(KernelContext& ctx, const Tensor& x, int64_t c, int64_t m) {
     // MaxPool's output dims, floor((d - 2) / 2) + 1, and per thread one image's activations.
     pooled_ = {out_[0] >= 2 ? (out_[0] - 2) / 2 + 1 : 0, out_[1] >= 2 ? (out_[1] - 2) / 2 + 1 : 0};
     pool_in_ = out_;
@@ -186,169 +249,171 @@ class ConvKernel : public OpKernel {
     relu_after_pool_ = fused_ && !int64_indices && !wino_;
     wino_pool_ = wino_ && !int64_indices && pool_in_ == Shape{2 * pooled_[0], 2 * pooled_[1]} && wg_.can_pool();
     if (wino_pool_) wg_.set_pool(true);
-    const Shape z = {x->dim(0), m, pooled_[0], pooled_[1]};
+    const Shape z = {x.dim(0), m, pooled_[0], pooled_[1]};
     const int64_t activations = wino_pool_ ? 0 : slots_ * slot_images_ * m * ShapeNumElements(pool_in_);
-    size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + activations) * DTypeSize(x->dtype());
+    size_t bytes = static_cast<size_t>(col_ * slots_ + wr_ + activations) * DTypeSize(x.dtype());
     // Whole planes through VPlanesMaxPool2x2 (or its Codes form) where MaxPool takes them; window codes
     // elsewhere need each image's int64 indices in a buffer of its thread first.
-    planes_2x2_ = x->dtype() == DType::kFloat32 && VPlaneMaxPoolAvailable() &&
-                  ShapeNumElements(out_) < (int64_t{1} << 31);
+    planes_2x2_ = x.dtype() == DType::kFloat32 && VPlaneMaxPoolAvailable() && ShapeNumElements(out_) < (int64_t{1} << 31);
     index_offset_ = (bytes + 7) / 8 * 8;
     if (compact_ && !planes_2x2_) bytes = index_offset_ + static_cast<size_t>(slots_ * m * ShapeNumElements(pooled_)) * 8;
     ctx.RequestScratch(bytes);
-    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), z));
+    ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x.dtype(), z));
     if (ctx.num_outputs() > 1 && ctx.output_requested(1)) {
       return ctx.DeclareOutput(1, compact_ ? DType::kUInt8 : DType::kInt64, z);
     }
     return Status::OK();
   }
 
-  // Images run in parallel, each with its own patch matrix; every image is computed by the same calls
-  // whatever the thread count, so the results do not depend on it. With pool_, each image's output goes to
-  // its thread's buffer and is pooled from there (Pool).
-  Status Compute(KernelContext& ctx) override {
-    const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
-    const Tensor* b = ctx.input(2);
-    return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
-      int64_t cg = c / group_, mg = m / group_;
-      int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
-      const int64_t posize = pool_ ? ShapeNumElements(pool_in_) : osize;  // one output image as computed
-      T* scratch = static_cast<T*>(ctx.scratch());
-      // Where image i's output goes (a thread's slot of the scratch when pooled), and what follows it.
-      auto image_out = [&](int64_t i, int64_t slot) {
-        return pool_ ? scratch + col_ * slots_ + wr_ + slot * slot_images_ * m * posize
-                     : ctx.output(0)->data<T>() + i * m * osize;
-      };
-      auto finish = [&](int64_t i, T* yi, int64_t slot) {
-        if (fused_ && !relu_after_pool_) ReluInPlace(yi, m * osize);
-        if (pool_) Pool(yi, i, m, ctx, slot);
-      };
-      std::atomic<int> next_slot{0};
-      if (IsDepthwise2D(c, m, group_, in_.size())) {
-        if (!pool_) {
-          T* y = ctx.output(0)->data<T>();
-          DepthwiseForward<T>(x.data<T>(), w.data<T>(), b ? b->data<T>() : nullptr, y, n, c, in_.data(), out_.data(),
-                              geo_, ctx.thread_pool());
-          if (fused_) {
-            const int64_t image = m * osize;
-            ParallelFor(ctx.thread_pool(), n, static_cast<double>(image),
-                        [&](int64_t i0, int64_t i1) { ReluInPlace(y + i0 * image, (i1 - i0) * image); });
-          }
-          return Status::OK();
-        }
-        ParallelFor(ctx.thread_pool(), n, 2.0 * static_cast<double>(m * ksize * osize), [&](int64_t i0, int64_t i1) {
-          const int64_t slot = next_slot++ % slots_;
-          for (int64_t i = i0; i < i1; ++i) {
-            T* yi = image_out(i, slot);
-            DepthwiseForward<T>(x.data<T>() + i * c * isize, w.data<T>(), b ? b->data<T>() : nullptr, yi, 1, c,
-                                in_.data(), out_.data(), geo_, nullptr);
-            finish(i, yi, slot);
-          }
-        });
-        return Status::OK();
+  // Where image i's output goes: a thread's slot of the scratch when pooled, else the output.
+  template <typename T>
+  T* ImageOut(const ConvPass<T>& p, int64_t i, int64_t slot) const {
+    return pool_ ? p.scratch + col_ * slots_ + wr_ + slot * slot_images_ * p.m * p.posize
+                 : p.ctx.output(0)->template data<T>() + i * p.m * p.osize;
+  }
+
+  // What follows image i's output yi: the Relu (unless after the pooling), the pooling.
+  template <typename T>
+  void Finish(const ConvPass<T>& p, int64_t i, T* yi, int64_t slot) const {
+    if (fused_ && !relu_after_pool_) ReluInPlace(yi, p.m * p.osize);
+    if (pool_) Pool(yi, i, p.m, p.ctx, slot);
+  }
+
+  // Multiply-adds of one image, the pool's measure of a share of work.
+  template <typename T>
+  double ImageCost(const ConvPass<T>& p) const {
+    return 2.0 * static_cast<double>(p.m * p.cg * p.ksize * p.osize);
+  }
+
+  // Depthwise windows (depthwise.h): the whole batch at once, or image by image into the pooling.
+  template <typename T>
+  void RunDepthwise(const ConvPass<T>& p) const {
+    if (!pool_) {
+      T* y = p.ctx.output(0)->template data<T>();
+      DepthwiseForward<T>(p.x, p.w, p.b, y, p.n, p.c, in_.data(), out_.data(), geo_, p.ctx.thread_pool());
+      if (fused_) {
+        const int64_t image = p.m * p.osize;
+        ParallelFor(p.ctx.thread_pool(), p.n, static_cast<double>(image),
+                    [&](int64_t i0, int64_t i1) { ReluInPlace(y + i0 * image, (i1 - i0) * image); });
       }
-      double cost = 2.0 * static_cast<double>(m * cg * ksize * osize);
-      if constexpr (std::is_same_v<T, float>) {
-        if (pointwise_) {  // vectors of 16 positions over the batch; each output element by one tile
-          const int64_t vectors = n * (osize / 16);
-          ParallelFor(ctx.thread_pool(), vectors, 2.0 * static_cast<double>(m * c * 16), [&](int64_t v0, int64_t v1) {
-            PointwiseConv(x.data<float>(), c * isize, w.data<float>(), c, 1, b ? b->data<float>() : nullptr, fused_,
-                          ctx.output(0)->data<float>(), m * osize, osize, m, c, v0, v1);
-          });
-          return Status::OK();
-        }
-        if (wino_) {  // blocks of wg_.block() images; each image's outputs whatever its block
-          float* packed = scratch + col_ * slots_;
-          wg_.PackWeights(w.data<float>(), c * 9, 9, false, packed);
-          const int64_t blk = wg_.block();
-          ParallelFor(ctx.thread_pool(), (n + blk - 1) / blk, cost * static_cast<double>(blk), [&](int64_t b0, int64_t b1) {
-            const int64_t slot = next_slot++ % slots_;
-            float* work = scratch + slot * col_;
-            for (int64_t bi = b0; bi < b1; ++bi) {
-              const int64_t i0 = bi * blk, nb = std::min(blk, n - i0);
-              if (wino_pool_) {  // pooled by the output transform, straight into outputs 0 and 1
-                const int64_t psize = ShapeNumElements(pooled_);
-                Tensor* codes = ctx.num_outputs() > 1 ? ctx.output(1) : nullptr;
-                wg_.Run(x.data<float>() + i0 * c * isize, nb, packed, b ? b->data<float>() : nullptr,
-                        ctx.output(0)->data<float>() + i0 * m * psize, work,
-                        codes ? codes->data<uint8_t>() + i0 * m * psize : nullptr);
-                continue;
-              }
-              float* yb = image_out(i0, slot);
-              wg_.Run(x.data<float>() + i0 * c * isize, nb, packed, b ? b->data<float>() : nullptr, yb, work);
-              if (pool_) {
-                for (int64_t j = 0; j < nb; ++j) Pool(yb + j * m * posize, i0 + j, m, ctx, slot);
-              }
-            }
-          });
-          return Status::OK();
-        }
-        if (direct_) {
-          float* packed = scratch + col_ * slots_;
-          const float* pw = w.data<float>();
-          const int64_t kk = ksize;
-          for (int64_t g = 0; g < group_; ++g) {
-            dc_.PackWeights([&](int64_t o, int64_t ci, int64_t k) { return pw[((g * mg + o) * cg + ci) * kk + k]; },
-                            packed + g * dc_.packed_size());
-          }
-          ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
-            const int64_t slot = next_slot++ % slots_;
-            float* work = scratch + slot * col_;
-            for (int64_t i = i0; i < i1; ++i) {
-              float* yi = image_out(i, slot);
-              for (int64_t g = 0; g < group_; ++g) {
-                dc_.Run(x.data<float>() + (i * c + g * cg) * isize, packed + g * dc_.packed_size(),
-                        b ? b->data<float>() + g * mg : nullptr, yi + g * mg * osize, work);
-              }
-              finish(i, yi, slot);
-            }
-          });
-          return Status::OK();
-        }
+      return;
+    }
+    std::atomic<int> next_slot{0};
+    ParallelFor(p.ctx.thread_pool(), p.n, 2.0 * static_cast<double>(p.m * p.ksize * p.osize), [&](int64_t i0, int64_t i1) {
+      const int64_t slot = next_slot++ % slots_;
+      for (int64_t i = i0; i < i1; ++i) {
+        T* yi = ImageOut(p, i, slot);
+        DepthwiseForward<T>(p.x + i * p.c * p.isize, p.w, p.b, yi, 1, p.c, in_.data(), out_.data(), geo_, nullptr);
+        Finish(p, i, yi, slot);
       }
-      if (padded_) {
-        T* wr = scratch + col_ * slots_;
-        if (!im2col_) rows_.SplitWeights(w.data<T>(), group_, mg, cg, wr);
-        ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
-          const int64_t slot = next_slot++ % slots_;
-          T* work = scratch + slot * col_;
-          for (int64_t i = i0; i < i1; ++i) {
-            T* yi = image_out(i, slot);
-            ForwardPadded<T>(x.data<T>() + i * c * isize, wr, w.data<T>(), b ? b->data<T>() : nullptr, yi, c, m, work);
-            finish(i, yi, slot);
-          }
-        });
-        return Status::OK();
-      }
-      ParallelFor(ctx.thread_pool(), n, cost, [&](int64_t i0, int64_t i1) {
-        const int64_t slot = next_slot++ % slots_;
-        T* col = scratch + slot * col_;
-        for (int64_t i = i0; i < i1; ++i) {
-          T* yi = image_out(i, slot);
-          for (int64_t g = 0; g < group_; ++g) {
-            const T* xg = x.data<T>() + (i * c + g * cg) * isize;
-            Im2Col(xg, cg, in_, out_, geo_, col);
-            // Y_g [mg, osize] = W_g [mg, cg*ksize] * col [cg*ksize, osize]
-            Gemm<T>(false, false, mg, osize, cg * ksize, T(1), w.data<T>() + g * mg * cg * ksize, col, T(0),
-                    yi + g * mg * osize, nullptr);
-          }
-          if (b) {
-            for (int64_t j = 0; j < m; ++j) {
-              T* row = yi + j * osize;
-              T bj = b->data<T>()[j];
-              for (int64_t o = 0; o < osize; ++o) row[o] += bj;
-            }
-          }
-          finish(i, yi, slot);
-        }
-      });
-      return Status::OK();
     });
   }
 
- private:
+  // 1x1 windows: vectors of 16 positions over the batch; each output element by one tile.
+  void RunPointwise(const ConvPass<float>& p) const {
+    ParallelFor(p.ctx.thread_pool(), p.n * (p.osize / 16), 2.0 * static_cast<double>(p.m * p.c * 16),
+                [&](int64_t v0, int64_t v1) {
+                  PointwiseConv(p.x, p.c * p.isize, p.w, p.c, 1, p.b, fused_, p.ctx.output(0)->data<float>(),
+                                p.m * p.osize, p.osize, p.m, p.c, v0, v1);
+                });
+  }
+
+  // Winograd's F(2x2, 3x3): blocks of wg_.block() images; each image's outputs whatever its block.
+  void RunWinograd(const ConvPass<float>& p) const {
+    const int64_t n = p.n, c = p.c, m = p.m, isize = p.isize;
+    float* packed = p.scratch + col_ * slots_;
+    wg_.PackWeights(p.w, c * 9, 9, false, packed);
+    const int64_t blk = wg_.block();
+    std::atomic<int> next_slot{0};
+    ParallelFor(p.ctx.thread_pool(), (n + blk - 1) / blk, ImageCost(p) * static_cast<double>(blk), [&](int64_t b0, int64_t b1) {
+      const int64_t slot = next_slot++ % slots_;
+      float* work = p.scratch + slot * col_;
+      for (int64_t bi = b0; bi < b1; ++bi) {
+        const int64_t i0 = bi * blk, nb = std::min(blk, n - i0);
+        if (wino_pool_) {  // pooled by the output transform, straight into outputs 0 and 1
+          const int64_t psize = ShapeNumElements(pooled_);
+          Tensor* codes = p.ctx.num_outputs() > 1 ? p.ctx.output(1) : nullptr;
+          wg_.Run(p.x + i0 * c * isize, nb, packed, p.b, p.ctx.output(0)->data<float>() + i0 * m * psize, work,
+                  codes ? codes->data<uint8_t>() + i0 * m * psize : nullptr);
+          continue;
+        }
+        float* yb = ImageOut(p, i0, slot);
+        wg_.Run(p.x + i0 * c * isize, nb, packed, p.b, yb, work);
+        if (pool_) {
+          for (int64_t j = 0; j < nb; ++j) Pool(yb + j * m * p.posize, i0 + j, m, p.ctx, slot);
+        }
+      }
+    });
+  }
+
+  // The direct kernel (direct_conv.h), image by image and group by group.
+  void RunDirect(const ConvPass<float>& p) const {
+    const int64_t c = p.c, cg = p.cg, mg = p.mg, kk = p.ksize;
+    float* packed = p.scratch + col_ * slots_;
+    for (int64_t g = 0; g < group_; ++g) {
+      dc_.PackWeights([&](int64_t o, int64_t ci, int64_t k) { return p.w[((g * mg + o) * cg + ci) * kk + k]; },
+                      packed + g * dc_.packed_size());
+    }
+    std::atomic<int> next_slot{0};
+    ParallelFor(p.ctx.thread_pool(), p.n, ImageCost(p), [&](int64_t i0, int64_t i1) {
+      const int64_t slot = next_slot++ % slots_;
+      float* work = p.scratch + slot * col_;
+      for (int64_t i = i0; i < i1; ++i) {
+        float* yi = ImageOut(p, i, slot);
+        for (int64_t g = 0; g < group_; ++g) {
+          dc_.Run(p.x + (i * c + g * cg) * p.isize, packed + g * dc_.packed_size(), p.b ? p.b + g * mg : nullptr,
+                  yi + g * mg * p.osize, work);
+        }
+        Finish(p, i, yi, slot);
+      }
+    });
+  }
+
+  // Padded rows by GEMMs (ForwardPadded), image by image.
+  template <typename T>
+  void RunPadded(const ConvPass<T>& p) const {
+    T* wr = p.scratch + col_ * slots_;
+    if (!im2col_) rows_.SplitWeights(p.w, group_, p.mg, p.cg, wr);
+    std::atomic<int> next_slot{0};
+    ParallelFor(p.ctx.thread_pool(), p.n, ImageCost(p), [&](int64_t i0, int64_t i1) {
+      const int64_t slot = next_slot++ % slots_;
+      T* work = p.scratch + slot * col_;
+      for (int64_t i = i0; i < i1; ++i) {
+        T* yi = ImageOut(p, i, slot);
+        ForwardPadded<T>(p.x + i * p.c * p.isize, wr, p.w, p.b, yi, p.c, p.m, work);
+        Finish(p, i, yi, slot);
+      }
+    });
+  }
+
+  // Any other geometry: per image and group the patch matrix (Im2Col) and one GEMM, then the bias.
+  template <typename T>
+  void RunIm2Col(const ConvPass<T>& p) const {
+    const int64_t c = p.c, m = p.m, cg = p.cg, mg = p.mg, isize = p.isize, osize = p.osize, ksize = p.ksize;
+    std::atomic<int> next_slot{0};
+    ParallelFor(p.ctx.thread_pool(), p.n, ImageCost(p), [&](int64_t i0, int64_t i1) {
+      const int64_t slot = next_slot++ % slots_;
+      T* col = p.scratch + slot * col_;
+      for (int64_t i = i0; i < i1; ++i) {
+        T* yi = ImageOut(p, i, slot);
+        for (int64_t g = 0; g < group_; ++g) {
+          Im2Col(p.x + (i * c + g * cg) * isize, cg, in_, out_, geo_, col);
+          // Y_g [mg, osize] = W_g [mg, cg*ksize] * col [cg*ksize, osize]
+          Gemm<T>(false, false, mg, osize, cg * ksize, T(1), p.w + g * mg * cg * ksize, col, T(0), yi + g * mg * osize,
+                  nullptr);
+        }
+        if (p.b) {
+          for (int64_t j = 0; j < m; ++j) {
+            T* row = yi + j * osize;
+            T bj = p.b[j];
+            for (int64_t o = 0; o < osize; ++o) row[o] += bj;
+          }
+        }
+        Finish(p, i, yi, slot);
+      }
+    });
+  }
+
   template <typename T>
   static void ReluInPlace(T* y, int64_t n) {
     if constexpr (std::is_same_v<T, float>) {
@@ -476,103 +541,11 @@ class ConvKernel : public OpKernel {
   int slots_ = 1;    // work memories in the scratch: one per thread
 };
 
-class ConvTransposeKernel : public OpKernel {
- public:
-  explicit ConvTransposeKernel(const NodeInfo& info) : node_(*info.node), group_(info.node->GetInt("group", 1)) {}
-
-  // X [N, C, in...], W [C, M/group, k...] -> Y [N, M, out...]
-  Status Prepare(KernelContext& ctx) override {
-    ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
-    ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
-    if (x->rank() < 3 || w->rank() != x->rank()) {
-      return InvalidArgument("X ", ShapeToString(x->shape()), " and W ", ShapeToString(w->shape()),
-                             " must both have rank >= 3 and equal rank");
-    }
-    int64_t c = x->dim(1);
-    if (group_ <= 0 || w->dim(0) != c || c % group_ != 0) {
-      return InvalidArgument("channels do not match: X has ", c, ", W ", ShapeToString(w->shape()), ", group ", group_);
-    }
-    int64_t m = w->dim(1) * group_;
-    if (const Tensor* b = ctx.input(2)) {
-      if (b->rank() != 1 || b->dim(0) != m) return InvalidArgument("B ", ShapeToString(b->shape()), " must be [", m, "]");
-    }
-    in_.assign(x->shape().begin() + 2, x->shape().end());
-    size_t nd = in_.size();
-    geo_ = WindowAttrs::FromNode(node_, Shape(w->shape().begin() + 2, w->shape().end()));
-    if (geo_.kernel.size() != nd || geo_.pads.size() != 2 * nd || geo_.strides.size() != nd ||
-        geo_.dilations.size() != nd) {
-      return InvalidArgument("window attributes do not match ", nd, " spatial dims");
-    }
-    ONT_RETURN_IF_ERROR(geo_.CheckWeightWindow());
-    for (size_t i = 0; i < nd; ++i) {
-      if (geo_.kernel[i] <= 0 || geo_.strides[i] <= 0 || geo_.dilations[i] <= 0) {
-        return InvalidArgument("kernel, strides and dilations must be positive");
-      }
-    }
-    Shape out_pad = node_.GetInts("output_padding");
-    if (out_pad.empty()) out_pad.assign(nd, 0);
-    Shape out_shape = node_.GetInts("output_shape");
-    if (out_shape.size() > nd) out_shape.erase(out_shape.begin(), out_shape.end() - nd);
-    out_.assign(nd, 0);
-    for (size_t i = 0; i < nd; ++i) {
-      int64_t span = (geo_.kernel[i] - 1) * geo_.dilations[i] + 1;
-      int64_t full = geo_.strides[i] * (in_[i] - 1) + out_pad[i] + span;
-      ResolveConvTransposePads(geo_.auto_pad, full, in_[i], geo_.strides[i], out_shape.empty() ? -1 : out_shape[i],
-                               &geo_.pads[i], &geo_.pads[i + nd]);
-      out_[i] = full - geo_.pads[i] - geo_.pads[i + nd];
-      if (out_[i] <= 0) return InvalidArgument("output spatial dim ", i, " would be ", out_[i]);
-    }
-    Shape y = {x->dim(0), m};
-    y.insert(y.end(), out_.begin(), out_.end());
-    int64_t col = (m / group_) * ShapeNumElements(geo_.kernel) * ShapeNumElements(in_);
-    ctx.RequestScratch(static_cast<size_t>(col) * DTypeSize(x->dtype()));
-    return ctx.DeclareOutput(0, x->dtype(), y);
-  }
-
-  Status Compute(KernelContext& ctx) override {
-    const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
-    const Tensor* b = ctx.input(2);
-    Tensor* y = ctx.output(0);
-    return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      int64_t n = x.dim(0), c = x.dim(1), m = y->dim(1);
-      int64_t cg = c / group_, mg = m / group_;
-      int64_t isize = ShapeNumElements(in_), osize = ShapeNumElements(out_), ksize = ShapeNumElements(geo_.kernel);
-      T* col = static_cast<T*>(ctx.scratch());
-      T* py = y->data<T>();
-      std::fill(py, py + y->NumElements(), T(0));
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t g = 0; g < group_; ++g) {
-          // col [mg*ksize, isize] = W_g^T [mg*ksize, cg] * X_g [cg, isize]; then scatter into Y (the output
-          // plays the role of the convolution's input).
-          Gemm<T>(true, false, mg * ksize, isize, cg, T(1), w.data<T>() + g * cg * mg * ksize,
-                  x.data<T>() + (i * c + g * cg) * isize, T(0), col, ctx.thread_pool());
-          Col2Im(col, mg, out_, in_, geo_, py + (i * m + g * mg) * osize);
-        }
-        if (b) {
-          for (int64_t j = 0; j < m; ++j) {
-            T* row = py + (i * m + j) * osize;
-            for (int64_t o = 0; o < osize; ++o) row[o] += b->data<T>()[j];
-          }
-        }
-      }
-      return Status::OK();
-    });
-  }
-
- private:
-  const Node& node_;
-  int64_t group_;
-  WindowAttrs geo_;
-  Shape in_, out_;
-};
-
 }  // namespace
 
 KernelFactory kConv = MakeKernel<ConvKernel>;
 KernelFactory kFusedConv = MakeKernel<ConvKernel>;
 KernelFactory kFusedConvMaxPool = MakeKernel<ConvKernel>;
-KernelFactory kConvTranspose = MakeKernel<ConvTransposeKernel>;
 
 }  // namespace cpu
 }  // namespace ontrain
