@@ -196,6 +196,172 @@ class GruKernel : public OpKernel {
   RecurrentDims n_;
 };
 
+// GRUGrad's state for one direction: the step's operands and scratch buffers (Compute's layout), and the
+// gates' values and derivatives. The step's four parts below read and write it in the order of the
+// original single pass, so the results are that pass's.
+template <typename T>
+struct GruGradDir {
+  const RecurrentAttrs& a;
+  int64_t D, B, H, S, d;
+  bool reverse, fast;
+  const Activation& f;
+  const Activation& g;
+  const T* rd;     // this direction's R [3H, H]
+  const T* rbh;    // its Rbh [H], or null
+  const T* zrh;    // GRUTraining's clipped pre-activations [S, D, B, 3H]
+  const Tensor* sl;
+  const Tensor* dyall;  // dHAll, or null
+  PrevState<T> hprev;
+  T *dg, *dh, *dpre, *u, *back, *dgh, *hps, *acts;
+  T* db;  // dB [D, 6H], or null
+  T* dr;  // dR [D, 3H, H], or null
+
+  int64_t Len(int64_t bb) const { return SeqLen(sl, bb, S); }
+  // Row bb's time index at step s (which runs only while s < Len(bb)), and its pre-activations there.
+  int64_t Time(int64_t s, int64_t bb) const { return reverse ? Len(bb) - 1 - s : s; }
+  const T* Pre(int64_t s, int64_t bb) const { return zrh + ((Time(s, bb) * D + d) * B + bb) * 3 * H; }
+  const T* Prev(int64_t s, int64_t bb) const { return hprev(s, bb, Len(bb)); }
+  bool Clipped(double z) const { return a.clip > 0 && (z >= a.clip || z <= -a.clip); }
+  // Gate q's value (f(z), f(r), g(h~)) of row bb at element k, whose pre-activation is v, and its derivative
+  // there: from the step's vectorized values on the fast path.
+  double Act(int64_t bb, int64_t q, int64_t k, double v) const {
+    return fast ? double(acts[bb * 3 * H + q * H + k]) : (q < 2 ? f(v) : g(v));
+  }
+  double Slope(int64_t bb, int64_t q, int64_t k, double v) const {
+    if (!fast) return q < 2 ? f.Derivative(v) : g.Derivative(v);
+    const double av = acts[bb * 3 * H + q * H + k];
+    return q < 2 ? av * (1 - av) : 1 - av * av;
+  }
+};
+
+// 1. The step's gate values (fast path), previous hidden states hps (zero rows for rows that do not run or
+// start from no state), and u: the h gate's recurrent term, H_prev Rh' + Rbh (linear_before_reset) or r H_prev
+// (the product's input).
+template <typename T>
+void GruGradStepInputs(const GruGradDir<T>& st, int64_t s) {
+  const int64_t B = st.B, H = st.H, G = 3 * H;
+  std::fill(st.dpre, st.dpre + B * G, T(0));
+  std::fill(st.dgh, st.dgh + B * H, T(0));  // rows that do not run stay 0 (they meet zero rows in dR's GEMMs)
+  if constexpr (std::is_same_v<T, float>) {
+    if (st.fast) {
+      GatesOf(B, H, 0, 3, [&](int64_t bb) -> const float* { return s < st.Len(bb) ? st.Pre(s, bb) : nullptr; }, st.acts);
+    }
+  }
+  for (int64_t bb = 0; bb < B; ++bb) {
+    const T* hp = s < st.Len(bb) ? st.Prev(s, bb) : nullptr;
+    if (hp) std::copy_n(hp, H, st.hps + bb * H);
+    else std::fill(st.hps + bb * H, st.hps + (bb + 1) * H, T(0));
+  }
+  if (st.a.linear_before_reset) {  // u = H_prev Rh' (one GEMM for the step) + Rbh
+    Gemm<T>(false, true, B, H, H, T(1), st.hps, st.rd + 2 * H * H, T(0), st.u, nullptr);
+  }
+  for (int64_t bb = 0; bb < B; ++bb) {
+    T* ub = st.u + bb * H;
+    if (s >= st.Len(bb)) {
+      std::fill(ub, ub + H, T(0));
+      continue;
+    }
+    const T* z = st.Pre(s, bb);
+    if (st.a.linear_before_reset) {
+      if (st.rbh) for (int64_t k = 0; k < H; ++k) ub[k] += st.rbh[k];
+    } else {
+      for (int64_t k = 0; k < H; ++k) ub[k] = static_cast<T>(st.Act(bb, 1, k, z[H + k]) * double(st.hps[bb * H + k]));
+    }
+  }
+}
+
+// 2. The update and candidate gates' pre-activation gradients, and dH's direct path.
+template <typename T>
+void GruGradUpdateAndCandidate(const GruGradDir<T>& st, int64_t s) {
+  const int64_t H = st.H, G = 3 * H;
+  for (int64_t bb = 0; bb < st.B; ++bb) {
+    if (s >= st.Len(bb)) continue;
+    const int64_t t = st.Time(s, bb);
+    const T* hp = st.Prev(s, bb);
+    const T* z = st.Pre(s, bb);
+    T* dhr = st.dh + bb * H;
+    if (st.dyall) {
+      const T* gy = st.dyall->template data<T>() + ((t * st.D + st.d) * st.B + bb) * H;
+      for (int64_t k = 0; k < H; ++k) dhr[k] += gy[k];
+    }
+    T* dz = st.dpre + bb * G;
+    for (int64_t k = 0; k < H; ++k) {
+      const double zz = z[k], zh = z[2 * H + k];
+      const double gz = st.Act(bb, 0, k, zz), hh = st.Act(bb, 2, k, zh), hpk = hp ? double(hp[k]) : 0.0, dH = dhr[k];
+      dz[k] = static_cast<T>(st.Clipped(zz) ? 0.0 : dH * (hpk - hh) * st.Slope(bb, 0, k, zz));
+      dz[2 * H + k] = static_cast<T>(st.Clipped(zh) ? 0.0 : dH * (1 - gz) * st.Slope(bb, 2, k, zh));
+      dhr[k] = static_cast<T>(dH * gz);  // the direct path; the gates' paths are added below
+    }
+  }
+}
+
+// 3. The reset gate and the h gate's recurrent path: linear_before_reset: dr = dzh u, d(u) = dzh r; else
+// d(rH) = dzh Rh. The step's gate gradients go to dG.
+template <typename T>
+void GruGradReset(const GruGradDir<T>& st, int64_t s) {
+  const int64_t B = st.B, H = st.H, G = 3 * H;
+  const bool lbr = st.a.linear_before_reset;
+  if (!lbr) {
+    for (int64_t bb = 0; bb < B; ++bb)
+      for (int64_t k = 0; k < H; ++k) st.dgh[bb * H + k] = st.dpre[bb * G + 2 * H + k];
+    Gemm<T>(false, false, B, H, H, T(1), st.dgh, st.rd + 2 * H * H, T(0), st.back, nullptr);  // d(r H)
+  }
+  for (int64_t bb = 0; bb < B; ++bb) {
+    if (s >= st.Len(bb)) continue;
+    const T* hp = st.Prev(s, bb);
+    const T* z = st.Pre(s, bb);
+    T* dz = st.dpre + bb * G;
+    for (int64_t k = 0; k < H; ++k) {
+      const double zr = z[H + k], gr = st.Act(bb, 1, k, zr), dzh = dz[2 * H + k];
+      double dgr;
+      if (lbr) {
+        dgr = dzh * double(st.u[bb * H + k]);
+        st.dgh[bb * H + k] = static_cast<T>(dzh * gr);  // d(u)
+      } else {
+        const double drh = st.back[bb * H + k];
+        dgr = drh * (hp ? double(hp[k]) : 0.0);
+        st.dh[bb * H + k] += static_cast<T>(drh * gr);
+      }
+      dz[H + k] = static_cast<T>(st.Clipped(zr) ? 0.0 : dgr * st.Slope(bb, 1, k, zr));
+    }
+    std::copy_n(dz, G, st.dg + (st.Time(s, bb) * B + bb) * G);
+  }
+}
+
+// 4. Recurrent weights and biases, and the remaining H_prev paths.
+template <typename T>
+void GruGradRecurrent(const GruGradDir<T>& st, int64_t s) {
+  const int64_t B = st.B, H = st.H, G = 3 * H;
+  const bool lbr = st.a.linear_before_reset;
+  if (lbr) Gemm<T>(false, false, B, H, H, T(1), st.dgh, st.rd + 2 * H * H, T(0), st.back, nullptr);  // d(u) Rh
+  for (int64_t bb = 0; bb < B; ++bb) {
+    if (s >= st.Len(bb)) continue;
+    const T* dz = st.dpre + bb * G;
+    if (lbr) {
+      for (int64_t k = 0; k < H; ++k) st.dh[bb * H + k] += st.back[bb * H + k];
+    }
+    if (st.db) {
+      T* dbd = st.db + st.d * 6 * H;
+      for (int64_t q = 0; q < H; ++q) dbd[5 * H + q] += lbr ? st.dgh[bb * H + q] : dz[2 * H + q];
+    }
+  }
+  if (st.dr) {
+    // z and r rows: dR += d(pre)' H_prev; h rows: d(u)' H_prev (linear_before_reset), else dzh' (r H_prev),
+    // where the rows that did not run are 0 in hps and u.
+    T* drd = st.dr + st.d * G * H;
+    GemmLd<T>(true, false, 2 * H, H, B, T(1), st.dpre, G, st.hps, H, T(1), drd, H);
+    if (lbr) GemmLd<T>(true, false, H, H, B, T(1), st.dgh, H, st.hps, H, T(1), drd + 2 * H * H, H);
+    else GemmLd<T>(true, false, H, H, B, T(1), st.dpre + 2 * H, G, st.u, H, T(1), drd + 2 * H * H, H);
+  }
+  // dH_prev += [dz, dr] (R_z, R_r), for the rows that ran.
+  // (dpre rows are [B, 3H]; the product reads the first 2H columns of each with stride 3H)
+  GemmLd<T>(false, false, B, H, 2 * H, T(1), st.dpre, G, st.rd, H, T(0), st.back, H);
+  for (int64_t bb = 0; bb < B; ++bb) {
+    if (s >= st.Len(bb)) continue;
+    for (int64_t k = 0; k < H; ++k) st.dh[bb * H + k] += st.back[bb * H + k];
+  }
+}
+
 // GRUGrad(X, W, R, B, SL, H0, HAll, zrh, dHAll, dHFinal) -> dX, dW, dR, dB, dH0 (ONNX Runtime's inputs and
 // outputs; zrh holds GRUTraining's clipped pre-activations).
 class GruGradKernel : public OpKernel {
@@ -228,170 +394,47 @@ class GruGradKernel : public OpKernel {
     if (ctx.output_requested(4)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(4, x->dtype(), {D, B, H}));
     return Status::OK();
   }
+  // Each direction's steps from the last back, then its input and bias gradients.
   Status Compute(KernelContext& ctx) override {
     const Tensor &x = *ctx.input(0), &w = *ctx.input(1), &r = *ctx.input(2);
     return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq, I = n_.input, G = 3 * H;
+      const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq, G = 3 * H;
       T* dg = static_cast<T*>(ctx.scratch());
       T* dh = dg + S * B * G;
-      T* dpre = dh + B * H;
-      T* u = dpre + B * G;
-      T* back = u + B * H;
-      T* dgh = back + B * H;
-      T* hps = dgh + B * H;
-      T* acts = hps + B * H;
       const Tensor* b = Optional(ctx, 3);
-      const Tensor* sl = Optional(ctx, 4);
       const Tensor* h0 = Optional(ctx, 5);
-      const Tensor* dyall = Optional(ctx, 8);
       const Tensor* dyh = Optional(ctx, 9);
-      const T* hall = ctx.input(6)->data<T>();
-      const T* zrh = ctx.input(7)->data<T>();
       Tensor *dx = ctx.output(0), *dw = ctx.output(1), *dr = ctx.output(2), *db = ctx.output(3), *dh0 = ctx.output(4);
       for (Tensor* o : {dx, dw, dr, db}) if (o) std::fill(o->data<T>(), o->data<T>() + o->NumElements(), T(0));
-      auto len_of = [&](int64_t bb) { return SeqLen(sl, bb, S); };
-      auto clipped = [&](double z) { return attrs_.clip > 0 && (z >= attrs_.clip || z <= -attrs_.clip); };
       for (int64_t d = 0; d < D; ++d) {
         const bool reverse = attrs_.reverse_only || d == 1;
         const Activation &f = attrs_.act[d][0], &g = attrs_.act[d][1];
-        const T* rd = r.data<T>() + d * G * H;
-        const T* rbh = b ? b->data<T>() + d * 6 * H + 5 * H : nullptr;
-        const bool fast = std::is_same_v<T, float> && f.kind == Activation::kSigmoid && g.kind == Activation::kTanh;
-        // Gate q's value (f(z), f(r), g(h~)) of row bb at element k, whose pre-activation is v, and its
-        // derivative there: from the step's vectorized values on the fast path.
-        auto act = [&](int64_t bb, int64_t q, int64_t k, double v) -> double {
-          return fast ? double(acts[bb * G + q * H + k]) : (q < 2 ? f(v) : g(v));
-        };
-        auto slope = [&](int64_t bb, int64_t q, int64_t k, double v) -> double {
-          if (!fast) return q < 2 ? f.Derivative(v) : g.Derivative(v);
-          const double a = acts[bb * G + q * H + k];
-          return q < 2 ? a * (1 - a) : 1 - a * a;
-        };
+        GruGradDir<T> st{attrs_, D, B, H, S, d, reverse,
+                         std::is_same_v<T, float> && f.kind == Activation::kSigmoid && g.kind == Activation::kTanh, f, g,
+                         r.data<T>() + d * G * H, b ? b->data<T>() + d * 6 * H + 5 * H : nullptr,
+                         ctx.input(7)->data<T>(), Optional(ctx, 4), Optional(ctx, 8),
+                         PrevState<T>{ctx.input(6)->data<T>(), h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse}};
+        st.dg = dg;
+        st.dh = dh;
+        st.dpre = dh + B * H;
+        st.u = st.dpre + B * G;
+        st.back = st.u + B * H;
+        st.dgh = st.back + B * H;
+        st.hps = st.dgh + B * H;
+        st.acts = st.hps + B * H;
+        st.db = db ? db->data<T>() : nullptr;
+        st.dr = dr ? dr->data<T>() : nullptr;
         std::fill(dg, dg + S * B * G, T(0));
         for (int64_t j = 0; j < B * H; ++j) dh[j] = dyh ? dyh->data<T>()[d * B * H + j] : T(0);
-        const PrevState<T> hprev{hall, h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse};
-        auto hprev_of = [&](int64_t s, int64_t bb) { return hprev(s, bb, len_of(bb)); };
         for (int64_t s = S - 1; s >= 0; --s) {
-          // u: the h gate's recurrent term, H_prev Rh' + Rbh (linear_before_reset) or r H_prev (the product's input)
-          std::fill(dpre, dpre + B * G, T(0));
-          std::fill(dgh, dgh + B * H, T(0));  // rows that do not run stay 0 (they meet zero rows in dR's GEMMs)
-          if constexpr (std::is_same_v<T, float>) {
-            if (fast) {
-              GatesOf(B, H, 0, 3, [&](int64_t bb) -> const float* {
-                const int64_t len = len_of(bb);
-                return s < len ? zrh + (((reverse ? len - 1 - s : s) * D + d) * B + bb) * G : nullptr;
-              }, acts);
-            }
-          }
-          // The step's previous hidden states, zero rows for rows that do not run or start from no state.
-          for (int64_t bb = 0; bb < B; ++bb) {
-            const T* hp = s < len_of(bb) ? hprev_of(s, bb) : nullptr;
-            if (hp) std::copy_n(hp, H, hps + bb * H);
-            else std::fill(hps + bb * H, hps + (bb + 1) * H, T(0));
-          }
-          if (attrs_.linear_before_reset) {  // u = H_prev Rh' (one GEMM for the step) + Rbh
-            Gemm<T>(false, true, B, H, H, T(1), hps, rd + 2 * H * H, T(0), u, nullptr);
-          }
-          for (int64_t bb = 0; bb < B; ++bb) {
-            const int64_t len = len_of(bb);
-            if (s >= len) {
-              std::fill(u + bb * H, u + (bb + 1) * H, T(0));
-              continue;
-            }
-            const int64_t t = reverse ? len - 1 - s : s;
-            const T* z = zrh + ((t * D + d) * B + bb) * G;
-            if (attrs_.linear_before_reset) {
-              if (rbh) for (int64_t k = 0; k < H; ++k) u[bb * H + k] += rbh[k];
-            } else {
-              for (int64_t k = 0; k < H; ++k) u[bb * H + k] = static_cast<T>(act(bb, 1, k, z[H + k]) * double(hps[bb * H + k]));
-            }
-          }
-          for (int64_t bb = 0; bb < B; ++bb) {
-            const int64_t len = len_of(bb);
-            if (s >= len) continue;
-            const int64_t t = reverse ? len - 1 - s : s;
-            const T* hp = hprev_of(s, bb);
-            const T* z = zrh + ((t * D + d) * B + bb) * G;
-            T* dhr = dh + bb * H;
-            if (dyall) {
-              const T* gy = dyall->data<T>() + ((t * D + d) * B + bb) * H;
-              for (int64_t k = 0; k < H; ++k) dhr[k] += gy[k];
-            }
-            T* dz = dpre + bb * G;
-            for (int64_t k = 0; k < H; ++k) {
-              const double zz = z[k], zh = z[2 * H + k];
-              const double gz = act(bb, 0, k, zz), hh = act(bb, 2, k, zh), hpk = hp ? double(hp[k]) : 0.0, dH = dhr[k];
-              dz[k] = static_cast<T>(clipped(zz) ? 0.0 : dH * (hpk - hh) * slope(bb, 0, k, zz));
-              dz[2 * H + k] = static_cast<T>(clipped(zh) ? 0.0 : dH * (1 - gz) * slope(bb, 2, k, zh));
-              dhr[k] = static_cast<T>(dH * gz);  // the direct path; the gates' paths are added below
-            }
-          }
-          // dr and the h gate's recurrent path: linear_before_reset: dr = dzh u, d(u) = dzh r; else d(rH) = dzh Rh.
-          if (!attrs_.linear_before_reset) {
-            for (int64_t bb = 0; bb < B; ++bb)
-              for (int64_t k = 0; k < H; ++k) dgh[bb * H + k] = dpre[bb * G + 2 * H + k];
-            Gemm<T>(false, false, B, H, H, T(1), dgh, rd + 2 * H * H, T(0), back, nullptr);  // d(r H)
-          }
-          for (int64_t bb = 0; bb < B; ++bb) {
-            const int64_t len = len_of(bb);
-            if (s >= len) continue;
-            const int64_t t = reverse ? len - 1 - s : s;
-            const T* hp = hprev_of(s, bb);
-            const T* z = zrh + ((t * D + d) * B + bb) * G;
-            T* dz = dpre + bb * G;
-            for (int64_t k = 0; k < H; ++k) {
-              const double zr = z[H + k], gr = act(bb, 1, k, zr), dzh = dz[2 * H + k];
-              double dgr;
-              if (attrs_.linear_before_reset) {
-                dgr = dzh * double(u[bb * H + k]);
-                dgh[bb * H + k] = static_cast<T>(dzh * gr);  // d(u)
-              } else {
-                const double drh = back[bb * H + k];
-                dgr = drh * (hp ? double(hp[k]) : 0.0);
-                dh[bb * H + k] += static_cast<T>(drh * gr);
-              }
-              dz[H + k] = static_cast<T>(clipped(zr) ? 0.0 : dgr * slope(bb, 1, k, zr));
-            }
-            std::copy_n(dz, G, dg + (t * B + bb) * G);
-          }
-          // Recurrent weights and the remaining H_prev paths.
-          if (attrs_.linear_before_reset) {
-            Gemm<T>(false, false, B, H, H, T(1), dgh, rd + 2 * H * H, T(0), back, nullptr);  // d(u) Rh
-          }
-          for (int64_t bb = 0; bb < B; ++bb) {
-            const int64_t len = len_of(bb);
-            if (s >= len) continue;
-            const T* dz = dpre + bb * G;
-            if (attrs_.linear_before_reset) {
-              for (int64_t k = 0; k < H; ++k) dh[bb * H + k] += back[bb * H + k];
-            }
-            if (db) {
-              T* dbd = db->data<T>() + d * 6 * H;
-              for (int64_t q = 0; q < H; ++q) dbd[5 * H + q] += attrs_.linear_before_reset ? dgh[bb * H + q] : dz[2 * H + q];
-            }
-          }
-          if (dr) {
-            // z and r rows: dR += d(pre)' H_prev; h rows: d(u)' H_prev (linear_before_reset), else dzh' (r H_prev),
-            // where the rows that did not run are 0 in hps and u.
-            T* drd = dr->data<T>() + d * G * H;
-            GemmLd<T>(true, false, 2 * H, H, B, T(1), dpre, G, hps, H, T(1), drd, H);
-            if (attrs_.linear_before_reset) {
-              GemmLd<T>(true, false, H, H, B, T(1), dgh, H, hps, H, T(1), drd + 2 * H * H, H);
-            } else {
-              GemmLd<T>(true, false, H, H, B, T(1), dpre + 2 * H, G, u, H, T(1), drd + 2 * H * H, H);
-            }
-          }
-          // dH_prev += [dz, dr] (R_z, R_r), for the rows that ran.
-          // (dpre rows are [B, 3H]; the product reads the first 2H columns of each with stride 3H)
-          GemmLd<T>(false, false, B, H, 2 * H, T(1), dpre, G, rd, H, T(0), back, H);
-          for (int64_t bb = 0; bb < B; ++bb) {
-            if (s >= len_of(bb)) continue;
-            for (int64_t k = 0; k < H; ++k) dh[bb * H + k] += back[bb * H + k];
-          }
+          GruGradStepInputs(st, s);
+          GruGradUpdateAndCandidate(st, s);
+          GruGradReset(st, s);
+          GruGradRecurrent(st, s);
         }
         if (dh0) std::copy_n(dh, B * H, dh0->data<T>() + d * B * H);
-        recurrent::InputAndBiasGradients<T>(dg, x, w, S * B, I, G, d, 2 * H, dx, dw, db);
+        recurrent::InputAndBiasGradients<T>(dg, x, w, S * B, n_.input, G, d, 2 * H, dx, dw, db);
       }
       return Status::OK();
     });
