@@ -236,6 +236,115 @@ class LstmKernel : public OpKernel {
   RecurrentDims n_;
 };
 
+// A gate row's activations at its pre-activations, and their derivatives there: f'(i), f'(o), f'(f), g'(c~),
+// h'(C).
+struct LstmGates {
+  double gi, gf, gc, go, hc, dfi, dfo, dff, dgz, dhc;
+};
+
+// LSTMGrad's state for one direction: the step's operands and scratch buffers (Compute's layout), and the
+// gates' values and derivatives. The row and step functions below read and write it in the order of the
+// original single pass, so the results are that pass's.
+template <typename T>
+struct LstmGradDir {
+  const RecurrentAttrs& a;
+  int64_t D, B, H, S, d;
+  bool reverse, fast;
+  const Activation& f;
+  const Activation& g;
+  const Activation& hact;
+  const T* pp;    // this direction's peepholes [3H], or null
+  const T* iofc;  // LSTMTraining's clipped pre-activations [S, D, B, 4H]
+  const T* call;  // the cell states [S, D, B, H]
+  const Tensor* sl;
+  const Tensor* dyall;  // dHAll, or null
+  PrevState<T> hprev, cprev;
+  T *dg, *dh, *dc, *dpre, *back, *hps, *acts;
+  T* dp;  // dP [D, 3H], or null
+
+  int64_t Len(int64_t bb) const { return SeqLen(sl, bb, S); }
+  int64_t Time(int64_t s, int64_t bb) const { return reverse ? Len(bb) - 1 - s : s; }
+  bool Clipped(double z) const { return a.clip > 0 && (z >= a.clip || z <= -a.clip); }
+  // Element k's gates, from pre-activations z and cell state c: on the fast path from the row's vectorized
+  // values in acts (f(i), f(o), f(f), g(c~), then h(C)).
+  LstmGates Gates(int64_t k, const T* z, double c) const {
+    const double zi = z[k], zo = z[H + k], zf = z[2 * H + k], zc = z[3 * H + k];
+    LstmGates q{};
+    if (fast) {
+      q.gi = acts[k], q.go = acts[H + k], q.gc = acts[3 * H + k], q.hc = acts[4 * H + k];
+      const double sf = acts[2 * H + k];
+      q.gf = a.input_forget ? 1 - q.gi : sf;
+      q.dfi = q.gi * (1 - q.gi), q.dfo = q.go * (1 - q.go), q.dff = sf * (1 - sf), q.dgz = 1 - q.gc * q.gc;
+      q.dhc = 1 - q.hc * q.hc;
+    } else {
+      q.gi = f(zi), q.gf = a.input_forget ? 1 - q.gi : f(zf), q.gc = g(zc), q.go = f(zo), q.hc = hact(c);
+      q.dfi = f.Derivative(zi), q.dfo = f.Derivative(zo), q.dgz = g.Derivative(zc), q.dhc = hact.Derivative(c);
+      if (!a.input_forget) q.dff = f.Derivative(zf);
+    }
+    return q;
+  }
+};
+
+// Row bb at step s (which it runs): its gates' pre-activation gradients into dpre and dG, dC for the step
+// before, and the peepholes' gradient.
+template <typename T>
+void LstmGradRow(const LstmGradDir<T>& st, int64_t s, int64_t bb) {
+  const int64_t H = st.H, G = 4 * H, t = st.Time(s, bb);
+  const T* z = st.iofc + ((t * st.D + st.d) * st.B + bb) * G;
+  const T* cn = st.call + ((t * st.D + st.d) * st.B + bb) * H;
+  const T* cprev = st.cprev(s, bb, st.Len(bb));
+  T* dhr = st.dh + bb * H;
+  T* dcr = st.dc + bb * H;
+  if (st.dyall) {
+    const T* gy = st.dyall->template data<T>() + ((t * st.D + st.d) * st.B + bb) * H;
+    for (int64_t k = 0; k < H; ++k) dhr[k] += gy[k];
+  }
+  T* dz = st.dpre + bb * G;
+  if constexpr (std::is_same_v<T, float>) {
+    if (st.fast) {
+      VSigmoid(z, st.acts, 3 * H);
+      VTanh(z + 3 * H, st.acts + 3 * H, H);
+      VTanh(cn, st.acts + 4 * H, H);
+    }
+  }
+  const bool input_forget = st.a.input_forget;
+  for (int64_t k = 0; k < H; ++k) {
+    const double zi = z[k], zo = z[H + k], zf = z[2 * H + k], zc = z[3 * H + k];
+    const double c = cn[k], cp = cprev ? double(cprev[k]) : 0.0;
+    const LstmGates q = st.Gates(k, z, c);
+    const double dho = double(dhr[k]);
+    const double dzo = st.Clipped(zo) ? 0.0 : dho * q.hc * q.dfo;
+    double dcell = double(dcr[k]) + dho * q.go * q.dhc;
+    if (st.pp) dcell += dzo * double(st.pp[H + k]);
+    double dgi = dcell * q.gc, dgf = dcell * cp;
+    const double dgc = dcell * q.gi;
+    double dcp = dcell * q.gf;
+    double dzf = 0;
+    if (input_forget) {
+      dgi -= dgf;
+    } else {
+      dzf = st.Clipped(zf) ? 0.0 : dgf * q.dff;
+    }
+    const double dzi = st.Clipped(zi) ? 0.0 : dgi * q.dfi;
+    const double dzc = st.Clipped(zc) ? 0.0 : dgc * q.dgz;
+    if (st.pp) {
+      dcp += dzi * double(st.pp[k]) + dzf * double(st.pp[2 * H + k]);
+      if (st.dp) {
+        T* dpp = st.dp + st.d * 3 * H;
+        dpp[k] += static_cast<T>(dzi * cp);
+        dpp[2 * H + k] += static_cast<T>(dzf * cp);
+        dpp[H + k] += static_cast<T>(dzo * c);
+      }
+    }
+    dz[k] = static_cast<T>(dzi);
+    dz[H + k] = static_cast<T>(dzo);
+    dz[2 * H + k] = static_cast<T>(dzf);
+    dz[3 * H + k] = static_cast<T>(dzc);
+    dcr[k] = static_cast<T>(dcp);
+  }
+  std::copy_n(dz, G, st.dg + (t * st.B + bb) * G);
+}
+
 // LSTMGrad(X, W, R, SL, H0, C0, HAll, CAll, iofc, dHAll, dHFinal, dCFinal[, P]) -> dX, dW, dR, dB, dH0, dC0,
 // dP: ONNX Runtime's inputs and outputs (iofc here holds LSTMTraining's clipped pre-activations, so the bias
 // is not needed), plus ontrain's input 12, the peephole weights, given when the LSTM has them.
@@ -273,144 +382,67 @@ class LstmGradKernel : public OpKernel {
     if (ctx.output_requested(6)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(6, x->dtype(), {D, 3 * H}));
     return Status::OK();
   }
+  // Each direction's steps from the last back (LstmGradRow per row that ran, then the recurrent products),
+  // then its input and bias gradients.
   Status Compute(KernelContext& ctx) override {
     const Tensor &x = *ctx.input(0), &w = *ctx.input(1), &r = *ctx.input(2);
     return DispatchFloat32Or64(x.dtype(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
-      const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq, I = n_.input, G = 4 * H;
-      T* dg = static_cast<T*>(ctx.scratch());
-      T* dh = dg + S * B * G;
-      T* dc = dh + B * H;
-      T* dpre = dc + B * H;
-      T* back = dpre + B * G;  // dpre R
-      T* hps = back + B * H;   // previous hidden states of this step's rows
-      T* acts = hps + B * H;   // fast path: a row's f(i), f(o), f(f), g(c~) [4H], then h(C) [H]
-      const Tensor* sl = Optional(ctx, 3);
+      const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq, G = 4 * H;
       const Tensor* h0 = Optional(ctx, 4);
       const Tensor* c0 = Optional(ctx, 5);
-      const Tensor* dyall = Optional(ctx, 9);
       const Tensor* dyh = Optional(ctx, 10);
       const Tensor* dyc = Optional(ctx, 11);
       const Tensor* p = Optional(ctx, 12);
-      const T* hall = ctx.input(6)->data<T>();
-      const T* call = ctx.input(7)->data<T>();
-      const T* iofc = ctx.input(8)->data<T>();
-      Tensor* dx = ctx.output(0);
-      Tensor* dw = ctx.output(1);
-      Tensor* dr = ctx.output(2);
-      Tensor* db = ctx.output(3);
-      Tensor* dh0 = ctx.output(4);
-      Tensor* dc0 = ctx.output(5);
-      Tensor* dp = ctx.output(6);
-      if (dx) std::fill(dx->data<T>(), dx->data<T>() + dx->NumElements(), T(0));
-      if (dw) std::fill(dw->data<T>(), dw->data<T>() + dw->NumElements(), T(0));
-      if (dr) std::fill(dr->data<T>(), dr->data<T>() + dr->NumElements(), T(0));
-      if (db) std::fill(db->data<T>(), db->data<T>() + db->NumElements(), T(0));
-      if (dp) std::fill(dp->data<T>(), dp->data<T>() + dp->NumElements(), T(0));
-      auto len_of = [&](int64_t bb) { return SeqLen(sl, bb, S); };
-      auto clipped = [&](double z) { return attrs_.clip > 0 && (z >= attrs_.clip || z <= -attrs_.clip); };
+      Tensor *dx = ctx.output(0), *dw = ctx.output(1), *dr = ctx.output(2), *db = ctx.output(3);
+      Tensor *dh0 = ctx.output(4), *dc0 = ctx.output(5), *dp = ctx.output(6);
+      for (Tensor* o : {dx, dw, dr, db, dp}) if (o) std::fill(o->data<T>(), o->data<T>() + o->NumElements(), T(0));
       for (int64_t d = 0; d < D; ++d) {
         const bool reverse = attrs_.reverse_only || d == 1;
         const Activation &f = attrs_.act[d][0], &g = attrs_.act[d][1], &hact = attrs_.act[d][2];
-        const T* pp = p ? p->data<T>() + d * 3 * H : nullptr;
         const bool fast = std::is_same_v<T, float> && f.kind == Activation::kSigmoid && g.kind == Activation::kTanh &&
                           hact.kind == Activation::kTanh;
-        std::fill(dg, dg + S * B * G, T(0));
+        const T* call = ctx.input(7)->data<T>();
+        LstmGradDir<T> st{attrs_, D, B, H, S, d, reverse, fast, f, g, hact, p ? p->data<T>() + d * 3 * H : nullptr,
+                          ctx.input(8)->data<T>(), call, Optional(ctx, 3), Optional(ctx, 9),
+                          PrevState<T>{ctx.input(6)->data<T>(), h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse},
+                          PrevState<T>{call, c0 ? c0->data<T>() : nullptr, D, d, B, H, reverse}};
+        st.dg = static_cast<T*>(ctx.scratch());
+        st.dh = st.dg + S * B * G;
+        st.dc = st.dh + B * H;
+        st.dpre = st.dc + B * H;
+        st.back = st.dpre + B * G;  // dpre R
+        st.hps = st.back + B * H;   // previous hidden states of this step's rows
+        st.acts = st.hps + B * H;   // fast path: a row's f(i), f(o), f(f), g(c~) [4H], then h(C) [H]
+        st.dp = dp ? dp->data<T>() : nullptr;
+        std::fill(st.dg, st.dg + S * B * G, T(0));
         for (int64_t j = 0; j < B * H; ++j) {
-          dh[j] = dyh ? dyh->data<T>()[d * B * H + j] : T(0);
-          dc[j] = dyc ? dyc->data<T>()[d * B * H + j] : T(0);
+          st.dh[j] = dyh ? dyh->data<T>()[d * B * H + j] : T(0);
+          st.dc[j] = dyc ? dyc->data<T>()[d * B * H + j] : T(0);
         }
-        const PrevState<T> hprev{hall, h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse};
-        const PrevState<T> cprev_of{call, c0 ? c0->data<T>() : nullptr, D, d, B, H, reverse};
+        const T* rd = r.data<T>() + d * G * H;
         for (int64_t s = S - 1; s >= 0; --s) {
-          std::fill(dpre, dpre + B * G, T(0));
+          std::fill(st.dpre, st.dpre + B * G, T(0));
           for (int64_t bb = 0; bb < B; ++bb) {
-            const int64_t len = len_of(bb);
-            if (s >= len) continue;
-            const int64_t t = reverse ? len - 1 - s : s;
-            const T* z = iofc + ((t * D + d) * B + bb) * G;
-            const T* cn = call + ((t * D + d) * B + bb) * H;
-            const T* cprev = cprev_of(s, bb, len);
-            T* dhr = dh + bb * H;
-            T* dcr = dc + bb * H;
-            if (dyall) {
-              const T* gy = dyall->data<T>() + ((t * D + d) * B + bb) * H;
-              for (int64_t k = 0; k < H; ++k) dhr[k] += gy[k];
-            }
-            T* dz = dpre + bb * G;
-            if constexpr (std::is_same_v<T, float>) {
-              if (fast) {
-                VSigmoid(z, acts, 3 * H);
-                VTanh(z + 3 * H, acts + 3 * H, H);
-                VTanh(cn, acts + 4 * H, H);
-              }
-            }
-            for (int64_t k = 0; k < H; ++k) {
-              const double zi = z[k], zo = z[H + k], zf = z[2 * H + k], zc = z[3 * H + k];
-              const double c = cn[k], cp = cprev ? double(cprev[k]) : 0.0;
-              // The activations at the pre-activations and the derivatives there: f'(i), f'(o), f'(f), g'(c~), h'(C).
-              double gi, gf, gc, go, hc, dfi, dfo, dff = 0, dgz, dhc;
-              if (fast) {
-                gi = acts[k], go = acts[H + k], gc = acts[3 * H + k], hc = acts[4 * H + k];
-                const double sf = acts[2 * H + k];
-                gf = attrs_.input_forget ? 1 - gi : sf;
-                dfi = gi * (1 - gi), dfo = go * (1 - go), dff = sf * (1 - sf), dgz = 1 - gc * gc, dhc = 1 - hc * hc;
-              } else {
-                gi = f(zi), gf = attrs_.input_forget ? 1 - gi : f(zf), gc = g(zc), go = f(zo), hc = hact(c);
-                dfi = f.Derivative(zi), dfo = f.Derivative(zo), dgz = g.Derivative(zc), dhc = hact.Derivative(c);
-                if (!attrs_.input_forget) dff = f.Derivative(zf);
-              }
-              const double dho = double(dhr[k]);
-              const double dzo = clipped(zo) ? 0.0 : dho * hc * dfo;
-              double dcell = double(dcr[k]) + dho * go * dhc;
-              if (pp) dcell += dzo * double(pp[H + k]);
-              double dgi = dcell * gc, dgf = dcell * cp;
-              const double dgc = dcell * gi;
-              double dcp = dcell * gf;
-              double dzf = 0;
-              if (attrs_.input_forget) {
-                dgi -= dgf;
-              } else {
-                dzf = clipped(zf) ? 0.0 : dgf * dff;
-              }
-              const double dzi = clipped(zi) ? 0.0 : dgi * dfi;
-              const double dzc = clipped(zc) ? 0.0 : dgc * dgz;
-              if (pp) {
-                dcp += dzi * double(pp[k]) + dzf * double(pp[2 * H + k]);
-                if (dp) {
-                  T* dpp = dp->data<T>() + d * 3 * H;
-                  dpp[k] += static_cast<T>(dzi * cp);
-                  dpp[2 * H + k] += static_cast<T>(dzf * cp);
-                  dpp[H + k] += static_cast<T>(dzo * c);
-                }
-              }
-              dz[k] = static_cast<T>(dzi);
-              dz[H + k] = static_cast<T>(dzo);
-              dz[2 * H + k] = static_cast<T>(dzf);
-              dz[3 * H + k] = static_cast<T>(dzc);
-              dcr[k] = static_cast<T>(dcp);
-            }
-            std::copy_n(dz, G, dg + (t * B + bb) * G);
+            if (s < st.Len(bb)) LstmGradRow(st, s, bb);
           }
           // dR += dpre' H_prev and dH_prev = dpre R, over the rows that ran this step (others have dpre 0).
-          const T* rd = r.data<T>() + d * G * H;
           if (dr) {
-            recurrent::AccumulateRecurrentWeights<T>(dpre, G, G, B, H, [&](int64_t bb) -> const T* {
-              const int64_t len = len_of(bb);
-              return s < len ? hprev(s, bb, len) : nullptr;
-            }, hps, dr->data<T>() + d * G * H);
+            recurrent::AccumulateRecurrentWeights<T>(st.dpre, G, G, B, H, [&](int64_t bb) -> const T* {
+              const int64_t len = st.Len(bb);
+              return s < len ? st.hprev(s, bb, len) : nullptr;
+            }, st.hps, dr->data<T>() + d * G * H);
           }
           // dH for the previous step: rows that ran take dpre R, rows that did not keep theirs.
-          Gemm<T>(false, false, B, H, G, T(1), dpre, rd, T(0), back, nullptr);
+          Gemm<T>(false, false, B, H, G, T(1), st.dpre, rd, T(0), st.back, nullptr);
           for (int64_t bb = 0; bb < B; ++bb) {
-            if (s >= len_of(bb)) continue;
-            std::copy_n(back + bb * H, H, dh + bb * H);
+            if (s < st.Len(bb)) std::copy_n(st.back + bb * H, H, st.dh + bb * H);
           }
         }
-        if (dh0) std::copy_n(dh, B * H, dh0->data<T>() + d * B * H);
-        if (dc0) std::copy_n(dc, B * H, dc0->data<T>() + d * B * H);
+        if (dh0) std::copy_n(st.dh, B * H, dh0->data<T>() + d * B * H);
+        if (dc0) std::copy_n(st.dc, B * H, dc0->data<T>() + d * B * H);
         // dX += dG W, dW += dG' X, dB += column sums of dG (both halves), over all steps and rows.
-        recurrent::InputAndBiasGradients<T>(dg, x, w, S * B, I, G, d, G, dx, dw, db);
+        recurrent::InputAndBiasGradients<T>(st.dg, x, w, S * B, n_.input, G, d, G, dx, dw, db);
       }
       return Status::OK();
     });
