@@ -72,6 +72,9 @@ class BatchNormKernel : public OpKernel {
     return Status::OK();
   }
 
+  // Channels in parallel, in blocks read image by image (contiguous runs of the block's channels; one row per
+  // image and channel, 128 KB apart, ran at a fifth of the memory's speed): per block the batch moments
+  // (training), each channel's a and b of y = x * a + b with the statistics outputs, then y.
   Status Compute(KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     return DispatchFloat(x.dtype(), [&](auto tag) -> Status {
@@ -79,86 +82,16 @@ class BatchNormKernel : public OpKernel {
       using C = ComputeType<T>;
       int64_t n = x.dim(0), c = x.dim(1), inner = c ? x.NumElements() / (n * c) : 0;
       if (n == 0) inner = 0;
-      const T* px = x.data<T>();
-      T* py = ctx.output(0)->data<T>();
-      auto at = [&](int i, int64_t j) { return static_cast<C>(ctx.input(i)->data<T>()[j]); };
-      float* affine = fused_ ? ctx.output(5)->data<float>() : nullptr;  // Prepare: float32 only
       const RowAct act = activation_ == "Relu" ? RowAct::kRelu : RowAct::kClip;
-      // Channels in parallel, in blocks read image by image (contiguous runs of the block's channels; one
-      // row per image and channel, 128 KB apart, ran at a fifth of the memory's speed); each channel's sums
-      // in a fixed order whatever the blocks and threads: float32 VChannelMoments's (vrows.h) in one pass,
-      // about the channel's first value (near its mean: the variance keeps double precision), other types
-      // LaneSum per row in two passes, rows in image order.
       const int64_t blk = NormChannelBlock(n, inner, 1);
-      const double cnt = static_cast<double>(n * inner);
-      auto row_sum = [&](const T* row) {
-        return LaneSum(inner, [row](int64_t i) { return static_cast<double>(static_cast<C>(row[i])); });
-      };
-      auto row_sum_sq_dev = [&](const T* row, double bm) {
-        return LaneSum(inner, [row, bm](int64_t i) {
-          double d = static_cast<double>(static_cast<C>(row[i])) - bm;
-          return d * d;
-        });
-      };
       ParallelFor(ctx.thread_pool(), c, 4.0 * n * inner, [&](int64_t c0, int64_t c1) {
-        double s[kNormMaxBlock], s2[kNormMaxBlock];
+        BlockMoments mom;
         C a[kNormMaxBlock], b[kNormMaxBlock];
         for (int64_t cb = c0; cb < c1; cb += blk) {
-          const int64_t nb = std::min(c1, cb + blk) - cb;
-          if (training_) {
-            if constexpr (std::is_same_v<T, float>) {  // the block's sums per ISA (vrows.h: their order)
-              const ChannelRows rows{n, c * inner, nb, inner};
-              double shift[kNormMaxBlock];
-              for (int64_t j = 0; j < nb; ++j) shift[j] = cnt > 0 ? px[(cb + j) * inner] : 0.0;
-              VChannelMoments(px + cb * inner, rows, shift, s, s2);
-              // The batch mean, and cnt times the batch variance.
-              for (int64_t j = 0; j < nb; ++j) MeanAndM2(shift[j], s[j], s2[j], cnt, &s[j], &s2[j]);
-            } else {
-              for (int64_t j = 0; j < nb; ++j) s[j] = s2[j] = 0;
-              for (int64_t bt = 0; bt < n; ++bt) {
-                for (int64_t j = 0; j < nb; ++j) s[j] += row_sum(px + (bt * c + cb + j) * inner);
-              }
-              for (int64_t j = 0; j < nb; ++j) s[j] /= cnt;  // the batch mean
-              for (int64_t bt = 0; bt < n; ++bt) {
-                for (int64_t j = 0; j < nb; ++j) s2[j] += row_sum_sq_dev(px + (bt * c + cb + j) * inner, s[j]);
-              }
-            }
-          }
-          for (int64_t j = 0; j < nb; ++j) {
-            const int64_t ch = cb + j;
-            C mean = at(3, ch), var = at(4, ch);
-            if (training_) {
-              const double bm = s[j], bv = s2[j] / cnt;
-              if (Tensor* rm = ctx.output(1)) rm->data<T>()[ch] = static_cast<T>(static_cast<C>(mean * momentum_ + bm * (1 - momentum_)));
-              if (Tensor* rv = ctx.output(2)) rv->data<T>()[ch] = static_cast<T>(static_cast<C>(var * momentum_ + bv * (1 - momentum_)));
-              if (opset_ < 14 || internal_) {  // outputs 3/4: the batch mean, and the batch variance (old
-                                               // opsets) or 1/sqrt(variance + epsilon) (BatchNormInternal)
-                if (Tensor* sm = ctx.output(3)) sm->data<T>()[ch] = static_cast<T>(static_cast<C>(bm));
-                double v4 = internal_ ? 1.0 / std::sqrt(bv + epsilon_) : bv;
-                if (Tensor* sv = ctx.output(4)) sv->data<T>()[ch] = static_cast<T>(static_cast<C>(v4));
-              }
-              mean = static_cast<C>(bm);
-              var = static_cast<C>(bv);
-            }
-            C inv = C(1) / std::sqrt(var + static_cast<C>(epsilon_));
-            a[j] = at(1, ch) * inv;
-            b[j] = at(2, ch) - mean * at(1, ch) * inv;
-            if (affine != nullptr) {
-              affine[ch] = static_cast<float>(a[j]);
-              affine[c + ch] = static_cast<float>(b[j]);
-            }
-          }
-          for (int64_t bt = 0; bt < n; ++bt) {
-            for (int64_t j = 0; j < nb; ++j) {
-              const int64_t base = (bt * c + cb + j) * inner;
-              if constexpr (std::is_same_v<T, float> && std::is_same_v<C, float>) {
-                if (affine != nullptr) VRowAffineAct(px + base, py + base, inner, a[j], b[j], act, lo_, hi_);
-                else VRowAffine(px + base, py + base, inner, a[j], b[j]);
-              } else {
-                for (int64_t i = 0; i < inner; ++i) py[base + i] = static_cast<T>(static_cast<C>(px[base + i]) * a[j] + b[j]);
-              }
-            }
-          }
+          const ChannelBlock k{n, c, inner, cb, std::min(c1, cb + blk) - cb};
+          if (training_) Moments(x.data<T>(), k, &mom);
+          ChannelAffine<T, C>(ctx, k, mom, a, b);
+          ApplyAffine<T, C>(ctx, k, a, b, act);
         }
       });
       return Status::OK();
@@ -166,6 +99,113 @@ class BatchNormKernel : public OpKernel {
   }
 
  private:
+  // Channels [cb, cb + nb) of X [n, c, inner], and their batch means s and n * inner times their batch
+  // variances s2.
+  struct ChannelBlock {
+    int64_t n, c, inner, cb, nb;
+  };
+  struct BlockMoments {
+    double s[kNormMaxBlock], s2[kNormMaxBlock];
+  };
+
+  // Each channel's sums in a fixed order whatever the blocks and threads: float32 VChannelMoments's (vrows.h)
+  // in one pass, about the channel's first value (near its mean: the variance keeps double precision), other
+  // types LaneSum per row in two passes, rows in image order.
+  template <typename T>
+  static void Moments(const T* px, const ChannelBlock& k, BlockMoments* m) {
+    const int64_t n = k.n, c = k.c, inner = k.inner, cb = k.cb, nb = k.nb;
+    const double cnt = static_cast<double>(n * inner);
+    double *s = m->s, *s2 = m->s2;
+    if constexpr (std::is_same_v<T, float>) {  // the block's sums per ISA (vrows.h: their order)
+      const ChannelRows rows{n, c * inner, nb, inner};
+      double shift[kNormMaxBlock];
+      for (int64_t j = 0; j < nb; ++j) shift[j] = cnt > 0 ? px[(cb + j) * inner] : 0.0;
+      VChannelMoments(px + cb * inner, rows, shift, s, s2);
+      // The batch mean, and cnt times the batch variance.
+      for (int64_t j = 0; j < nb; ++j) MeanAndM2(shift[j], s[j], s2[j], cnt, &s[j], &s2[j]);
+    } else {
+      RowMoments(px, k, m);
+    }
+  }
+
+  // Moments' sums for types other than float32: LaneSum per row in two passes, rows in image order.
+  template <typename T>
+  static void RowMoments(const T* px, const ChannelBlock& k, BlockMoments* m) {
+    using C = ComputeType<T>;
+    const int64_t n = k.n, c = k.c, inner = k.inner, cb = k.cb, nb = k.nb;
+    const double cnt = static_cast<double>(n * inner);
+    double *s = m->s, *s2 = m->s2;
+    auto row_sum = [&](const T* row) {
+      return LaneSum(inner, [row](int64_t i) { return static_cast<double>(static_cast<C>(row[i])); });
+    };
+    auto row_sum_sq_dev = [&](const T* row, double bm) {
+      return LaneSum(inner, [row, bm](int64_t i) {
+        double d = static_cast<double>(static_cast<C>(row[i])) - bm;
+        return d * d;
+      });
+    };
+    for (int64_t j = 0; j < nb; ++j) s[j] = s2[j] = 0;
+    for (int64_t bt = 0; bt < n; ++bt) {
+      for (int64_t j = 0; j < nb; ++j) s[j] += row_sum(px + (bt * c + cb + j) * inner);
+    }
+    for (int64_t j = 0; j < nb; ++j) s[j] /= cnt;  // the batch mean
+    for (int64_t bt = 0; bt < n; ++bt) {
+      for (int64_t j = 0; j < nb; ++j) s2[j] += row_sum_sq_dev(px + (bt * c + cb + j) * inner, s[j]);
+    }
+  }
+
+  // Each channel's a and b (from the batch moments in training, else from the input statistics), the
+  // running statistics and the other statistics outputs, and (fused_) the affine output.
+  template <typename T, typename C>
+  void ChannelAffine(KernelContext& ctx, const ChannelBlock& k, const BlockMoments& m, C* a, C* b) const {
+    auto at = [&](int i, int64_t j) { return static_cast<C>(ctx.input(i)->data<T>()[j]); };
+    float* affine = fused_ ? ctx.output(5)->data<float>() : nullptr;  // Prepare: float32 only
+    const double cnt = static_cast<double>(k.n * k.inner);
+    for (int64_t j = 0; j < k.nb; ++j) {
+      const int64_t ch = k.cb + j;
+      C mean = at(3, ch), var = at(4, ch);
+      if (training_) {
+        const double bm = m.s[j], bv = m.s2[j] / cnt;
+        if (Tensor* rm = ctx.output(1)) rm->data<T>()[ch] = static_cast<T>(static_cast<C>(mean * momentum_ + bm * (1 - momentum_)));
+        if (Tensor* rv = ctx.output(2)) rv->data<T>()[ch] = static_cast<T>(static_cast<C>(var * momentum_ + bv * (1 - momentum_)));
+        if (opset_ < 14 || internal_) {  // outputs 3/4: the batch mean, and the batch variance (old
+                                         // opsets) or 1/sqrt(variance + epsilon) (BatchNormInternal)
+          if (Tensor* sm = ctx.output(3)) sm->data<T>()[ch] = static_cast<T>(static_cast<C>(bm));
+          double v4 = internal_ ? 1.0 / std::sqrt(bv + epsilon_) : bv;
+          if (Tensor* sv = ctx.output(4)) sv->data<T>()[ch] = static_cast<T>(static_cast<C>(v4));
+        }
+        mean = static_cast<C>(bm);
+        var = static_cast<C>(bv);
+      }
+      C inv = C(1) / std::sqrt(var + static_cast<C>(epsilon_));
+      a[j] = at(1, ch) * inv;
+      b[j] = at(2, ch) - mean * at(1, ch) * inv;
+      if (affine != nullptr) {
+        affine[ch] = static_cast<float>(a[j]);
+        affine[k.c + ch] = static_cast<float>(b[j]);
+      }
+    }
+  }
+
+  // y = x * a + b over the block's rows (and fused_, the activation after).
+  template <typename T, typename C>
+  void ApplyAffine(KernelContext& ctx, const ChannelBlock& k, const C* a, const C* b, RowAct act) const {
+    const T* px = ctx.input(0)->data<T>();
+    T* py = ctx.output(0)->data<T>();
+    const int64_t inner = k.inner;
+    for (int64_t bt = 0; bt < k.n; ++bt) {
+      for (int64_t j = 0; j < k.nb; ++j) {
+        const int64_t base = (bt * k.c + k.cb + j) * inner;
+        if constexpr (std::is_same_v<T, float> && std::is_same_v<C, float>) {
+          if (fused_) VRowAffineAct(px + base, py + base, inner, a[j], b[j], act, lo_, hi_);
+          else VRowAffine(px + base, py + base, inner, a[j], b[j]);
+        } else {
+          for (int64_t i = 0; i < inner; ++i) py[base + i] = static_cast<T>(static_cast<C>(px[base + i]) * a[j] + b[j]);
+        }
+      }
+    }
+  }
+
   int64_t opset_;
   bool internal_, fused_;
   float epsilon_, momentum_;
