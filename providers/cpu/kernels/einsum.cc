@@ -29,63 +29,20 @@ struct Equation {
     std::string text;
     for (char ch : eq) if (ch != ' ') text += ch;
     const size_t arrow = text.find("->");
-    const std::string lhs = text.substr(0, arrow);
-    std::vector<std::string> terms;
-    size_t start = 0;
-    for (size_t i = 0; i <= lhs.size(); ++i) {
-      if (i == lhs.size() || lhs[i] == ',') {
-        terms.push_back(lhs.substr(start, i - start));
-        start = i + 1;
-      }
-    }
+    const std::vector<std::string> terms = SplitTerms(text.substr(0, arrow));
     if (terms.size() != shapes.size()) {
       return InvalidArgument("equation \"", eq, "\" has ", terms.size(), " operands, the node ", shapes.size());
     }
+    // The most dims any operand's ellipsis stands for.
     int64_t ellipsis_rank = -1;
-    auto letter = [](char ch) -> int {
-      if (ch >= 'a' && ch <= 'z') return ch - 'a';
-      if (ch >= 'A' && ch <= 'Z') return 26 + (ch - 'A');
-      return -1;
-    };
-    auto expand = [&](const std::string& term, int64_t rank, std::vector<int>* out) -> Status {
-      const size_t dots = term.find("...");
-      int64_t named = 0;
-      for (char ch : term) named += letter(ch) >= 0;
-      if (dots == std::string::npos) {
-        for (char ch : term) {
-          int l = letter(ch);
-          if (l < 0) return InvalidArgument("equation \"", eq, "\": '", ch, "' is not a letter");
-          out->push_back(l);
-        }
-        return Status::OK();
-      }
-      const int64_t er = rank < 0 ? ellipsis_rank : rank - named;
-      if (er < 0) return InvalidArgument("equation \"", eq, "\": the ellipsis does not fit rank ", rank);
-      // ranks under an ellipsis may differ (numpy broadcasting): their letters are right-aligned
-      for (size_t i = 0; i < term.size(); ++i) {
-        if (i == dots) {
-          const int64_t total = std::max<int64_t>(er, ellipsis_rank);
-          for (int64_t k = total - er; k < total; ++k) out->push_back(52 + static_cast<int>(k));
-          i += 2;
-          continue;
-        }
-        int l = letter(term[i]);
-        if (l < 0) return InvalidArgument("equation \"", eq, "\": '", term[i], "' is not a letter");
-        out->push_back(l);
-      }
-      return Status::OK();
-    };
     for (size_t k = 0; k < terms.size(); ++k) {
-      const size_t dots = terms[k].find("...");
-      if (dots != std::string::npos) {
-        int64_t named = 0;
-        for (char ch : terms[k]) named += letter(ch) >= 0;
-        ellipsis_rank = std::max<int64_t>(ellipsis_rank, static_cast<int64_t>(shapes[k].size()) - named);
+      if (terms[k].find("...") != std::string::npos) {
+        ellipsis_rank = std::max<int64_t>(ellipsis_rank, static_cast<int64_t>(shapes[k].size()) - NamedLetters(terms[k]));
       }
     }
     for (size_t k = 0; k < terms.size(); ++k) {
       std::vector<int> letters;
-      ONT_RETURN_IF_ERROR(expand(terms[k], static_cast<int64_t>(shapes[k].size()), &letters));
+      ONT_RETURN_IF_ERROR(Expand(eq, terms[k], static_cast<int64_t>(shapes[k].size()), ellipsis_rank, &letters));
       if (letters.size() != shapes[k].size()) {
         return InvalidArgument("equation \"", eq, "\": operand ", k, " has rank ", shapes[k].size(), ", the term ",
                                letters.size(), " letters");
@@ -101,7 +58,7 @@ struct Equation {
       e.inputs.push_back(letters);
     }
     if (arrow != std::string::npos) {
-      ONT_RETURN_IF_ERROR(expand(text.substr(arrow + 2), -1, &e.output));
+      ONT_RETURN_IF_ERROR(Expand(eq, text.substr(arrow + 2), -1, ellipsis_rank, &e.output));
       for (int l : e.output) {
         if (!e.size.count(l)) return InvalidArgument("equation \"", eq, "\": an output letter is in no operand");
       }
@@ -112,6 +69,61 @@ struct Equation {
       for (const auto& [l, n] : count) if (l < 52 && n == 1) e.output.push_back(l);
     }
     return e;
+  }
+
+  // The comma-separated terms of the equation's left side.
+  static std::vector<std::string> SplitTerms(const std::string& lhs) {
+    std::vector<std::string> terms;
+    size_t start = 0;
+    for (size_t i = 0; i <= lhs.size(); ++i) {
+      if (i == lhs.size() || lhs[i] == ',') {
+        terms.push_back(lhs.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+    return terms;
+  }
+
+  static int Letter(char ch) {
+    if (ch >= 'a' && ch <= 'z') return ch - 'a';
+    if (ch >= 'A' && ch <= 'Z') return 26 + (ch - 'A');
+    return -1;
+  }
+
+  static int64_t NamedLetters(const std::string& term) {
+    int64_t named = 0;
+    for (char ch : term) named += Letter(ch) >= 0;
+    return named;
+  }
+
+  // A term's letters, its ellipsis (if any) as letters 52 on for the dims it stands for: rank - named ones
+  // (an output term, rank -1: ellipsis_rank of them). Ranks under an ellipsis may differ (numpy
+  // broadcasting): their letters are right-aligned.
+  static Status Expand(const std::string& eq, const std::string& term, int64_t rank, int64_t ellipsis_rank,
+                       std::vector<int>* out) {
+    const size_t dots = term.find("...");
+    if (dots == std::string::npos) {
+      for (char ch : term) {
+        int l = Letter(ch);
+        if (l < 0) return InvalidArgument("equation \"", eq, "\": '", ch, "' is not a letter");
+        out->push_back(l);
+      }
+      return Status::OK();
+    }
+    const int64_t er = rank < 0 ? ellipsis_rank : rank - NamedLetters(term);
+    if (er < 0) return InvalidArgument("equation \"", eq, "\": the ellipsis does not fit rank ", rank);
+    for (size_t i = 0; i < term.size(); ++i) {
+      if (i == dots) {
+        const int64_t total = std::max<int64_t>(er, ellipsis_rank);
+        for (int64_t k = total - er; k < total; ++k) out->push_back(52 + static_cast<int>(k));
+        i += 2;
+        continue;
+      }
+      int l = Letter(term[i]);
+      if (l < 0) return InvalidArgument("equation \"", eq, "\": '", term[i], "' is not a letter");
+      out->push_back(l);
+    }
+    return Status::OK();
   }
 };
 
