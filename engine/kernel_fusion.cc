@@ -472,59 +472,23 @@ class Fuser {
   // ClipGrad tests: ai.ontrain BatchNormActivation -> (Z, stats, affine) and BatchNormActivationGrad(dZ, X,
   // scale, saved mean, saved inv_std, affine). (ReluGrad may test Z for Y: Z > 0 exactly where Y > 0.)
   bool FuseBatchNormActivation(size_t bn) {
-    Node& b = g_.nodes[bn];
+    const Node& b = g_.nodes[bn];
     if (b.inputs.size() < 5 || b.outputs.size() < 5 || b.outputs[0].empty() || b.outputs[3].empty() ||
         b.outputs[4].empty() || TypeOf(b.inputs[0]) != DType::kFloat32) {
       return false;
     }
-    const std::vector<Use>* readers = Readers(b.outputs[0]);
-    if (readers == nullptr || readers->size() > 2) return false;
-    const std::vector<Use> y_readers = *readers;
     int act = -1, grad = -1;
-    for (const Use& u : y_readers) {
-      if (u.input == 0 && act < 0 && (Is(u.node, "", "Relu") || Is(u.node, "", "Clip"))) act = static_cast<int>(u.node);
-      else if (u.input == 1 && grad < 0 && (Is(u.node, kMs, "ReluGrad") || Is(u.node, kOntrain, "ClipGrad"))) grad = static_cast<int>(u.node);
-      else return false;
-    }
-    if (act < 0) return false;
+    if (!FindActivationPair(b, &act, &grad)) return false;
     const Node& a = g_.nodes[act];
-    const bool relu = a.op_type == "Relu";
-    if (a.outputs.size() != 1 || a.outputs[0].empty()) return false;
-    if (grad < 0 && relu) {  // a ReluGrad that tests Z
-      const std::vector<Use>* z_readers = Readers(a.outputs[0]);
-      if (z_readers == nullptr) return false;
-      for (const Use& u : *z_readers) {
-        if (u.input == 1 && Is(u.node, kMs, "ReluGrad")) {
-          if (grad >= 0) return false;
-          grad = static_cast<int>(u.node);
-        }
-      }
-    }
-    if (grad < 0) return false;
     const Node& gr = g_.nodes[grad];
-    if (relu != (gr.op_type == "ReluGrad") || gr.outputs.size() != 1 || gr.outputs[0].empty() || gr.inputs[0].empty()) {
-      return false;
-    }
+    const bool relu = a.op_type == "Relu";
     std::vector<onnx::AttributeProto> attrs = {AttrString("activation", relu ? "Relu" : "Clip")};
-    if (!relu) {
-      if (a.inputs.size() != 3 || gr.inputs.size() != 5 || a.inputs[1] != gr.inputs[2] || a.inputs[2] != gr.inputs[3]) {
-        return false;
-      }
-      const Tensor* lo = ScalarConstant(a.inputs[1]);
-      const Tensor* hi = ScalarConstant(a.inputs[2]);
-      const Tensor* fill = ScalarConstant(gr.inputs[4]);
-      for (const Tensor* t : {lo, hi, fill}) {
-        if (t == nullptr || t->dtype() != DType::kFloat32) return false;
-      }
-      attrs.push_back(AttrFloat("min", lo->data<float>()[0]));
-      attrs.push_back(AttrFloat("max", hi->data<float>()[0]));
-      attrs.push_back(AttrFloat("fill", fill->data<float>()[0]));
-    }
+    if (!relu && !ClipBounds(a, gr, &attrs)) return false;
     const std::vector<Use>* dy_readers = Readers(gr.outputs[0]);
     if (dy_readers == nullptr || dy_readers->size() != 1 || dy_readers->front().input != 0) return false;
     const size_t bg = dy_readers->front().node;
     if (!Is(bg, kMs, "BatchNormalizationGrad")) return false;
-    Node& d = g_.nodes[bg];
+    const Node& d = g_.nodes[bg];
     if (d.inputs.size() != 5 || d.inputs[1] != b.inputs[0] || d.inputs[2] != b.inputs[1] || d.inputs[3] != b.outputs[3] ||
         d.inputs[4] != b.outputs[4]) {
       return false;
@@ -535,11 +499,70 @@ class Fuser {
         !Runs(p, kOntrain, "BatchNormActivationGrad", DType::kFloat32)) {
       return false;
     }
+    RewriteBatchNormActivation(bn, static_cast<size_t>(act), static_cast<size_t>(grad), bg, attrs);
+    return true;
+  }
+
+  // The activation A that reads the BatchNormalization b's Y (a Relu or Clip) and its gradient G (a ReluGrad
+  // or ClipGrad reading Y, or a ReluGrad reading A's Z): false unless Y has no other readers and both exist,
+  // of the same kind.
+  bool FindActivationPair(const Node& b, int* act, int* grad) {
+    const std::vector<Use>* readers = Readers(b.outputs[0]);
+    if (readers == nullptr || readers->size() > 2) return false;
+    const std::vector<Use> y_readers = *readers;
+    for (const Use& u : y_readers) {
+      if (u.input == 0 && *act < 0 && (Is(u.node, "", "Relu") || Is(u.node, "", "Clip"))) *act = static_cast<int>(u.node);
+      else if (u.input == 1 && *grad < 0 && (Is(u.node, kMs, "ReluGrad") || Is(u.node, kOntrain, "ClipGrad"))) *grad = static_cast<int>(u.node);
+      else return false;
+    }
+    if (*act < 0) return false;
+    const Node& a = g_.nodes[*act];
+    const bool relu = a.op_type == "Relu";
+    if (a.outputs.size() != 1 || a.outputs[0].empty()) return false;
+    if (*grad < 0 && relu) {  // a ReluGrad that tests Z
+      const std::vector<Use>* z_readers = Readers(a.outputs[0]);
+      if (z_readers == nullptr) return false;
+      for (const Use& u : *z_readers) {
+        if (u.input == 1 && Is(u.node, kMs, "ReluGrad")) {
+          if (*grad >= 0) return false;
+          *grad = static_cast<int>(u.node);
+        }
+      }
+    }
+    if (*grad < 0) return false;
+    const Node& gr = g_.nodes[*grad];
+    return relu == (gr.op_type == "ReluGrad") && gr.outputs.size() == 1 && !gr.outputs[0].empty() && !gr.inputs[0].empty();
+  }
+
+  // Clip's bounds, the ones its ClipGrad tests, and ClipGrad's fill, all scalar float constants, as
+  // attributes min, max and fill; false where they are not.
+  bool ClipBounds(const Node& a, const Node& gr, std::vector<onnx::AttributeProto>* attrs) {
+    if (a.inputs.size() != 3 || gr.inputs.size() != 5 || a.inputs[1] != gr.inputs[2] || a.inputs[2] != gr.inputs[3]) {
+      return false;
+    }
+    const Tensor* lo = ScalarConstant(a.inputs[1]);
+    const Tensor* hi = ScalarConstant(a.inputs[2]);
+    const Tensor* fill = ScalarConstant(gr.inputs[4]);
+    for (const Tensor* t : {lo, hi, fill}) {
+      if (t == nullptr || t->dtype() != DType::kFloat32) return false;
+    }
+    attrs->push_back(AttrFloat("min", lo->data<float>()[0]));
+    attrs->push_back(AttrFloat("max", hi->data<float>()[0]));
+    attrs->push_back(AttrFloat("fill", fill->data<float>()[0]));
+    return true;
+  }
+
+  // The rewrite FuseBatchNormActivation matched: bn becomes BatchNormActivation -> (Z, stats, affine), bg
+  // BatchNormActivationGrad(dZ, ..., affine); the activation and its gradient go.
+  void RewriteBatchNormActivation(size_t bn, size_t act, size_t grad, size_t bg,
+                                  const std::vector<onnx::AttributeProto>& attrs) {
+    Node& b = g_.nodes[bn];
+    Node& d = g_.nodes[bg];
     std::string affine = b.outputs[0] + "/affine";  // a new value: a name nothing else has
     while (producer_.count(affine) || uses_.count(affine) || g_.initializers.count(affine) || g_.FindInput(affine)) {
       affine += "_";
     }
-    const std::string dz = gr.inputs[0], z = a.outputs[0];
+    const std::string dz = g_.nodes[grad].inputs[0], z = g_.nodes[act].outputs[0];
     b.op_type = "BatchNormActivation";
     b.domain = kOntrain;
     for (size_t k = 0; k < attrs.size(); ++k) {
@@ -556,10 +579,9 @@ class Fuser {
     for (const onnx::AttributeProto& at : attrs) d.attributes[at.name()] = at;
     Rewire(bg, 0, dz);
     Rewire(bg, 5, affine);
-    removed_.insert(static_cast<size_t>(act));
-    removed_.insert(static_cast<size_t>(grad));
+    removed_.insert(act);
+    removed_.insert(grad);
     Import(kOntrain);
-    return true;
   }
 
   Model& m_;
