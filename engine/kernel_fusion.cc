@@ -479,8 +479,7 @@ class Fuser {
     }
     int act = -1, grad = -1;
     if (!FindActivationPair(b, &act, &grad)) return false;
-    const Node& a = g_.nodes[act];
-    const Node& gr = g_.nodes[grad];
+    const Node &a = g_.nodes[act], &gr = g_.nodes[grad];
     const bool relu = a.op_type == "Relu";
     std::vector<onnx::AttributeProto> attrs = {AttrString("activation", relu ? "Relu" : "Clip")};
     if (!relu && !ClipBounds(a, gr, &attrs)) return false;
@@ -540,9 +539,7 @@ class Fuser {
     if (a.inputs.size() != 3 || gr.inputs.size() != 5 || a.inputs[1] != gr.inputs[2] || a.inputs[2] != gr.inputs[3]) {
       return false;
     }
-    const Tensor* lo = ScalarConstant(a.inputs[1]);
-    const Tensor* hi = ScalarConstant(a.inputs[2]);
-    const Tensor* fill = ScalarConstant(gr.inputs[4]);
+    const Tensor *lo = ScalarConstant(a.inputs[1]), *hi = ScalarConstant(a.inputs[2]), *fill = ScalarConstant(gr.inputs[4]);
     for (const Tensor* t : {lo, hi, fill}) {
       if (t == nullptr || t->dtype() != DType::kFloat32) return false;
     }
@@ -556,8 +553,7 @@ class Fuser {
   // BatchNormActivationGrad(dZ, ..., affine); the activation and its gradient go.
   void RewriteBatchNormActivation(size_t bn, size_t act, size_t grad, size_t bg,
                                   const std::vector<onnx::AttributeProto>& attrs) {
-    Node& b = g_.nodes[bn];
-    Node& d = g_.nodes[bg];
+    Node &b = g_.nodes[bn], &d = g_.nodes[bg];
     std::string affine = b.outputs[0] + "/affine";  // a new value: a name nothing else has
     while (producer_.count(affine) || uses_.count(affine) || g_.initializers.count(affine) || g_.FindInput(affine)) {
       affine += "_";
@@ -571,16 +567,14 @@ class Fuser {
     b.outputs.resize(5);
     b.outputs[0] = z;
     b.outputs.push_back(affine);
-    producer_[z] = bn;
-    producer_[affine] = bn;
+    producer_[z] = producer_[affine] = bn;
     d.op_type = "BatchNormActivationGrad";
     d.domain = kOntrain;
     d.attributes.clear();
     for (const onnx::AttributeProto& at : attrs) d.attributes[at.name()] = at;
     Rewire(bg, 0, dz);
     Rewire(bg, 5, affine);
-    removed_.insert(act);
-    removed_.insert(grad);
+    removed_.insert({act, grad});
     Import(kOntrain);
   }
 
