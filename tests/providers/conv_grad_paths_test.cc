@@ -8,6 +8,8 @@
 //   register tiles over the batch;
 //   at strides above 1, a ResNet's downsampling shortcut, over the image's gathered samples) matches the
 //   definition, with the same bits at 1 and 2 threads;
+// - the weight gradient of 3x3 windows over chunks of images matches the definition, with the same bits at
+//   1 and 2 threads;
 // - dB where the direct weight gradient runs sums each image's transposed dY in its stated order.
 #include <cmath>
 #include <cstring>
@@ -280,6 +282,68 @@ TEST(ConvGradPathsTest, PointwiseWeightGradient) {
           }
         }
         EXPECT_NEAR(got[0][r * cg + q], want, (t.dtype == DType::kFloat32 ? 1e-6 : 1e-14) * mag) << r << "," << q;
+      }
+    }
+  }
+}
+
+// The weight gradient of 3x3 windows over chunks of images (partials added in chunk order; chunk sizes
+// from the shapes alone, an even count of nearly equal chunks): the benchmark CNN's second layer (64 images
+// of 32 channels at 13x13 -> 64, which went in 13 chunks of 5 and now in 16 of 4), 32 images of 64
+// channels at 8x8 with pads (chunks of 5 -> 8 of 4), and float64, against sums in double, with the same bits
+// at 1 and 2 threads.
+TEST(ConvGradPathsTest, ThreeByThreeWeightGradientInChunks) {
+  struct Case {
+    int64_t n, c, h, m, pad;
+    DType dtype;
+  };
+  for (const Case& t : {Case{64, 32, 13, 64, 0, DType::kFloat32}, Case{32, 64, 8, 64, 1, DType::kFloat32},
+                        Case{12, 8, 7, 16, 1, DType::kFloat64}}) {
+    SCOPED_TRACE("n " + std::to_string(t.n) + " c " + std::to_string(t.c) + " h " + std::to_string(t.h));
+    const int64_t oh = t.h + 2 * t.pad - 2, o = oh * oh, isize = t.h * t.h;
+    const Shape xs = {t.n, t.c, t.h, t.h}, ws = {t.m, t.c, 3, 3}, ys = {t.n, t.m, oh, oh};
+    const std::vector<float> x = Uniform(t.n * t.c * isize, 7), w = Uniform(t.m * t.c * 9, 8),
+                             dy = Uniform(t.n * t.m * o, 9);
+    auto tensor = [&](const std::vector<float>& v, const Shape& s) {
+      if (t.dtype == DType::kFloat32) return Tensor::FromVector(v, s);
+      return Tensor::FromVector(std::vector<double>(v.begin(), v.end()), s);
+    };
+    Model md;
+    md.opset_imports[""] = 17;
+    md.opset_imports["com.microsoft"] = 1;
+    md.graph.inputs = {TensorInfo("dy", t.dtype, ys), TensorInfo("x", t.dtype, xs), TensorInfo("w", t.dtype, ws)};
+    md.graph.outputs = {TensorInfo("dw", t.dtype, ws)};
+    md.graph.nodes.push_back(MakeNode("ConvGrad", {"dy", "x", "w"}, {"", "dw"},
+                                      {AttrInts("kernel_shape", {3, 3}), AttrInts("pads", {t.pad, t.pad, t.pad, t.pad})},
+                                      "grad", "com.microsoft"));
+    std::vector<std::vector<double>> got;
+    for (int threads : {1, 2}) {
+      auto cpu = CpuExecutionProvider::Create({threads}).value();
+      auto ex = Executor::Create(md, cpu.get()).value();
+      std::vector<Tensor> out;
+      Status st = ex->Run({{"dy", tensor(dy, ys)}, {"x", tensor(x, xs)}, {"w", tensor(w, ws)}}, {"dw"}, &out);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      std::vector<double> v(out[0].NumElements());
+      for (size_t e = 0; e < v.size(); ++e) {
+        v[e] = t.dtype == DType::kFloat32 ? out[0].data<float>()[e] : out[0].data<double>()[e];
+      }
+      got.push_back(v);
+    }
+    EXPECT_EQ(got[0], got[1]) << "1 and 2 threads differ";
+    for (int64_t r = 0; r < t.m; ++r) {
+      for (int64_t q = 0; q < t.c * 9; ++q) {
+        const int64_t ci = q / 9, ky = q % 9 / 3, kx = q % 3;
+        double want = 0, mag = 0;
+        for (int64_t i = 0; i < t.n; ++i) {
+          for (int64_t p = 0; p < o; ++p) {
+            const int64_t iy = p / oh + ky - t.pad, ix = p % oh + kx - t.pad;
+            if (iy < 0 || ix < 0 || iy >= t.h || ix >= t.h) continue;
+            const double term = static_cast<double>(dy[(i * t.m + r) * o + p]) * x[(i * t.c + ci) * isize + iy * t.h + ix];
+            want += term;
+            mag += std::fabs(term);
+          }
+        }
+        ASSERT_NEAR(got[0][r * t.c * 9 + q], want, (t.dtype == DType::kFloat32 ? 1e-6 : 1e-14) * mag) << r << "," << q;
       }
     }
   }
