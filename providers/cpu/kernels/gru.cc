@@ -196,39 +196,32 @@ class GruKernel : public OpKernel {
   RecurrentDims n_;
 };
 
-// GRUGrad's state for one direction: the step's operands and scratch buffers (Compute's layout), and the
-// gates' values and derivatives. The step's four parts below read and write it in the order of the
-// original single pass, so the results are that pass's.
+// GRUGrad's state for one direction: GradDirection's, the step's operands and scratch buffers (Compute's
+// layout), and the gates' values and derivatives. The step's four parts below read and write it in the
+// order of the original single pass, so the results are that pass's.
 template <typename T>
-struct GruGradDir {
-  const RecurrentAttrs& a;
-  int64_t D, B, H, S, d;
-  bool reverse, fast;
-  const Activation& f;
-  const Activation& g;
-  const T* rd;     // this direction's R [3H, H]
-  const T* rbh;    // its Rbh [H], or null
-  const T* zrh;    // GRUTraining's clipped pre-activations [S, D, B, 3H]
-  const Tensor* sl;
-  const Tensor* dyall;  // dHAll, or null
-  PrevState<T> hprev;
+struct GruGradDir : GradDirection<T> {
+  const T* rd;   // this direction's R [3H, H]
+  const T* rbh;  // its Rbh [H], or null
+  const T* zrh;  // GRUTraining's clipped pre-activations [S, D, B, 3H]
   T *dg, *dh, *dpre, *u, *back, *dgh, *hps, *acts;
   T* db;  // dB [D, 6H], or null
   T* dr;  // dR [D, 3H, H], or null
 
-  int64_t Len(int64_t bb) const { return SeqLen(sl, bb, S); }
-  // Row bb's time index at step s (which runs only while s < Len(bb)), and its pre-activations there.
-  int64_t Time(int64_t s, int64_t bb) const { return reverse ? Len(bb) - 1 - s : s; }
-  const T* Pre(int64_t s, int64_t bb) const { return zrh + ((Time(s, bb) * D + d) * B + bb) * 3 * H; }
-  const T* Prev(int64_t s, int64_t bb) const { return hprev(s, bb, Len(bb)); }
-  bool Clipped(double z) const { return a.clip > 0 && (z >= a.clip || z <= -a.clip); }
+  // Row bb's pre-activations at step s, and its previous hidden state (null: none).
+  const T* Pre(int64_t s, int64_t bb) const {
+    return zrh + ((this->Time(s, bb) * this->D + this->d) * this->B + bb) * 3 * this->H;
+  }
+  const T* Prev(int64_t s, int64_t bb) const { return this->hprev(s, bb, this->Len(bb)); }
   // Gate q's value (f(z), f(r), g(h~)) of row bb at element k, whose pre-activation is v, and its derivative
   // there: from the step's vectorized values on the fast path.
   double Act(int64_t bb, int64_t q, int64_t k, double v) const {
-    return fast ? double(acts[bb * 3 * H + q * H + k]) : (q < 2 ? f(v) : g(v));
+    const int64_t H = this->H;
+    return this->fast ? double(acts[bb * 3 * H + q * H + k]) : (q < 2 ? this->f(v) : this->g(v));
   }
   double Slope(int64_t bb, int64_t q, int64_t k, double v) const {
-    if (!fast) return q < 2 ? f.Derivative(v) : g.Derivative(v);
+    const int64_t H = this->H;
+    if (!this->fast) return q < 2 ? this->f.Derivative(v) : this->g.Derivative(v);
     const double av = acts[bb * 3 * H + q * H + k];
     return q < 2 ? av * (1 - av) : 1 - av * av;
   }
@@ -410,11 +403,11 @@ class GruGradKernel : public OpKernel {
       for (int64_t d = 0; d < D; ++d) {
         const bool reverse = attrs_.reverse_only || d == 1;
         const Activation &f = attrs_.act[d][0], &g = attrs_.act[d][1];
-        GruGradDir<T> st{attrs_, D, B, H, S, d, reverse,
-                         std::is_same_v<T, float> && f.kind == Activation::kSigmoid && g.kind == Activation::kTanh, f, g,
+        const bool fast = std::is_same_v<T, float> && f.kind == Activation::kSigmoid && g.kind == Activation::kTanh;
+        GruGradDir<T> st{{attrs_, D, B, H, S, d, reverse, fast, f, g, Optional(ctx, 4), Optional(ctx, 8),
+                          PrevState<T>{ctx.input(6)->data<T>(), h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse}},
                          r.data<T>() + d * G * H, b ? b->data<T>() + d * 6 * H + 5 * H : nullptr,
-                         ctx.input(7)->data<T>(), Optional(ctx, 4), Optional(ctx, 8),
-                         PrevState<T>{ctx.input(6)->data<T>(), h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse}};
+                         ctx.input(7)->data<T>()};
         st.dg = dg;
         st.dh = dh;
         st.dpre = dh + B * H;

@@ -242,44 +242,37 @@ struct LstmGates {
   double gi, gf, gc, go, hc, dfi, dfo, dff, dgz, dhc;
 };
 
-// LSTMGrad's state for one direction: the step's operands and scratch buffers (Compute's layout), and the
-// gates' values and derivatives. The row and step functions below read and write it in the order of the
-// original single pass, so the results are that pass's.
+// LSTMGrad's state for one direction: GradDirection's, the step's operands and scratch buffers (Compute's
+// layout), and the gates' values and derivatives. The row and step functions below read and write it in
+// the order of the original single pass, so the results are that pass's.
 template <typename T>
-struct LstmGradDir {
-  const RecurrentAttrs& a;
-  int64_t D, B, H, S, d;
-  bool reverse, fast;
-  const Activation& f;
-  const Activation& g;
+struct LstmGradDir : GradDirection<T> {
   const Activation& hact;
   const T* pp;    // this direction's peepholes [3H], or null
   const T* iofc;  // LSTMTraining's clipped pre-activations [S, D, B, 4H]
   const T* call;  // the cell states [S, D, B, H]
-  const Tensor* sl;
-  const Tensor* dyall;  // dHAll, or null
-  PrevState<T> hprev, cprev;
+  PrevState<T> cprev;
   T *dg, *dh, *dc, *dpre, *back, *hps, *acts;
   T* dp;  // dP [D, 3H], or null
 
-  int64_t Len(int64_t bb) const { return SeqLen(sl, bb, S); }
-  int64_t Time(int64_t s, int64_t bb) const { return reverse ? Len(bb) - 1 - s : s; }
-  bool Clipped(double z) const { return a.clip > 0 && (z >= a.clip || z <= -a.clip); }
   // Element k's gates, from pre-activations z and cell state c: on the fast path from the row's vectorized
   // values in acts (f(i), f(o), f(f), g(c~), then h(C)).
   LstmGates Gates(int64_t k, const T* z, double c) const {
+    const int64_t H = this->H;
+    const bool input_forget = this->a.input_forget;
+    const Activation &f = this->f, &g = this->g;
     const double zi = z[k], zo = z[H + k], zf = z[2 * H + k], zc = z[3 * H + k];
     LstmGates q{};
-    if (fast) {
+    if (this->fast) {
       q.gi = acts[k], q.go = acts[H + k], q.gc = acts[3 * H + k], q.hc = acts[4 * H + k];
       const double sf = acts[2 * H + k];
-      q.gf = a.input_forget ? 1 - q.gi : sf;
+      q.gf = input_forget ? 1 - q.gi : sf;
       q.dfi = q.gi * (1 - q.gi), q.dfo = q.go * (1 - q.go), q.dff = sf * (1 - sf), q.dgz = 1 - q.gc * q.gc;
       q.dhc = 1 - q.hc * q.hc;
     } else {
-      q.gi = f(zi), q.gf = a.input_forget ? 1 - q.gi : f(zf), q.gc = g(zc), q.go = f(zo), q.hc = hact(c);
+      q.gi = f(zi), q.gf = input_forget ? 1 - q.gi : f(zf), q.gc = g(zc), q.go = f(zo), q.hc = hact(c);
       q.dfi = f.Derivative(zi), q.dfo = f.Derivative(zo), q.dgz = g.Derivative(zc), q.dhc = hact.Derivative(c);
-      if (!a.input_forget) q.dff = f.Derivative(zf);
+      if (!input_forget) q.dff = f.Derivative(zf);
     }
     return q;
   }
@@ -403,9 +396,9 @@ class LstmGradKernel : public OpKernel {
         const bool fast = std::is_same_v<T, float> && f.kind == Activation::kSigmoid && g.kind == Activation::kTanh &&
                           hact.kind == Activation::kTanh;
         const T* call = ctx.input(7)->data<T>();
-        LstmGradDir<T> st{attrs_, D, B, H, S, d, reverse, fast, f, g, hact, p ? p->data<T>() + d * 3 * H : nullptr,
-                          ctx.input(8)->data<T>(), call, Optional(ctx, 3), Optional(ctx, 9),
-                          PrevState<T>{ctx.input(6)->data<T>(), h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse},
+        LstmGradDir<T> st{{attrs_, D, B, H, S, d, reverse, fast, f, g, Optional(ctx, 3), Optional(ctx, 9),
+                           PrevState<T>{ctx.input(6)->data<T>(), h0 ? h0->data<T>() : nullptr, D, d, B, H, reverse}},
+                          hact, p ? p->data<T>() + d * 3 * H : nullptr, ctx.input(8)->data<T>(), call,
                           PrevState<T>{call, c0 ? c0->data<T>() : nullptr, D, d, B, H, reverse}};
         st.dg = static_cast<T*>(ctx.scratch());
         st.dh = st.dg + S * B * G;

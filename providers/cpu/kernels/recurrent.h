@@ -242,6 +242,26 @@ struct PrevState {
   }
 };
 
+// What a recurrent gradient kernel's step functions share for one direction d: the dims, the direction's
+// order and whether the gates take the vectorized float path (fast), its activations f and g, the
+// sequence lengths, dHAll (or null) and the previous hidden states.
+template <typename T>
+struct GradDirection {
+  const RecurrentAttrs& a;
+  int64_t D, B, H, S, d;
+  bool reverse, fast;
+  const Activation& f;
+  const Activation& g;
+  const Tensor* sl;
+  const Tensor* dyall;
+  PrevState<T> hprev;
+
+  int64_t Len(int64_t bb) const { return SeqLen(sl, bb, S); }
+  // Row bb's time index at step s, which runs only while s < Len(bb).
+  int64_t Time(int64_t s, int64_t bb) const { return reverse ? Len(bb) - 1 - s : s; }
+  bool Clipped(double z) const { return a.clip > 0 && (z >= a.clip || z <= -a.clip); }
+};
+
 // One step's share of a recurrent weight gradient: dR [q_rows, H] += dPre' Hp, where dPre [B, >= q_rows]
 // (rows lda apart) holds the step's gate gradients and Hp [B, H] the batch rows' previous hidden states,
 // copied into `hp` with zero rows for batch rows that did not run this step or start from no state (their
