@@ -285,6 +285,22 @@ class ConvKernel : public OpKernel {
     return 2.0 * static_cast<double>(p.m * p.cg * p.ksize * p.osize);
   }
 
+  // Images in parallel: fn(i, yi, work) computes image i's output yi with its thread's work memory (col_
+  // elements), then Finish.
+  template <typename T, typename F>
+  void ForEachImage(const ConvPass<T>& p, const F& fn) const {
+    std::atomic<int> next_slot{0};
+    ParallelFor(p.ctx.thread_pool(), p.n, ImageCost(p), [&](int64_t i0, int64_t i1) {
+      const int64_t slot = next_slot++ % slots_;
+      T* work = p.scratch + slot * col_;
+      for (int64_t i = i0; i < i1; ++i) {
+        T* yi = ImageOut(p, i, slot);
+        fn(i, yi, work);
+        Finish(p, i, yi, slot);
+      }
+    });
+  }
+
   // Depthwise windows (depthwise.h): the whole batch at once, or image by image into the pooling.
   template <typename T>
   void RunDepthwise(const ConvPass<T>& p) const {
@@ -354,17 +370,10 @@ class ConvKernel : public OpKernel {
       dc_.PackWeights([&](int64_t o, int64_t ci, int64_t k) { return p.w[((g * mg + o) * cg + ci) * kk + k]; },
                       packed + g * dc_.packed_size());
     }
-    std::atomic<int> next_slot{0};
-    ParallelFor(p.ctx.thread_pool(), p.n, ImageCost(p), [&](int64_t i0, int64_t i1) {
-      const int64_t slot = next_slot++ % slots_;
-      float* work = p.scratch + slot * col_;
-      for (int64_t i = i0; i < i1; ++i) {
-        float* yi = ImageOut(p, i, slot);
-        for (int64_t g = 0; g < group_; ++g) {
-          dc_.Run(p.x + (i * c + g * cg) * p.isize, packed + g * dc_.packed_size(), p.b ? p.b + g * mg : nullptr,
-                  yi + g * mg * p.osize, work);
-        }
-        Finish(p, i, yi, slot);
+    ForEachImage(p, [&](int64_t i, float* yi, float* work) {
+      for (int64_t g = 0; g < group_; ++g) {
+        dc_.Run(p.x + (i * c + g * cg) * p.isize, packed + g * dc_.packed_size(), p.b ? p.b + g * mg : nullptr,
+                yi + g * mg * p.osize, work);
       }
     });
   }
@@ -374,15 +383,8 @@ class ConvKernel : public OpKernel {
   void RunPadded(const ConvPass<T>& p) const {
     T* wr = p.scratch + col_ * slots_;
     if (!im2col_) rows_.SplitWeights(p.w, group_, p.mg, p.cg, wr);
-    std::atomic<int> next_slot{0};
-    ParallelFor(p.ctx.thread_pool(), p.n, ImageCost(p), [&](int64_t i0, int64_t i1) {
-      const int64_t slot = next_slot++ % slots_;
-      T* work = p.scratch + slot * col_;
-      for (int64_t i = i0; i < i1; ++i) {
-        T* yi = ImageOut(p, i, slot);
-        ForwardPadded<T>(p.x + i * p.c * p.isize, wr, p.w, p.b, yi, p.c, p.m, work);
-        Finish(p, i, yi, slot);
-      }
+    ForEachImage(p, [&](int64_t i, T* yi, T* work) {
+      ForwardPadded<T>(p.x + i * p.c * p.isize, wr, p.w, p.b, yi, p.c, p.m, work);
     });
   }
 
@@ -390,26 +392,19 @@ class ConvKernel : public OpKernel {
   template <typename T>
   void RunIm2Col(const ConvPass<T>& p) const {
     const int64_t c = p.c, m = p.m, cg = p.cg, mg = p.mg, isize = p.isize, osize = p.osize, ksize = p.ksize;
-    std::atomic<int> next_slot{0};
-    ParallelFor(p.ctx.thread_pool(), p.n, ImageCost(p), [&](int64_t i0, int64_t i1) {
-      const int64_t slot = next_slot++ % slots_;
-      T* col = p.scratch + slot * col_;
-      for (int64_t i = i0; i < i1; ++i) {
-        T* yi = ImageOut(p, i, slot);
-        for (int64_t g = 0; g < group_; ++g) {
-          Im2Col(p.x + (i * c + g * cg) * isize, cg, in_, out_, geo_, col);
-          // Y_g [mg, osize] = W_g [mg, cg*ksize] * col [cg*ksize, osize]
-          Gemm<T>(false, false, mg, osize, cg * ksize, T(1), p.w + g * mg * cg * ksize, col, T(0), yi + g * mg * osize,
-                  nullptr);
+    ForEachImage(p, [&](int64_t i, T* yi, T* col) {
+      for (int64_t g = 0; g < group_; ++g) {
+        Im2Col(p.x + (i * c + g * cg) * isize, cg, in_, out_, geo_, col);
+        // Y_g [mg, osize] = W_g [mg, cg*ksize] * col [cg*ksize, osize]
+        Gemm<T>(false, false, mg, osize, cg * ksize, T(1), p.w + g * mg * cg * ksize, col, T(0), yi + g * mg * osize,
+                nullptr);
+      }
+      if (p.b) {
+        for (int64_t j = 0; j < m; ++j) {
+          T* row = yi + j * osize;
+          T bj = p.b[j];
+          for (int64_t o = 0; o < osize; ++o) row[o] += bj;
         }
-        if (p.b) {
-          for (int64_t j = 0; j < m; ++j) {
-            T* row = yi + j * osize;
-            T bj = p.b[j];
-            for (int64_t o = 0; o < osize; ++o) row[o] += bj;
-          }
-        }
-        Finish(p, i, yi, slot);
       }
     });
   }
