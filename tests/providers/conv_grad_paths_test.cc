@@ -216,6 +216,44 @@ TEST(ConvGradPathsTest, StrideTwoDepthwiseIgnoresWhatItsBuffersHeld) {
 // groups, float64, planes for the register tiles (PointwiseWeightGrad), at stride 1 and at strides (2, 2) (a ResNet's shortcut; odd sizes, so the last row
 // and column are never read), (3, 2) and (1, 2); against sums in double, and bit for bit across thread
 // counts.
+// ConvGrad's dW of (dy, x, w), float32 or float64 (the values given as floats), with the node's window
+// attributes `attrs`, run twice by one executor at 1 and then at 2 threads: the two results, as doubles.
+struct WeightGradCase {
+  DType dtype;
+  std::vector<float> dy, x, w;
+  Shape ys, xs, ws;
+};
+std::vector<std::vector<double>> WeightGradAtOneAndTwoThreads(const WeightGradCase& t,
+                                                              const std::vector<onnx::AttributeProto>& attrs) {
+  auto tensor = [&](const std::vector<float>& v, const Shape& s) {
+    if (t.dtype == DType::kFloat32) return Tensor::FromVector(v, s);
+    return Tensor::FromVector(std::vector<double>(v.begin(), v.end()), s);
+  };
+  Model md;
+  md.opset_imports[""] = 17;
+  md.opset_imports["com.microsoft"] = 1;
+  md.graph.inputs = {TensorInfo("dy", t.dtype, t.ys), TensorInfo("x", t.dtype, t.xs), TensorInfo("w", t.dtype, t.ws)};
+  md.graph.outputs = {TensorInfo("dw", t.dtype, t.ws)};
+  md.graph.nodes.push_back(MakeNode("ConvGrad", {"dy", "x", "w"}, {"", "dw"}, attrs, "grad", "com.microsoft"));
+  std::vector<std::vector<double>> got;
+  for (int threads : {1, 2}) {
+    auto cpu = CpuExecutionProvider::Create({threads}).value();
+    auto ex = Executor::Create(md, cpu.get()).value();
+    std::vector<Tensor> out;
+    for (int run = 0; run < 2; ++run) {
+      Status st = ex->Run({{"dy", tensor(t.dy, t.ys)}, {"x", tensor(t.x, t.xs)}, {"w", tensor(t.w, t.ws)}}, {"dw"}, &out);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      if (!st.ok()) return {};
+    }
+    std::vector<double> v(out[0].NumElements());
+    for (size_t e = 0; e < v.size(); ++e) {
+      v[e] = t.dtype == DType::kFloat32 ? out[0].data<float>()[e] : out[0].data<double>()[e];
+    }
+    got.push_back(v);
+  }
+  return got;
+}
+
 TEST(ConvGradPathsTest, PointwiseWeightGradient) {
   struct Case {
     int64_t n, c, h, w, m, group;
@@ -240,34 +278,10 @@ TEST(ConvGradPathsTest, PointwiseWeightGradient) {
     const int64_t o = oh * ow, isize = t.h * t.w;
     const Shape xs = {t.n, t.c, t.h, t.w}, ws = {t.m, cg, 1, 1}, ys = {t.n, t.m, oh, ow};
     const std::vector<float> x = Uniform(t.n * t.c * isize, 4), w = Uniform(t.m * cg, 5), dy = Uniform(t.n * t.m * o, 6);
-    auto tensor = [&](const std::vector<float>& v, const Shape& s) {
-      if (t.dtype == DType::kFloat32) return Tensor::FromVector(v, s);
-      return Tensor::FromVector(std::vector<double>(v.begin(), v.end()), s);
-    };
-    Model md;
-    md.opset_imports[""] = 17;
-    md.opset_imports["com.microsoft"] = 1;
-    md.graph.inputs = {TensorInfo("dy", t.dtype, ys), TensorInfo("x", t.dtype, xs), TensorInfo("w", t.dtype, ws)};
-    md.graph.outputs = {TensorInfo("dw", t.dtype, ws)};
-    md.graph.nodes.push_back(MakeNode("ConvGrad", {"dy", "x", "w"}, {"", "dw"},
-                                      {AttrInts("kernel_shape", {1, 1}), AttrInt("group", t.group),
-                                       AttrInts("strides", {t.sh, t.sw})},
-                                      "grad", "com.microsoft"));
-    std::vector<std::vector<double>> got;
-    for (int threads : {1, 2}) {
-      auto cpu = CpuExecutionProvider::Create({threads}).value();
-      auto ex = Executor::Create(md, cpu.get()).value();
-      std::vector<Tensor> out;
-      for (int run = 0; run < 2; ++run) {
-        Status st = ex->Run({{"dy", tensor(dy, ys)}, {"x", tensor(x, xs)}, {"w", tensor(w, ws)}}, {"dw"}, &out);
-        ASSERT_TRUE(st.ok()) << st.ToString();
-      }
-      std::vector<double> v(out[0].NumElements());
-      for (size_t e = 0; e < v.size(); ++e) {
-        v[e] = t.dtype == DType::kFloat32 ? out[0].data<float>()[e] : out[0].data<double>()[e];
-      }
-      got.push_back(v);
-    }
+    const std::vector<std::vector<double>> got = WeightGradAtOneAndTwoThreads(
+        {t.dtype, dy, x, w, ys, xs, ws},
+        {AttrInts("kernel_shape", {1, 1}), AttrInt("group", t.group), AttrInts("strides", {t.sh, t.sw})});
+    ASSERT_EQ(got.size(), 2u);
     EXPECT_EQ(got[0], got[1]) << "1 and 2 threads differ";
     for (int64_t r = 0; r < t.m; ++r) {
       const int64_t g = r / mg;
@@ -304,31 +318,9 @@ TEST(ConvGradPathsTest, ThreeByThreeWeightGradientInChunks) {
     const Shape xs = {t.n, t.c, t.h, t.h}, ws = {t.m, t.c, 3, 3}, ys = {t.n, t.m, oh, oh};
     const std::vector<float> x = Uniform(t.n * t.c * isize, 7), w = Uniform(t.m * t.c * 9, 8),
                              dy = Uniform(t.n * t.m * o, 9);
-    auto tensor = [&](const std::vector<float>& v, const Shape& s) {
-      if (t.dtype == DType::kFloat32) return Tensor::FromVector(v, s);
-      return Tensor::FromVector(std::vector<double>(v.begin(), v.end()), s);
-    };
-    Model md;
-    md.opset_imports[""] = 17;
-    md.opset_imports["com.microsoft"] = 1;
-    md.graph.inputs = {TensorInfo("dy", t.dtype, ys), TensorInfo("x", t.dtype, xs), TensorInfo("w", t.dtype, ws)};
-    md.graph.outputs = {TensorInfo("dw", t.dtype, ws)};
-    md.graph.nodes.push_back(MakeNode("ConvGrad", {"dy", "x", "w"}, {"", "dw"},
-                                      {AttrInts("kernel_shape", {3, 3}), AttrInts("pads", {t.pad, t.pad, t.pad, t.pad})},
-                                      "grad", "com.microsoft"));
-    std::vector<std::vector<double>> got;
-    for (int threads : {1, 2}) {
-      auto cpu = CpuExecutionProvider::Create({threads}).value();
-      auto ex = Executor::Create(md, cpu.get()).value();
-      std::vector<Tensor> out;
-      Status st = ex->Run({{"dy", tensor(dy, ys)}, {"x", tensor(x, xs)}, {"w", tensor(w, ws)}}, {"dw"}, &out);
-      ASSERT_TRUE(st.ok()) << st.ToString();
-      std::vector<double> v(out[0].NumElements());
-      for (size_t e = 0; e < v.size(); ++e) {
-        v[e] = t.dtype == DType::kFloat32 ? out[0].data<float>()[e] : out[0].data<double>()[e];
-      }
-      got.push_back(v);
-    }
+    const std::vector<std::vector<double>> got = WeightGradAtOneAndTwoThreads(
+        {t.dtype, dy, x, w, ys, xs, ws}, {AttrInts("kernel_shape", {3, 3}), AttrInts("pads", {t.pad, t.pad, t.pad, t.pad})});
+    ASSERT_EQ(got.size(), 2u);
     EXPECT_EQ(got[0], got[1]) << "1 and 2 threads differ";
     for (int64_t r = 0; r < t.m; ++r) {
       for (int64_t q = 0; q < t.c * 9; ++q) {
