@@ -21,7 +21,7 @@
 //   Its sums are the first tiling's, in the same order: the same bits.
 // Conv's forward pass runs on it where the CPU has AVX-512F (checked at run time); elsewhere Conv keeps its
 // GEMM paths. ConvGrad's input gradient runs on it too where the tiling computes few positions it drops
-// (grad_conv.cc).
+// (chosen in grad_conv.cc, run in grad_conv_dx.cc).
 // (1x1 windows over the batch: pointwise.h.)
 // DirectWeightGrad3x3 is ConvGrad's weight gradient of 3x3 windows: vectors over output channels instead of
 // positions (a tile of 3 output channels by 9 taps with vectors over positions was measured slower on every

@@ -62,6 +62,7 @@ extern KernelFactory kResizeGrad;
 extern KernelFactory kConv;
 extern KernelFactory kFusedConv;
 extern KernelFactory kFusedConvMaxPool;
+// conv_transpose.cc
 extern KernelFactory kConvTranspose;
 
 // generate_ops.cc
