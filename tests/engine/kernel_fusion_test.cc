@@ -145,6 +145,8 @@ TEST(KernelFusionTest, PoolIndicesBecomeWindowCodesWithTheSameBits) {
       {2, 1, 37, 32, true},        // 35x35 -> 17x17
       {2, 1, 14, 8, true},         // 12x12: fewer than 256 positions (8 sum lanes), 8 channels of 16
       {3, 2, 29, 24, true},        // 27x27 -> 13x13, 24 channels: a block of 16 and one of 8
+      {2, 3, 20, 64, true},        // 18x18 -> 9x9, 3 input channels by two tiles of 32 (dY in the tiles)
+      {3, 2, 17, 32, true},        // 15x15 -> 7x7: dY in the tiles, a row and a column no window covers
       {2, 8, 21, 16, false},       // 19x19 on Winograd's kernel: only the 18x18 that is pooled computed,
                                    // pooled by its output transform (81 windows: 5 stores of 16, one of 1)
       {3, 8, 14, 8, false},        // 12x12 on Winograd's kernel, even: 36 windows

@@ -25,6 +25,7 @@
 #include "providers/cpu/kernels/depthwise.h"
 #include "providers/cpu/kernels/direct_conv.h"
 #include "providers/cpu/kernels/pointwise.h"
+#include "providers/cpu/kernels/vrows.h"
 #include "providers/cpu/thread_pool.h"
 
 namespace ontrain {
@@ -371,6 +372,67 @@ TEST(CpuKernelsTest, DirectWeightGradChannelSumsFollowTheirOrder) {
       EXPECT_EQ(std::memcmp(&got[o], &want, sizeof want), 0) << "cout " << cout << " channel " << o << ": " << got[o]
                                                              << " against " << want;
     }
+  }
+}
+
+// MaxPoolReluConvGrad's dY made inside the weight gradient's tiles (TransposePooled, PooledChannelSums,
+// RunPooledInPlace) against the same dY unpooled into memory first (UnpoolOutputGrad, ChannelSums,
+// RunInPlace), bit for bit: every code (each window position, positive or not), a NaN, a -0 and an infinite
+// dZ, an infinite x (whose products with the zeros of dY are NaN on both paths), dB's double sums with
+// significands that make their order show, even and odd activations (rows and columns no window covers),
+// one to three input channels, 32 and 64 output channels, chunks of one to three images.
+TEST(CpuKernelsTest, DirectWeightGradWithPooledOutputGradInTiles) {
+  if (!DirectConv2D::Available()) GTEST_SKIP() << "no AVX-512F on this CPU: the direct weight gradient is not built";
+  struct Case {
+    int64_t images, cin, h, w, cout;
+  };
+  for (const Case& t : {Case{1, 1, 28, 28, 32}, Case{3, 2, 17, 15, 32}, Case{2, 3, 12, 19, 64}, Case{2, 1, 8, 9, 64}}) {
+    SCOPED_TRACE("images " + std::to_string(t.images) + " cin " + std::to_string(t.cin) + " " + std::to_string(t.h) +
+                 "x" + std::to_string(t.w) + " cout " + std::to_string(t.cout));
+    WindowAttrs a;
+    a.kernel = {3, 3};
+    a.strides = {1, 1};
+    a.dilations = {1, 1};
+    a.pads = {0, 0, 0, 0};
+    const int64_t oh = t.h - 2, ow = t.w - 2, ph = oh / 2, pw = ow / 2, windows = ph * pw;
+    const DirectWeightGrad3x3 k({t.h, t.w}, {oh, ow}, a, t.cin, t.cout);
+    ASSERT_TRUE(k.pooled_in_place());
+    const int64_t cp = k.cout_padded(), image_x = t.cin * t.h * t.w, slot = k.transposed_size();
+    std::vector<float> x = Uniform(t.images * image_x, 21);
+    x[t.w + 1] = std::numeric_limits<float>::infinity();
+    x[t.h * t.w - 1] = std::numeric_limits<float>::infinity();  // read by the last position only
+    std::vector<float> g(t.images * t.cout * windows);
+    std::vector<uint8_t> codes(g.size());
+    for (size_t e = 0; e < g.size(); ++e) {
+      const float sig = 1.0f + static_cast<float>((e * 2654435761u) % 8388608u) / 8388608.0f;
+      g[e] = std::ldexp(e % 3 ? sig : -sig, static_cast<int>((e * 37) % 41) - 20);
+      codes[e] = static_cast<uint8_t>((e * 7 + e / 5) % 8);
+    }
+    g[1] = std::numeric_limits<float>::quiet_NaN();
+    g[2] = -0.0f;
+    g[3] = -std::numeric_limits<float>::infinity();
+    codes[1] = codes[2] = codes[3] = kWindowCodePositive;
+    std::vector<float> dense(t.images * slot), work(k.unpool_work_size(ph, pw)), pooled(t.images * slot);
+    std::vector<double> want_sums(t.images * t.cout), got_sums(t.images * t.cout, -1.0);
+    for (int64_t i = 0; i < t.images; ++i) {
+      const float* gi = g.data() + i * t.cout * windows;
+      const uint8_t* ci = codes.data() + i * t.cout * windows;
+      k.UnpoolOutputGrad(gi, ci, ph, pw, work.data(), dense.data() + i * slot);
+      k.ChannelSums(dense.data() + i * slot, want_sums.data() + i * t.cout);
+      k.TransposePooled(gi, ci, ph, pw, pooled.data() + i * slot);
+      k.PooledChannelSums(pooled.data() + i * slot, ph, pw, got_sums.data() + i * t.cout);
+    }
+    EXPECT_EQ(std::memcmp(got_sums.data(), want_sums.data(), want_sums.size() * sizeof(double)), 0) << "dB's sums";
+    std::vector<float> want(t.cin * 9 * cp), got(t.cin * 9 * cp, -1.0f);
+    k.RunInPlace(x.data(), image_x, dense.data(), t.images, want.data());
+    k.RunPooledInPlace(x.data(), image_x, pooled.data(), ph, pw, t.images, got.data());
+    int64_t nans = 0;
+    for (size_t e = 0; e < want.size(); ++e) {
+      nans += std::isnan(want[e]);
+      ASSERT_EQ(std::memcmp(&got[e], &want[e], sizeof(float)), 0) << "dW^T element " << e << ": " << got[e]
+                                                                  << " against " << want[e];
+    }
+    EXPECT_GT(nans, 0) << "the infinite x made no NaN: the test lost its zero products";
   }
 }
 

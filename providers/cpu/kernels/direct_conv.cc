@@ -196,15 +196,14 @@ __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void Wei
   }
 }
 
-// One output position of WeightGradTileInPlace: acc[a * 3 + b] += x[a, S j + b] * g (32 output channels),
+// One output position of WeightGradTileInPlace: acc[a * 3 + b] += x[a, S j + b] * (g0, g1) (32 output channels),
 // where xr is the position's window row 0 at column 0 of the padded plane (rows `w` apart). Guard: only
 // the taps inside the image (window rows [a0, a1), columns S j + b - pl in [0, w)); the others, padding,
 // are skipped and read nothing.
 template <int S, bool Guard>
 __attribute__((target("avx512f"), always_inline)) inline void WeightGradStep(const float* xr, int64_t w, int64_t j,
-                                                                            int64_t pl, int a0, int a1,
-                                                                            const float* g_row, __m512 (&acc)[9][2]) {
-  const __m512 g0 = _mm512_loadu_ps(g_row), g1 = _mm512_loadu_ps(g_row + 16);
+                                                                            int64_t pl, int a0, int a1, __m512 g0,
+                                                                            __m512 g1, __m512 (&acc)[9][2]) {
   for (int a = 0; a < 3; ++a) {
     if (Guard && (a < a0 || a >= a1)) continue;
     const float* x = xr + a * w + S * j;
@@ -239,16 +238,89 @@ __attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void Wei
       const float* xr = x + r * w - pl;  // padded column 0 of window row 0 (may lie outside the image)
       const float* gr = dyt + i * ow * ldt;
       int64_t j = 0;
+      auto g = [&](int64_t jj, int v) __attribute__((target("avx512f"), always_inline)) {
+        return _mm512_loadu_ps(gr + jj * ldt + 16 * v);
+      };
       if (a0 == 0 && a1 == 3) {
-        for (; j < jlo; ++j) WeightGradStep<S, true>(xr, w, j, pl, a0, a1, gr + j * ldt, acc);
-        for (; j < jhi; ++j) WeightGradStep<S, false>(xr, w, j, pl, a0, a1, gr + j * ldt, acc);
+        for (; j < jlo; ++j) WeightGradStep<S, true>(xr, w, j, pl, a0, a1, g(j, 0), g(j, 1), acc);
+        for (; j < jhi; ++j) WeightGradStep<S, false>(xr, w, j, pl, a0, a1, g(j, 0), g(j, 1), acc);
       }
-      for (; j < ow; ++j) WeightGradStep<S, true>(xr, w, j, pl, a0, a1, gr + j * ldt, acc);
+      for (; j < ow; ++j) WeightGradStep<S, true>(xr, w, j, pl, a0, a1, g(j, 0), g(j, 1), acc);
     }
   }
   for (int r = 0; r < 9; ++r) {
     _mm512_storeu_ps(out + r * ld_out, acc[r][0]);
     _mm512_storeu_ps(out + r * ld_out + 16, acc[r][1]);
+  }
+}
+
+// MaxPoolReluGrad's dY at 32 output channels of one window (2x2 at stride 2), from the window's transposed
+// dZ g0, g1 and codes c0, c1 (TransposePooled): at the window position whose code is `want`, +0 + g where
+// the lane's code is it, else +0: the values UnpoolOutputGrad writes there.
+__attribute__((target("avx512f"), always_inline)) inline void PooledGrad(__m512i c0, __m512i c1, __m512 g0, __m512 g1,
+                                                                         __m512i want, __m512* d0, __m512* d1) {
+  const __m512 zero = _mm512_setzero_ps();
+  *d0 = _mm512_add_ps(zero, _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(c0, want), g0));
+  *d1 = _mm512_add_ps(zero, _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(c1, want), g1));
+}
+
+// WeightGradTileInPlace<1> over images without pads whose dY is MaxPoolReluGrad's, made per window from
+// TransposePooled's work (gt [ph * pw, ldt] floats then ct as many int32 codes, images image_dy floats
+// apart) as UnpoolOutputGrad would store it: the same products in the same order, so the same sums, with
+// the dY of the positions no window covers (an odd last row or column) +0.
+__attribute__((target("avx512f"), optimize("no-predictive-commoning"))) void PooledWeightGradTile(
+    const float* x, int64_t w, int64_t oh, int64_t ow, const float* work, int64_t ldt, int64_t ph, int64_t pw,
+    int64_t images, int64_t image_x, int64_t image_dy, float* out, int64_t ld_out) {
+  __m512 acc[9][2];
+  for (int r = 0; r < 9; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t im = 0; im < images; ++im, x += image_x, work += image_dy) {
+    const int32_t* codes = reinterpret_cast<const int32_t*>(work + ph * pw * ldt);
+    for (int64_t i = 0; i < oh; ++i) {
+      const float* xr = x + i * w;
+      int64_t j = 0;
+      if (i < 2 * ph) {
+        const __m512i want0 = _mm512_set1_epi32(static_cast<int32_t>(2 * (i % 2) + kWindowCodePositive));
+        const __m512i want1 = _mm512_add_epi32(want0, _mm512_set1_epi32(1));
+        const float* gr = work + (i / 2) * pw * ldt;
+        const int32_t* cr = codes + (i / 2) * pw * ldt;
+        for (int64_t b = 0; b < pw; ++b, j += 2) {
+          const __m512i c0 = _mm512_loadu_si512(cr + b * ldt), c1 = _mm512_loadu_si512(cr + b * ldt + 16);
+          const __m512 g0 = _mm512_loadu_ps(gr + b * ldt), g1 = _mm512_loadu_ps(gr + b * ldt + 16);
+          __m512 d0, d1;
+          PooledGrad(c0, c1, g0, g1, want0, &d0, &d1);
+          WeightGradStep<1, false>(xr, w, j, 0, 0, 3, d0, d1, acc);
+          PooledGrad(c0, c1, g0, g1, want1, &d0, &d1);
+          WeightGradStep<1, false>(xr, w, j + 1, 0, 0, 3, d0, d1, acc);
+        }
+      }
+      for (; j < ow; ++j) WeightGradStep<1, false>(xr, w, j, 0, 0, 3, zero, zero, acc);
+    }
+  }
+  for (int r = 0; r < 9; ++r) {
+    _mm512_storeu_ps(out + r * ld_out, acc[r][0]);
+    _mm512_storeu_ps(out + r * ld_out + 16, acc[r][1]);
+  }
+}
+
+// PooledChannelSums for one pooled row's windows (16 channels from gt, codes): output row i's even columns
+// into set `e` (the parity of the row's first position) and odd ones into the other; positions no window
+// covers add +0 to a sum that is never -0, and are left out.
+template <int E>
+__attribute__((target("avx512f"), always_inline)) inline void PooledRowSums(const float* gt, const int32_t* ct,
+                                                                            int64_t pw, int64_t ldt, __m512i want0,
+                                                                            __m512d (&acc)[2][2]) {
+  const __m512i want1 = _mm512_add_epi32(want0, _mm512_set1_epi32(1));
+  auto add = [&](__m512 f, __m512d(&a)[2]) __attribute__((target("avx512f"), always_inline)) {
+    a[0] = _mm512_add_pd(a[0], _mm512_cvtps_pd(_mm512_castps512_ps256(f)));
+    a[1] = _mm512_add_pd(a[1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1))));
+  };
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t b = 0; b < pw; ++b) {
+    const __m512i c = _mm512_loadu_si512(ct + b * ldt);
+    const __m512 g = _mm512_loadu_ps(gt + b * ldt);
+    add(_mm512_add_ps(zero, _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(c, want0), g)), acc[E]);
+    add(_mm512_add_ps(zero, _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(c, want1), g)), acc[1 - E]);
   }
 }
 
@@ -435,16 +507,14 @@ __attribute__((target("avx512f"))) void DirectWeightGrad3x3::ChannelSums(const f
   }
 }
 
-__attribute__((target("avx512f"))) void DirectWeightGrad3x3::UnpoolOutputGrad(const float* g, const uint8_t* codes,
-                                                                              int64_t ph, int64_t pw, float* work,
-                                                                              float* dyt) const {
-  // g and the codes transposed into `work` (g's, then the codes widened to int32), 16 x 16 blocks in
-  // registers; then each output position 16 channels a vector: its window's codes against the code that
-  // names the position.
-  const int64_t m = cout_, cp = cout_pad_, oh = rows_.oh, ow = rows_.ow;
-  const int64_t windows = ph * pw;
+__attribute__((target("avx512f"))) void DirectWeightGrad3x3::TransposePooled(const float* g, const uint8_t* codes,
+                                                                             int64_t ph, int64_t pw, float* work) const {
+  // 16 x 16 blocks in registers (the codes widened to int32, their position and positive bit kept), the
+  // edges and the zero channels after cout element by element.
+  const int64_t m = cout_, cp = cout_pad_, windows = ph * pw;
   float* gt = work;
   int32_t* ct = reinterpret_cast<int32_t*>(work + windows * cp);
+  const __m512i seven = _mm512_set1_epi32(7);
   alignas(64) int32_t wide[256];
   for (int64_t o0 = 0; o0 < cp; o0 += 16) {
     for (int64_t w0 = 0; w0 < windows; w0 += 16) {
@@ -452,7 +522,7 @@ __attribute__((target("avx512f"))) void DirectWeightGrad3x3::UnpoolOutputGrad(co
         Transpose16x16(g + o0 * windows + w0, windows, gt + w0 * cp + o0, cp);
         for (int r = 0; r < 16; ++r) {
           const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + (o0 + r) * windows + w0));
-          _mm512_store_si512(wide + 16 * r, _mm512_cvtepu8_epi32(b));
+          _mm512_store_si512(wide + 16 * r, _mm512_and_si512(_mm512_cvtepu8_epi32(b), seven));
         }
         Transpose16x16(reinterpret_cast<const float*>(wide), 16, reinterpret_cast<float*>(ct + w0 * cp + o0), cp);
         continue;
@@ -460,13 +530,23 @@ __attribute__((target("avx512f"))) void DirectWeightGrad3x3::UnpoolOutputGrad(co
       for (int64_t w = w0; w < std::min(windows, w0 + 16); ++w) {
         for (int64_t o = o0; o < o0 + 16; ++o) {
           gt[w * cp + o] = o < m ? g[o * windows + w] : 0.0f;
-          ct[w * cp + o] = o < m ? codes[o * windows + w] : 0;
+          ct[w * cp + o] = o < m ? codes[o * windows + w] & 7 : 0;
         }
       }
     }
   }
+}
+
+__attribute__((target("avx512f"))) void DirectWeightGrad3x3::UnpoolOutputGrad(const float* g, const uint8_t* codes,
+                                                                              int64_t ph, int64_t pw, float* work,
+                                                                              float* dyt) const {
+  // g and the codes transposed into `work`; then each output position 16 channels a vector: its window's
+  // codes against the code that names the position.
+  TransposePooled(g, codes, ph, pw, work);
+  const int64_t cp = cout_pad_, oh = rows_.oh, ow = rows_.ow;
+  const float* gt = work;
+  const int32_t* ct = reinterpret_cast<const int32_t*>(work + ph * pw * cp);
   const __m512 zero = _mm512_setzero_ps();
-  const __m512i seven = _mm512_set1_epi32(7);
   for (int64_t r = 0; r < oh; ++r) {
     for (int64_t c = 0; c < ow; ++c) {
       float* out = dyt + (r * ow + c) * cp;
@@ -477,10 +557,40 @@ __attribute__((target("avx512f"))) void DirectWeightGrad3x3::UnpoolOutputGrad(co
       const int64_t w = (r / 2) * pw + c / 2;
       const __m512i want = _mm512_set1_epi32(static_cast<int32_t>(2 * (r % 2) + c % 2 + kWindowCodePositive));
       for (int64_t o = 0; o < cp; o += 16) {
-        const __m512i code = _mm512_and_si512(_mm512_loadu_si512(ct + w * cp + o), seven);
-        const __mmask16 hit = _mm512_cmpeq_epi32_mask(code, want);
+        const __mmask16 hit = _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(ct + w * cp + o), want);
         _mm512_storeu_ps(out + o, _mm512_add_ps(zero, _mm512_maskz_loadu_ps(hit, gt + w * cp + o)));
       }
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) void DirectWeightGrad3x3::PooledChannelSums(const float* work, int64_t ph,
+                                                                               int64_t pw, double* out) const {
+  // ChannelSumsBlock's sets, 16 channels at a time: output position p's vector into set p % 2, in order.
+  const int64_t ow = rows_.ow, cp = cout_pad_;
+  const int32_t* ct = reinterpret_cast<const int32_t*>(work + ph * pw * cp);
+  alignas(64) double block[16];
+  for (int64_t o0 = 0; o0 < cout_; o0 += 16) {
+    __m512d acc[2][2] = {{_mm512_setzero_pd(), _mm512_setzero_pd()}, {_mm512_setzero_pd(), _mm512_setzero_pd()}};
+    for (int64_t r = 0; r < 2 * ph; ++r) {
+      const __m512i want = _mm512_set1_epi32(static_cast<int32_t>(2 * (r % 2) + kWindowCodePositive));
+      const int64_t at = (r / 2) * pw * cp + o0;
+      if ((r * ow) % 2 == 0) PooledRowSums<0>(work + at, ct + at, pw, cp, want, acc);
+      else PooledRowSums<1>(work + at, ct + at, pw, cp, want, acc);
+    }
+    _mm512_store_pd(block, _mm512_add_pd(acc[0][0], acc[1][0]));
+    _mm512_store_pd(block + 8, _mm512_add_pd(acc[0][1], acc[1][1]));
+    for (int64_t o = o0; o < std::min(cout_, o0 + 16); ++o) out[o] = block[o - o0];
+  }
+}
+
+void DirectWeightGrad3x3::RunPooledInPlace(const float* x, int64_t image_x, const float* work, int64_t ph,
+                                           int64_t pw, int64_t images, float* out) const {
+  const int64_t plane = rows_.h * rows_.w, ld = cout_pad_;
+  for (int64_t c = 0; c < cin_; ++c) {
+    for (int64_t o = 0; o < cout_pad_; o += 32) {
+      PooledWeightGradTile(x + c * plane, rows_.w, rows_.oh, rows_.ow, work + o, ld, ph, pw, images, image_x,
+                           transposed_size(), out + c * 9 * ld + o, ld);
     }
   }
 }

@@ -185,16 +185,29 @@ class DirectWeightGrad3x3 {
   // element the code names where its positive bit is set, +0 elsewhere and in the padded channels),
   // without the plane-major dY, its transpose or its reads. `work` holds unpool_work_size(ph, pw) floats.
   void UnpoolOutputGrad(const float* g, const uint8_t* codes, int64_t ph, int64_t pw, float* work, float* dyt) const;
+  // UnpoolOutputGrad's first step: dZ g [cout, ph * pw] and its codes transposed into `work`
+  // (unpool_work_size(ph, pw) floats: [ph * pw, cout_padded()] floats, then as many int32 codes & 7).
+  void TransposePooled(const float* g, const uint8_t* codes, int64_t ph, int64_t pw, float* work) const;
+  // ChannelSums of the dyt that UnpoolOutputGrad would make from TransposePooled's `work`, without it.
+  void PooledChannelSums(const float* work, int64_t ph, int64_t pw, double* out) const;
   // out [cin * 9, cout_padded()] (row c * 9 + a * 3 + b) = the sum over `images` images of the products of
   // xp (padded images, image_size() apart) and dyt (transposed_size() apart).
   void Run(const float* xp, const float* dyt, int64_t images, float* out) const;
   // Whether RunInPlace applies: output channels in whole tiles of 32 (no tile of 3 input channels by 16).
   bool in_place() const { return cout_pad_ % 32 == 0; }
+  // Whether RunPooledInPlace applies: in_place(), stride 1, no pads.
+  bool pooled_in_place() const { return in_place() && stride_ == 1 && unpadded(); }
   // Floats of padded copies a chunk of `images` images needs (none where in_place()).
   int64_t copy_size(int64_t images) const { return in_place() ? 0 : images * image_size(); }
   // Run over the images where they lie: x is channel 0 of the first image (cin planes [h, w]), images
   // image_x apart; no padded copy, the products with the padding skipped. Only where in_place().
   void RunInPlace(const float* x, int64_t image_x, const float* dyt, int64_t images, float* out) const;
+  // RunInPlace of the dyts that UnpoolOutputGrad would make from the images' TransposePooled works (each at
+  // the start of its image's transposed_size() floats, which hold it), made in registers instead: the
+  // same products in the same order, so the same bits, without writing or reading the unpooled dY. Only
+  // where pooled_in_place().
+  void RunPooledInPlace(const float* x, int64_t image_x, const float* work, int64_t ph, int64_t pw, int64_t images,
+                        float* out) const;
 
  private:
   template <int S> void RunStride(const float* xp, const float* dyt, int64_t images, float* out) const;

@@ -122,6 +122,8 @@ class ConvGradKernel : public OpKernel {
   bool per_image_ = false;  // pooled_: dY per image in a thread's buffer (else whole, at dy_offset_)
   bool unpool_transposed_ = false;  // per_image_ with codes_: dY unpooled into the transposed layout
                                     // (DirectWeightGrad3x3::UnpoolOutputGrad)
+  bool unpool_in_tiles_ = false;  // unpool_transposed_ where RunInPlace applies: only dZ and the codes
+                                  // transposed, dY made in the tiles' registers (RunPooledInPlace)
   bool dt_sums_ = false;    // dB from the images' transposed dY (DirectWeightGrad3x3::ChannelSums)
   bool dw_tiles_ = false;   // dw_pointwise_ by PointwiseWeightGrad (pointwise.h; float32, AVX-512, stride 1)
   int64_t dy_slot_ = 0;     // per_image_: floats of each thread's dY buffer

@@ -133,7 +133,11 @@ bool ConvGradKernel::DirectChunks(const ConvGradPass<float>& p, int64_t g, int64
         }
         if (!DirectChunkImage(p, g, slot, i, dyt + (i - i0) * dwk_.transposed_size())) bad_index.store(true);
       }
-      if (in_place) {
+      if (unpool_in_tiles_) {
+        const Tensor& dz = *p.ctx.input(0);
+        dwk_.RunPooledInPlace(p.x.data<float>() + (i0 * c + g * cg) * isize, c * isize, dyt, dz.dim(2), dz.dim(3),
+                              i1 - i0, partials + k * pld * ck);
+      } else if (in_place) {
         dwk_.RunInPlace(p.x.data<float>() + (i0 * c + g * cg) * isize, c * isize, dyt, i1 - i0, partials + k * pld * ck);
       } else {
         dwk_.Run(as_padded ? p.x.data<float>() + i0 * c * isize : xp, dyt, i1 - i0, partials + k * pld * ck);
@@ -144,12 +148,21 @@ bool ConvGradKernel::DirectChunks(const ConvGradPass<float>& p, int64_t g, int64
 }
 
 // Image i's dY, group g, transposed into dyti for DirectWeightGrad3x3: from dY, or for MaxPoolReluConvGrad
-// unpooled first (into the transposed layout straight, or into the thread's buffer); then its channel sums
+// unpooled first (into the transposed layout straight, or into the thread's buffer), or only its dZ and
+// codes transposed there (unpool_in_tiles_: RunPooledInPlace unpools in its tiles); then its channel sums
 // for dB where they come from here. False where an Indices entry left its plane.
 bool ConvGradKernel::DirectChunkImage(const ConvGradPass<float>& p, int64_t g, int slot, int64_t i,
                                       float* dyti) const {
   const int64_t m = p.m;
   const float* dyi = p.dyp + (i * m + g * p.mg) * p.osize;
+  if (unpool_in_tiles_) {  // dZ and its codes transposed; the sums and the tiles make dY from them
+    const Tensor& dz = *p.ctx.input(0);
+    const int64_t psize = dz.dim(2) * dz.dim(3);
+    dwk_.TransposePooled(dz.data<float>() + i * m * psize, p.ctx.input(1)->data<uint8_t>() + i * m * psize, dz.dim(2),
+                         dz.dim(3), dyti);
+    if (dt_sums_) dwk_.PooledChannelSums(dyti, dz.dim(2), dz.dim(3), p.row_sums + i * m);
+    return true;
+  }
   if (unpool_transposed_) {
     const Tensor& dz = *p.ctx.input(0);
     const int64_t psize = dz.dim(2) * dz.dim(3);
