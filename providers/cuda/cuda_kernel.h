@@ -3,6 +3,7 @@
 // Kernels queue work on the stream and return; nothing waits for the device.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -22,7 +23,11 @@ struct CudaResources {
   int device_index = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublaslt = nullptr;
   cudnnHandle_t cudnn = nullptr;
+  // cuBLAS's workspace, which cuBLASLt calls share (the same stream orders them).
+  void* blas_workspace = nullptr;
+  size_t blas_workspace_bytes = 0;
   bool deterministic = true;
   CudaAllocator* allocator = nullptr;  // device buffers a kernel keeps between runs (workspaces, tables)
 };

@@ -20,6 +20,7 @@ const std::vector<D> kAll = {D::kFloat32, D::kFloat64, D::kFloat16, D::kBFloat16
 constexpr int kLatest = 21;  // as in the CPU list
 const char* kOnnx = "";
 const char* kMs = "com.microsoft";
+const char* kOntrain = "ai.ontrain";  // the executor's fused ops (engine/kernel_fusion.h)
 }  // namespace
 
 std::vector<KernelDef> CudaKernelList() {
@@ -153,6 +154,8 @@ std::vector<KernelDef> CudaKernelList() {
       {kMs, "SoftmaxGrad_13", 1, 1, kF32, kSoftmaxGrad13},
       {kMs, "SplitTraining", 1, 1, kAll, kSplitTraining, 0, Host({1})},
       {kMs, "TanhGrad", 1, 1, kF32, kTanhGrad},
+      // ai.ontrain: fused ops the executor substitutes where this provider has them
+      {kOntrain, "MatMulBias", 1, 1, kF32, kMatMulBias},
   };
 }
 

@@ -167,6 +167,9 @@ Status CudaExecutionProvider::Init(const DeviceProviderOptions& options) {
     return ResourceExhausted("no device memory for cuBLAS's workspace (", kCublasWorkspaceBytes, " bytes)");
   }
   ONT_CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(r.cublas, cublas_workspace_, kCublasWorkspaceBytes));
+  ONT_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&r.cublaslt));
+  r.blas_workspace = cublas_workspace_;
+  r.blas_workspace_bytes = kCublasWorkspaceBytes;
   ONT_CUDNN_RETURN_IF_ERROR(cudnnCreate(&r.cudnn));
   ONT_CUDNN_RETURN_IF_ERROR(cudnnSetStream(r.cudnn, r.stream));
   ONT_RETURN_IF_ERROR(staging_.Init());
@@ -181,6 +184,7 @@ CudaExecutionProvider::~CudaExecutionProvider() {
     cudaStreamSynchronize(r.stream);
   }
   if (r.cudnn != nullptr) cudnnDestroy(r.cudnn);
+  if (r.cublaslt != nullptr) cublasLtDestroy(r.cublaslt);
   if (r.cublas != nullptr) cublasDestroy(r.cublas);
   if (cublas_workspace_ != nullptr) allocator_->Free(cublas_workspace_);
   if (r.stream != nullptr) cudaStreamDestroy(r.stream);

@@ -15,8 +15,8 @@
 //   stream is captured (relaxed mode: a kernel may still grow a workspace through cudaMalloc); kernels and
 //   copies are recorded into a CUDA graph, instantiated once and launched at each Replay. Copies from the
 //   host then come straight from the executor's page-locked staging (staging_allocator), which a replay
-//   reads again; copies to the host and Synchronize fail while capturing. cuBLAS works in a workspace set
-//   at creation, so that no call allocates while captured.
+//   reads again; copies to the host and Synchronize fail while capturing. cuBLAS and cuBLASLt work in one
+//   workspace set at creation, so that no call allocates while captured.
 #pragma once
 
 #include <memory>

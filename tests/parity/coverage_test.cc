@@ -18,7 +18,9 @@
 #include <set>
 
 #include "checkpoint/checkpoint_io.h"
+#include "engine/kernel_fusion.h"
 #include "engine/partition.h"
+#include "graph/builder.h"
 #include "engine/training_session.h"
 #include "graph/model_io.h"
 #include "graph/tensor_proto.h"
@@ -207,6 +209,45 @@ TEST_P(CudaCoverageTest, CudaPlacementRecordsTheTrainingStep) {
   }
   EXPECT_EQ(on_sim.train.recorded, 1) << on_sim.train_status;
   EXPECT_EQ(on_sim.train.replayed, kCaptureSteps - 4) << on_sim.train_status;
+}
+
+// The executor's fusions follow the CUDA kernel list as they follow the CPU's: a linear layer's FusedMatMul
+// + Add of its bias placed on "cuda,cpu" becomes MatMulBias on CUDA (cuBLASLt's bias epilogue) in float32,
+// and stays two nodes in float64, which CUDA's MatMulBias row does not take.
+TEST(CudaFusionTest, LinearLayerBiasFusesOnCudaInFloat32) {
+  auto api = LoadCudaProviderLibrary();
+  if (!api.ok()) GTEST_SKIP() << "this build has no CUDA provider library: " << api.status().message();
+  ProviderListOptions o;
+  o.plan_only = true;
+  auto providers = CreateProviders("cuda,cpu", o);
+  ASSERT_TRUE(providers.ok()) << providers.status().ToString();
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(DTypeName(t));
+    Model m;
+    m.opset_imports[""] = 17;
+    m.opset_imports["com.microsoft"] = 1;
+    m.graph.inputs = {TensorInfo("a", t, {2, 3, 4}), TensorInfo("w", t, {5, 4}), TensorInfo("bias", t, {5})};
+    m.graph.outputs = {TensorInfo("y", t, {2, 3, 5})};
+    m.graph.nodes = {MakeNode("FusedMatMul", {"a", "w"}, {"p"}, {AttrInt("transB", 1)}, "mm", "com.microsoft"),
+                     MakeNode("Add", {"p", "bias"}, {"y"}, {}, "add")};
+    PrepareForPlanning(&m, providers->ordered);
+    auto part = PartitionGraph(m, providers->ordered);
+    ASSERT_TRUE(part.ok()) << part.status().ToString();
+    ASSERT_EQ(part->nodes[0].provider, 0) << part->nodes[0].why_fallback;
+    ASSERT_EQ(part->nodes[1].provider, 0) << part->nodes[1].why_fallback;
+    KernelFusionCounts fused = FuseKernels(&m, part.value(), providers->ordered);
+    if (t == DType::kFloat64) {
+      EXPECT_EQ(fused.matmul_bias, 0);
+      EXPECT_EQ(m.graph.nodes.size(), 2u);
+      continue;
+    }
+    EXPECT_EQ(fused.matmul_bias, 1);
+    ASSERT_EQ(m.graph.nodes.size(), 1u);
+    EXPECT_EQ(m.graph.nodes[0].op_type, "MatMulBias");
+    auto again = PartitionGraph(m, providers->ordered);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->nodes[0].provider, 0) << again->nodes[0].why_fallback;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, CudaCoverageTest, ::testing::ValuesIn(CoveredSets()),

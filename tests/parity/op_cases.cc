@@ -163,6 +163,33 @@ void GemmCases(Builder& b) {
       }
     }
   }
+  // A linear layer's Gemm (C a row of N, beta 1): cuBLASLt's bias epilogue on CUDA.
+  for (int tb : {0, 1}) {
+    for (const Shape& c : {Shape{17}, Shape{1, 17}}) {
+      b.Add(StrCat("Gemm_float32_bias_row_t0", tb, "_c", ShapeName(c)), "", "Gemm", 13,
+            {Random(D::kFloat32, {33, 65}, b.seed()), Random(D::kFloat32, tb ? Shape{17, 65} : Shape{65, 17}, b.seed()),
+             Random(D::kFloat32, c, b.seed())},
+            {D::kFloat32}, {AttrInt("transB", tb)});
+    }
+  }
+  // ai.ontrain MatMulBias (the executor's FusedMatMul + Add of a bias [N]): one call with cuBLASLt's epilogue
+  // where A's batch folds into rows or there is none, else the bias rows written first (transposed batched
+  // A, batched B), and the empty sum (K = 0: every row the bias).
+  struct MB {
+    const char* name;
+    Shape a, b;
+    int ta, tb;
+  };
+  const MB mbs[] = {{"folded", {2, 3, 4}, {4, 5}, 0, 0},      {"folded_tB", {2, 3, 4}, {5, 4}, 0, 1},
+                    {"2d_tA", {4, 3}, {4, 5}, 1, 0},          {"batched_tA", {2, 4, 3}, {4, 5}, 1, 0},
+                    {"batched_B", {2, 3, 4}, {2, 4, 5}, 0, 0}, {"odd", {33, 65}, {65, 17}, 0, 0},
+                    {"empty_K", {2, 3, 0}, {0, 5}, 0, 0}};
+  for (const MB& m : mbs) {
+    int64_t n = m.tb ? m.b[m.b.size() - 2] : m.b.back();
+    b.Add(StrCat("MatMulBias_float32_", m.name), "ai.ontrain", "MatMulBias", 1,
+          {Random(D::kFloat32, m.a, b.seed()), Random(D::kFloat32, m.b, b.seed()), Random(D::kFloat32, {n}, b.seed())},
+          {D::kFloat32}, {AttrInt("transA", m.ta), AttrInt("transB", m.tb), AttrFloat("alpha", 0.5f)});
+  }
 }
 
 void ReduceCases(Builder& b) {

@@ -17,7 +17,7 @@ cc_library(
     includes = ["cuda/include"],
 )
 
-# cudart statically (no libcudart.so needed at run time), cuBLAS and cuDNN as the shared libraries the
+# cudart statically (no libcudart.so needed at run time), cuBLAS, cuBLASLt and cuDNN as the shared libraries the
 # toolkit or the machine provides, found through the run path or LD_LIBRARY_PATH.
 cc_library(
     name = "libraries",
@@ -26,6 +26,7 @@ cc_library(
         "-Wl,-rpath,{lib}",
         "-l:libcudart_static.a",
         "-lcublas",
+        "-lcublasLt",
         "-lcudnn",
         "-ldl",
         "-lrt",

@@ -1,10 +1,19 @@
-// MatMul, com.microsoft FusedMatMul and Gemm on cuBLAS, float32 and float64 (shapes validated by the CPU
-// kernels' Prepare). Row-major C = op(A) op(B) is computed as column-major C^T = op(B)^T op(A)^T, so no
-// operand is ever transposed in memory. Batches with uniform strides (each operand either fully batched
-// or shared by every batch) are one strided-batched call; A with batch dims times a 2-D B is one GEMM over
-// the folded rows; anything else loops over the batch.
+// MatMul, com.microsoft FusedMatMul, ai.ontrain MatMulBias and Gemm on cuBLAS, float32 and float64 (shapes
+// validated by the CPU kernels' Prepare). Row-major C = op(A) op(B) is computed as column-major
+// C^T = op(B)^T op(A)^T, so no operand is ever transposed in memory. Batches with uniform strides (each
+// operand either fully batched or shared by every batch) are one strided-batched call; A with batch dims
+// times a 2-D B is one GEMM over the folded rows; anything else loops over the batch.
+//
+// A bias added to every row of a float32 product (MatMulBias's, and Gemm's C of shape [N] or [1, N] with
+// beta 1: a linear layer) is cuBLASLt's bias epilogue, in the same call; where cuBLASLt offers no algorithm
+// (or the product is batched in a way one call cannot fold), the bias rows are written into the output
+// first and the product added to them (beta 1), as Gemm does with any C.
 //
 // Results are deterministic: one stream, the default math mode (no TF32), no split-K atomics requested.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/kernels.h"
 #include "providers/cuda/kernels/cuda_kernels.h"
@@ -30,7 +39,10 @@ Status GemmCall(const CudaResources& r, const GemmShape& g, T alpha, const T* a,
   // Column-major view: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m).
   cublasOperation_t ob = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, oa = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   int m = static_cast<int>(g.n), n = static_cast<int>(g.m), k = static_cast<int>(g.k);
-  int ldb = static_cast<int>(g.tb ? g.k : g.n), lda = static_cast<int>(g.ta ? g.m : g.k), ldc = m;
+  // Leading dimensions of at least 1, as cuBLAS requires even of an empty operand.
+  int ldb = static_cast<int>(std::max<int64_t>(1, g.tb ? g.k : g.n));
+  int lda = static_cast<int>(std::max<int64_t>(1, g.ta ? g.m : g.k)), ldc = m;
+  if (g.k == 0 && beta == T(1)) return Status::OK();  // an empty sum added to C
   if (g.k == 0 && beta == T(0) && (batches == 1 || sc == g.m * g.n)) {  // an empty sum
     return CudaStatus(cudaMemsetAsync(c, 0, sizeof(T) * g.m * g.n * batches, r.stream), "cudaMemsetAsync");
   }
@@ -45,24 +57,130 @@ Status GemmCall(const CudaResources& r, const GemmShape& g, T alpha, const T* a,
   }
 }
 
-// alpha op(A) op(B) with MatMul's batch broadcasting and 1-D promotion (FusedMatMul: rank >= 2 operands).
+// The alignment in bytes of a device address, capped at the 256 cuBLASLt's heuristic assumes by default.
+uint32_t Alignment(const void* p) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  uintptr_t low = v & (~v + 1);
+  return v == 0 || low >= 256 ? 256u : static_cast<uint32_t>(low);
+}
+
+// Row-major Y (m x n) = alpha op(A) op(B) + bias, float32, the bias (n floats) added to every row by
+// cuBLASLt's bias epilogue. The descriptors (no heap: cuBLASLt's opaque structs, initialized in place) and
+// the heuristic's algorithm are kept for the last shape and operand alignments, planned again when either
+// changes; only the bias address is set at every call.
+class LtBiasGemm {
+ public:
+  // *ran is false, with nothing queued, where cuBLASLt offers no algorithm for the call.
+  Status Run(const CudaResources& r, const GemmShape& g, float alpha, const float* a, const float* b,
+             const float* bias, float* y, bool* ran) {
+    *ran = false;
+    if (g.m == 0 || g.n == 0 || g.k == 0 || r.cublaslt == nullptr) return Status::OK();
+    Key key{g.ta, g.tb, g.m, g.n, g.k, {Alignment(a), Alignment(b), Alignment(y), Alignment(bias)}};
+    if (!key_.has_value() || !(*key_ == key)) {
+      key_.reset();
+      ONT_RETURN_IF_ERROR(Plan(r, key, bias));
+      key_ = key;
+    }
+    if (!has_algo_) return Status::OK();
+    ONT_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float beta = 0.0f;
+    ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(r.cublaslt, &desc_, &alpha, b, &first_, a, &second_, &beta, y, &out_, y,
+                                              &out_, &algo_, r.blas_workspace, r.blas_workspace_bytes, r.stream));
+    *ran = true;
+    return Status::OK();
+  }
+
+ private:
+  struct Key {
+    bool ta, tb;
+    int64_t m, n, k;
+    uint32_t align[4];  // A, B, Y, bias
+    bool operator==(const Key& o) const {
+      return ta == o.ta && tb == o.tb && m == o.m && n == o.n && k == o.k && align[0] == o.align[0] &&
+             align[1] == o.align[1] && align[2] == o.align[2] && align[3] == o.align[3];
+    }
+  };
+
+  // The column-major view of GemmCall: Y^T (n x m) = op(B)^T op(A)^T; cuBLASLt's A is our B.
+  Status Plan(const CudaResources& r, const Key& key, const float* bias) {
+    has_algo_ = false;
+    if (key.m > INT32_MAX || key.n > INT32_MAX || key.k > INT32_MAX) return Status::OK();
+    ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescInit(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ob = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N, oa = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ob, sizeof ob));
+    ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_TRANSB, &oa, sizeof oa));
+    ONT_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    ONT_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const uint64_t m = key.m, n = key.n, k = key.k;
+    ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&first_, CUDA_R_32F, key.tb ? k : n, key.tb ? n : k,
+                                                        static_cast<int64_t>(key.tb ? k : n)));
+    ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&second_, CUDA_R_32F, key.ta ? m : k, key.ta ? k : m,
+                                                        static_cast<int64_t>(key.ta ? m : k)));
+    ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutInit(&out_, CUDA_R_32F, n, m, static_cast<int64_t>(n)));
+    cublasLtMatmulPreferenceOpaque_t pref;
+    ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceInit(&pref));
+    const uint64_t workspace = r.blas_workspace_bytes;
+    ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                    &workspace, sizeof workspace));
+    // cuBLASLt's A is our B, its C and D are Y.
+    const cublasLtMatmulPreferenceAttributes_t attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t align[4] = {key.align[1], key.align[0], key.align[2], key.align[2]};
+    for (int i = 0; i < 4; ++i) {
+      ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(&pref, attr[i], &align[i], sizeof align[i]));
+    }
+    cublasLtMatmulHeuristicResult_t result = {};
+    int found = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(r.cublaslt, &desc_, &first_, &second_, &out_, &out_, &pref, 1,
+                                                      &result, &found);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && found == 0)) return Status::OK();
+    ONT_RETURN_IF_ERROR(CublasStatus(s, "cublasLtMatmulAlgoGetHeuristic"));
+    if (result.state != CUBLAS_STATUS_SUCCESS) return Status::OK();
+    algo_ = result.algo;
+    has_algo_ = true;
+    return Status::OK();
+  }
+
+  std::optional<Key> key_;
+  bool has_algo_ = false;
+  cublasLtMatmulDescOpaque_t desc_ = {};
+  cublasLtMatrixLayoutOpaque_t first_ = {}, second_ = {}, out_ = {};
+  cublasLtMatmulAlgo_t algo_ = {};
+};
+
+// Writes bias (n values) into every row of y (rows x n), for a product then added with beta 1.
+template <typename T>
+Status FillRows(const CudaResources& r, const Tensor& bias, Tensor* y) {
+  ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), bias.shape()}));
+  return CudaStatus(StridedCopy(bias.raw_data(), y->raw_data(), s, sizeof(T), r.stream), "StridedCopy");
+}
+
+// alpha op(A) op(B) with MatMul's batch broadcasting and 1-D promotion (FusedMatMul: rank >= 2 operands;
+// MatMulBias: FusedMatMul plus a bias [N] added to every row).
 class MatMulKernel : public DelegatingKernel {
  public:
   MatMulKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
       : DelegatingKernel(info, std::move(cpu)),
         ta_(info.node->GetInt("transA", 0) != 0),
         tb_(info.node->GetInt("transB", 0) != 0),
-        alpha_(info.node->GetFloat("alpha", 1.0f)) {}
+        alpha_(info.node->GetFloat("alpha", 1.0f)),
+        bias_(info.node->op_type == "MatMulBias") {}
 
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor &a = *ctx.input(0), &b = *ctx.input(1);
-    if (a.dtype() == DType::kFloat64) return Run<double>(r, a, b, ctx.output(0));
-    return Run<float>(r, a, b, ctx.output(0));
+    const Tensor* bias = bias_ ? ctx.input(2) : nullptr;
+    if (a.dtype() == DType::kFloat64) return Run<double>(r, a, b, bias, ctx.output(0));
+    return Run<float>(r, a, b, bias, ctx.output(0));
   }
 
  private:
   template <typename T>
-  Status Run(const CudaResources& r, const Tensor& a, const Tensor& b, Tensor* y) {
+  Status Run(const CudaResources& r, const Tensor& a, const Tensor& b, const Tensor* bias, Tensor* y) {
     // 1. Promote 1-D operands and read the matrix dims.
     Shape as = a.shape(), bs = b.shape();
     if (as.size() == 1) as.insert(as.begin(), 1);
@@ -80,18 +198,29 @@ class MatMulKernel : public DelegatingKernel {
     const T *pa = a.data<T>(), *pb = b.data<T>();
     T* py = y->data<T>();
     // 2. A batched, B one matrix, A not transposed: fold A's batch into its rows.
-    if (b_batch == 1 && !ta_) {
-      GemmShape folded = g;
-      folded.m = g.m * batches;
-      return GemmCall<T>(r, folded, alpha, pa, pb, T(0), py, 1, 0, 0, 0);
+    const bool fold = b_batch == 1 && !ta_;
+    if (fold) g.m *= batches;
+    // 3. The bias: in cuBLASLt's epilogue where one call computes the whole product, else written first.
+    T beta = T(0);
+    if (bias != nullptr) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (fold || batches == 1) {
+          bool ran = false;
+          ONT_RETURN_IF_ERROR(lt_.Run(r, g, alpha, pa, pb, bias->data<float>(), py, &ran));
+          if (ran) return Status::OK();
+        }
+      }
+      ONT_RETURN_IF_ERROR(FillRows<T>(r, *bias, y));
+      beta = T(1);
     }
-    // 3. Uniform strides: one strided-batched call.
+    if (fold) return GemmCall<T>(r, g, alpha, pa, pb, beta, py, 1, 0, 0, 0);
+    // 4. Uniform strides: one strided-batched call.
     bool a_uniform = a_batch == batches || a_batch == 1, b_uniform = b_batch == batches || b_batch == 1;
     if (a_uniform && b_uniform) {
-      return GemmCall<T>(r, g, alpha, pa, pb, T(0), py, batches, a_batch == 1 ? 0 : g.m * g.k,
+      return GemmCall<T>(r, g, alpha, pa, pb, beta, py, batches, a_batch == 1 ? 0 : g.m * g.k,
                          b_batch == 1 ? 0 : g.k * g.n, g.m * g.n);
     }
-    // 4. General broadcasting: one call per batch.
+    // 5. General broadcasting: one call per batch.
     std::vector<int64_t> sa = cpu::BroadcastStrides(ab, batch), sb = cpu::BroadcastStrides(bb, batch);
     for (int64_t bi = 0; bi < batches; ++bi) {
       int64_t rem = bi, oa = 0, ob = 0;
@@ -101,7 +230,7 @@ class MatMulKernel : public DelegatingKernel {
         oa += i * sa[d];
         ob += i * sb[d];
       }
-      ONT_RETURN_IF_ERROR(GemmCall<T>(r, g, alpha, pa + oa * g.m * g.k, pb + ob * g.k * g.n, T(0),
+      ONT_RETURN_IF_ERROR(GemmCall<T>(r, g, alpha, pa + oa * g.m * g.k, pb + ob * g.k * g.n, beta,
                                       py + bi * g.m * g.n, 1, 0, 0, 0));
     }
     return Status::OK();
@@ -109,6 +238,8 @@ class MatMulKernel : public DelegatingKernel {
 
   bool ta_, tb_;
   float alpha_;
+  bool bias_;
+  LtBiasGemm lt_;
 };
 
 // Gemm: Y = alpha op(A) op(B) + beta C, C broadcast to [M, N] (copied into Y first).
@@ -138,8 +269,17 @@ class GemmKernel : public DelegatingKernel {
     g.n = tb_ ? b.dim(0) : b.dim(1);
     T beta = T(0);
     if (c != nullptr && beta_ != 0.0f) {
-      ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), c->shape()}));
-      ONT_RETURN_IF_ERROR(CudaStatus(StridedCopy(c->raw_data(), y->raw_data(), s, sizeof(T), r.stream), "StridedCopy"));
+      if constexpr (std::is_same_v<T, float>) {
+        // A bias row ([N] or [1, N]) at beta 1, as a linear layer has it: cuBLASLt's epilogue.
+        const bool row = c->NumElements() == g.n && (c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1));
+        if (row && beta_ == 1.0f) {
+          bool ran = false;
+          ONT_RETURN_IF_ERROR(lt_.Run(r, g, alpha_, a.data<float>(), b.data<float>(), c->data<float>(),
+                                      y->data<float>(), &ran));
+          if (ran) return Status::OK();
+        }
+      }
+      ONT_RETURN_IF_ERROR(FillRows<T>(r, *c, y));
       beta = static_cast<T>(beta_);
     }
     return GemmCall<T>(r, g, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), beta, y->data<T>(), 1, 0, 0, 0);
@@ -147,12 +287,14 @@ class GemmKernel : public DelegatingKernel {
 
   bool ta_, tb_;
   float alpha_, beta_;
+  LtBiasGemm lt_;
 };
 
 }  // namespace
 
 KernelFactory kMatMul = Wrap<MatMulKernel, &cpu::kMatMul>;
 KernelFactory kFusedMatMul = Wrap<MatMulKernel, &cpu::kFusedMatMul>;
+KernelFactory kMatMulBias = Wrap<MatMulKernel, &cpu::kMatMulBias>;
 KernelFactory kGemm = Wrap<GemmKernel, &cpu::kGemm>;
 
 }  // namespace cuda
