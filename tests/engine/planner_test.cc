@@ -4,8 +4,10 @@
 // device data, sequences copied whole, in-place inputs refused on the wrong device, and no allocation on
 // either device once a shape is planned. Results are checked against hand-computed values.
 #include <cmath>
+#include <map>
 
 #include "engine/executor.h"
+#include "engine/op_profile.h"
 #include "gmock/gmock.h"
 #include "graph/builder.h"
 #include "gtest/gtest.h"
@@ -92,6 +94,31 @@ TEST(PlannerTest, AssignsCopiesOncePerValueAndDeviceAndSynchronizesOnce) {
     float r = std::max(0.0f, x[i]);
     EXPECT_FLOAT_EQ(host->data<float>()[i], std::exp(r) - r) << i;
   }
+}
+
+// Profiled (`ontrain bench --profile`), a device kernel's time is its work's: the device is drained before
+// and after each of its kernels (two synchronizations per device kernel beside the plan's one), and every
+// node is tallied once; unprofiled, only the plan's synchronization remains.
+TEST(PlannerTest, ProfilingDrainsTheDeviceAroundEachOfItsKernels) {
+  Devices s = Make({"Relu", "Add"});
+  Model m = Diamond();
+  auto ex = Executor::Create(m, {s.list, {}});
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  NamedValues feeds = {{"x", Tensor::FromVector(std::vector<float>{-1, 0.5f, 2, -3, 1, 0}, {2, 3})}};
+  std::vector<Tensor> out;
+  ResetOpProfile();
+  EnableOpProfile(true);
+  int64_t syncs = s.sim->stats().synchronizations;
+  Status st = ex.value()->Run(feeds, {"y"}, &out);
+  EnableOpProfile(false);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(s.sim->stats().synchronizations - syncs, 1 + 2 * 2);
+  std::map<std::string, int64_t> calls;
+  for (const OpTime& t : OpProfile()) calls[t.op] = t.calls;
+  EXPECT_EQ(calls, (std::map<std::string, int64_t>{{"Add", 1}, {"Exp", 1}, {"Neg", 1}, {"Relu", 1}}));
+  syncs = s.sim->stats().synchronizations;
+  ASSERT_TRUE(ex.value()->Run(feeds, {"y"}, &out).ok());
+  EXPECT_EQ(s.sim->stats().synchronizations - syncs, 1);
 }
 
 TEST(PlannerTest, NothingIsAllocatedOnEitherDeviceOnceAShapeIsPlanned) {

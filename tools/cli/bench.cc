@@ -164,7 +164,7 @@ Status Bench(const std::vector<std::string>& args) {
       std::printf("\n");
     }
     std::printf("kernels: %.3f ms/step of the %.3f ms median step\n", total / 1e6 * per_step, median);
-    // Only where every kernel ran on the CPU: a device provider's profile times its queueing, not its work.
+    // The floor only where every kernel ran on the CPU, whose FMA peak it is.
     bool cpu_only = true;
     for (IExecutionProvider* p : o.providers.ordered) cpu_only &= p->name() == "CPU";
     if (matrix_flops > 0 && cpu_only) {

@@ -61,8 +61,8 @@ for t in ${PARITY_TESTS:-op_parity_test training_parity_test dropout_test covera
   tar -C "$TEST_TMPDIR" -czf "$OUT/cases.tar.gz" cases
 done
 
-# 3. Benchmarks: ontrain on CUDA (graph capture on and off) and on the CPU, PyTorch on CUDA, the same models,
-# batches and optimizer.
+# 3. Benchmarks: ontrain on CUDA (graph capture on and off) and on the CPU, PyTorch on CUDA (the same models,
+# batches and optimizer), then a per-op profile of each CUDA step.
 cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 gpu_model=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "no GPU") | head -1)
 [[ " ${STEPS:-parity bench} " == *" bench "* ]] && {
@@ -83,5 +83,13 @@ gpu_model=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || e
     done
   done
   timeout "$(left 300)" python3 "$B/bench_models.py" torch "$B/bench" 200 2>&1 | tee -a "$OUT/bench.jsonl"
+  # Where the CUDA step's time goes: kernel time per op type, the device drained around each kernel.
+  for m in $(python3 -c "import json; print(' '.join(json.load(open('$B/bench/models.json'))))"); do
+    batch=$(python3 -c "import json; print(json.load(open('$B/bench/models.json'))['$m']['batch'])" 2>/dev/null || echo 64)
+    [ "$(left 600)" -lt 60 ] && { echo "deadline: $m not profiled"; continue; }
+    echo "== profile: $m on cuda"
+    timeout "$(left 60)" "$B/bin/ontrain" bench --artifacts "$B/bench/$m/artifacts" --provider cuda \
+      --batch-size "$batch" --steps 50 --warmup 5 --profile 2>&1 | head -30
+  done
 } 2>&1 | tee "$OUT/bench.txt"
 echo "results in $OUT ($((SECONDS - START)) s)"
