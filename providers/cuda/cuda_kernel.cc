@@ -136,6 +136,13 @@ uint64_t NextSeed() {
 
 void SetSeedSource(uint64_t (*source)()) { seed_source.store(source); }
 
+Status RefuseWhileCapturing(const CudaResources& r, const char* what) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ONT_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(r.stream, &status));
+  if (status == cudaStreamCaptureStatusNone) return Status::OK();
+  return FailedPrecondition(what, " while the stream is captured; these shapes run eagerly");
+}
+
 Status CheckLaunchable(const Tensor& t, const char* what) {
   if (t.NumElements() < 0) return InvalidArgument(what, " has an invalid shape ", ShapeToString(t.shape()));
   return Status::OK();

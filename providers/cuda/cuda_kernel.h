@@ -68,6 +68,12 @@ Status SumToShape(const CudaResources& r, const float* x, const Shape& full, con
 uint64_t NextSeed();
 void SetSeedSource(uint64_t (*source)());
 
+// An error while the provider's stream is captured (graph capture): a kernel whose host-made tables
+// changed would upload them from pageable memory, which a recording cannot replay. The executor then runs
+// those shapes eagerly. Tables that do not change are uploaded before, in the eager runs that precede a
+// recording, and a captured run only reads them on the device.
+Status RefuseWhileCapturing(const CudaResources& r, const char* what);
+
 // Element-count checks the launchers rely on (int64 sizes, at most 2^31 blocks).
 Status CheckLaunchable(const Tensor& t, const char* what);
 

@@ -66,12 +66,12 @@ class EinsumKernel : public DelegatingKernel {
   }
 };
 
-// Resize and ResizeGrad: the tables follow the CPU plan's generation.
+// Resize and ResizeGrad: the tables follow the CPU plan's generation (rebuilt only when the shapes, roi,
+// scales or sizes change), uploaded into a buffer of the kernel when it changes; a recorded run (graph
+// capture) only reads them there.
 class ResizeBase : public DelegatingKernel {
  public:
   using DelegatingKernel::DelegatingKernel;
-  // A new plan re-uploads the tables from pageable memory during Compute.
-  bool capturable() const override { return false; }
 
  protected:
   // Uploads the tables when the plan changed; returns their device view in *t.
@@ -79,6 +79,7 @@ class ResizeBase : public DelegatingKernel {
     cpu::ResizePlanView v;
     if (!cpu::ResizePlanOf(cpu_kernel(), &v) || v.generation == 0) return Internal(node_.op_type, ": no CPU plan");
     if (v.generation != generation_) {
+      ONT_RETURN_IF_ERROR(RefuseWhileCapturing(r, "new Resize tables"));
       ONT_RETURN_IF_ERROR(MakeResizeArgs(v, &args_, &host_));
       const size_t ib = host_.ints.size() * sizeof(int64_t), wb = host_.weights.size() * sizeof(double),
                    fb = host_.flags.size();

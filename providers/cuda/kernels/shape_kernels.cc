@@ -165,13 +165,13 @@ class SplitKernel : public DelegatingKernel {
   }
 };
 
-// ConcatTraining: Concat, plus output 1, the per-input lengths along the axis (int64 [n], known on the
-// host and uploaded).
+// ConcatTraining: Concat, plus output 1, the per-input lengths along the axis (int64 [n]). They depend on
+// the input shapes only: uploaded into a buffer of the kernel when they change, copied from there on the
+// device at every run (the output lives in the arena, which other values reuse), so that a recorded run
+// replays that copy.
 class ConcatTrainingKernel : public ConcatKernel {
  public:
   using ConcatKernel::ConcatKernel;
-  // The lengths are uploaded from pageable memory at every run.
-  bool capturable() const override { return false; }
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     ONT_RETURN_IF_ERROR(ConcatKernel::ComputeCuda(r, ctx));
     Tensor* lens = ctx.output(1);
@@ -179,15 +179,23 @@ class ConcatTrainingKernel : public ConcatKernel {
     ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node_.GetInt("axis", 0), ctx.input(0)->rank()));
     lengths_.clear();
     for (int i = 0; i < ctx.num_inputs(); ++i) lengths_.push_back(ctx.input(i) ? ctx.input(i)->dim(axis) : 0);
-    return CudaStatus(cudaMemcpyAsync(lens->raw_data(), lengths_.data(), sizeof(int64_t) * lengths_.size(),
-                                      cudaMemcpyHostToDevice, r.stream),
+    const size_t bytes = sizeof(int64_t) * lengths_.size();
+    if (stored_ == nullptr || lengths_ != uploaded_) {
+      ONT_RETURN_IF_ERROR(RefuseWhileCapturing(r, "new ConcatTraining lengths"));
+      ONT_ASSIGN_OR_RETURN(stored_, device_.Get(bytes, r.allocator));
+      // From pageable memory the call returns once the source has been staged, so lengths_ may change next.
+      ONT_RETURN_IF_ERROR(CudaStatus(
+          cudaMemcpyAsync(stored_, lengths_.data(), bytes, cudaMemcpyHostToDevice, r.stream), "cudaMemcpyAsync"));
+      uploaded_ = lengths_;
+    }
+    return CudaStatus(cudaMemcpyAsync(lens->raw_data(), stored_, bytes, cudaMemcpyDeviceToDevice, r.stream),
                       "cudaMemcpyAsync");
   }
 
  private:
-  // Rewritten only after the previous upload returned: from pageable memory, cudaMemcpyAsync returns once
-  // the source has been staged.
-  std::vector<int64_t> lengths_;
+  std::vector<int64_t> lengths_, uploaded_;
+  DeviceBuffer device_;
+  void* stored_ = nullptr;
 };
 
 // Slice: the CPU's slice geometry (offset and signed strides) as one strided copy.
