@@ -3,7 +3,8 @@
 nvcc is not a Bazel toolchain here, so this small rule runs it directly, one action per file: real device
 code for sm_80 (A100) and sm_90 (H100/H200) plus PTX for compute_90, which newer GPUs compile at load time.
 Quote includes are given as -I (nvcc has no -iquote): the workspace root, the generated-files root and the
-toolkit's include folder.
+toolkit's include folder. Floating point as on the host: no FMA contraction (--fmad=false), IEEE division
+and square root, no flush to zero (nvcc's defaults for the last two).
 """
 
 load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE", "NCCL_AVAILABLE", "NVCC")
@@ -25,7 +26,10 @@ def _cuda_objects_impl(ctx):
         obj = ctx.actions.declare_file("_cuda_objs/%s/%s.pic.o" % (ctx.label.name, src.basename[:-len(".cu")]))
         root = ctx.label.workspace_root or "."
         args = ctx.actions.args()
-        args.add_all(["-c", "-std=c++17", "-O3", "-Xcompiler", "-fPIC"])
+        # --fmad=false: a * b + c stays a multiply and an add, as in the host code (copts.bzl's
+        # -ffp-contract=off), so a kernel that follows a CPU kernel's operations in its order computes its
+        # bits; nvcc contracts them into FMAs by default.
+        args.add_all(["-c", "-std=c++17", "-O3", "--fmad=false", "-Xcompiler", "-fPIC"])
         args.add_all(CUDA_ARCH_FLAGS)
         args.add_all(["-I" + root, "-I" + ctx.genfiles_dir.path + "/" + root if root != "." else "-I" + ctx.genfiles_dir.path])
         args.add_all(ctx.attr.copts)
