@@ -385,12 +385,15 @@ TEST(VRowsTest, LayerNormGradientSumsMatchTheirDefinition) { WithAndWithoutIntri
 // against the definition written out: every element +0, then the element each code names +0 + g where the
 // code's positive bit is set. Bits compared, so -0 (which becomes +0) and NaN count; every code 0..7; odd
 // planes (a row and a column no window covers); plane ranges that start and end inside the tensor, where
-// the tables' whole loads must stop at the range's end (planes of 4 and 9 windows, under one load of 32).
+// the tables' whole loads must stop at the range's end (planes of 4 and 9 windows, under one load of 32),
+// and planes of fewer than 16 elements, whose vector spans several planes: no store may reach past the
+// range (a 3x3 activation pooled to 1x1 wrote into the next thread's planes and past the tensor's end).
 TEST(VRowsTest, UnpoolingByWindowCodesMatchesItsDefinition) {
   struct Case {
     int64_t h, wd, oh, ow;
   };
-  const Case cases[] = {{4, 4, 2, 2}, {6, 6, 3, 3}, {11, 11, 5, 5}, {12, 14, 6, 7}, {7, 9, 3, 4}, {26, 26, 13, 13}};
+  const Case cases[] = {{4, 4, 2, 2},   {6, 6, 3, 3}, {11, 11, 5, 5}, {12, 14, 6, 7}, {7, 9, 3, 4},
+                        {26, 26, 13, 13}, {2, 2, 1, 1}, {3, 3, 1, 1},   {3, 5, 1, 2},   {5, 3, 2, 1}};
   for (const Case& t : cases) {
     const int64_t planes = 7, isize = t.h * t.wd, osize = t.oh * t.ow;
     std::vector<float> g(planes * osize);

@@ -316,8 +316,9 @@ __attribute__((target("avx512f"))) inline __mmask16 LanesUpTo(int64_t count) {
 
 // VPlanesMaxUnpool2x2Codes by the lane tables: each plane a flat row of vectors, every lane's value the
 // window's g where the window's code is the lane's wanted code (position and positive bit), else +0; then
-// +0 + that, the scatter's addition. A plane's last vector spills into the next plane, written after it,
-// except in the range's last plane, whose last store is masked.
+// +0 + that, the scatter's addition. A plane's last vector spills into the planes after it (several when a
+// plane has fewer than 16 elements), written after it, except where it would reach past the range's last
+// plane: that store is masked to the plane.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void PlanesUnpool2x2LanesAvx512(
     const float* g, const uint8_t* codes, const Unpool2x2Lanes& lanes, int64_t isize, int64_t osize, int64_t p0,
     int64_t p1, float* x) {
@@ -351,7 +352,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void PlanesUnpool2x2LanesAv
       const __m512i cv = _mm512_and_si512(_mm512_permutex2var_epi32(c0, idx, c1), seven);
       const __mmask16 hit = _mm512_cmpeq_epi32_mask(cv, _mm512_load_si512(table[v].want));
       const __m512 out = _mm512_add_ps(zero, _mm512_maskz_mov_ps(hit, gv));
-      if (p + 1 < p1 || 16 * v + 16 <= isize) {
+      // Whole where the vector ends inside the range (a plane smaller than 16 spills over several planes),
+      // else up to this plane's end.
+      if ((p1 - p) * isize - 16 * v >= 16) {
         _mm512_storeu_ps(xp + 16 * v, out);
       } else {
         _mm512_mask_storeu_ps(xp + 16 * v, LanesUpTo(isize - 16 * v), out);
