@@ -485,3 +485,110 @@ TEST(KernelSweepTest, RandomCnnTrainingStepsMatchWithAndWithoutFusionsAtAnyThrea
 
 }  // namespace
 }  // namespace ontrain
+
+namespace ontrain {
+namespace {
+
+// A random token model: x [B, S, D] through 1-3 layers of a linear map (MatMul by W [D, E] or by W^T of
+// [E, D], plus a bias) -> Gelu (exact, ONNX's or com.microsoft's), Relu, Tanh or Sigmoid -> optional
+// LayerNormalization, an optional attention-like Softmax over x x^T, then the mean over tokens and Gemm to
+// 5 classes.
+Model RandomTokenModel(Rng& r, std::string* name) {
+  Model m;
+  m.opset_imports[""] = 20;
+  m.opset_imports["com.microsoft"] = 1;
+  Graph& g = m.graph;
+  const int64_t b = r.In(1, 4), s = r.In(1, 20);
+  int64_t d = r.In(1, 40);
+  g.inputs = {TensorInfo("x", DType::kFloat32, {b, s, d})};
+  *name = StrCat("x [", b, ",", s, ",", d, "]");
+  std::string cur = "x";
+  uint32_t seed = 700;
+  const int layers = static_cast<int>(r.In(1, 3));
+  for (int li = 0; li < layers; ++li) {
+    const std::string p = "l" + std::to_string(li);
+    const int64_t e = r.In(0, 1) ? 16 * r.In(1, 4) : r.In(1, 50);
+    if (r.In(0, 1)) {  // a PyTorch Linear as exported: MatMul by the transposed weight
+      g.AddInitializer(p + "_w", Tensor::FromVector(Values(e * d, ++seed, false), {e, d}));
+      g.nodes.push_back(MakeNode("Transpose", {p + "_w"}, {p + "_wt"}, {AttrInts("perm", {1, 0})}, p + "_t"));
+      g.nodes.push_back(MakeNode("MatMul", {cur, p + "_wt"}, {p + "_mm"}, {}, p + "_matmul"));
+      *name += StrCat(" | linear^T ", e);
+    } else {
+      g.AddInitializer(p + "_w", Tensor::FromVector(Values(d * e, ++seed, false), {d, e}));
+      g.nodes.push_back(MakeNode("MatMul", {cur, p + "_w"}, {p + "_mm"}, {}, p + "_matmul"));
+      *name += StrCat(" | linear ", e);
+    }
+    g.AddInitializer(p + "_b", Tensor::FromVector(Values(e, ++seed, false), {e}));
+    g.nodes.push_back(MakeNode("Add", {p + "_mm", p + "_b"}, {p + "_z"}, {}, p + "_bias"));
+    const int64_t act = r.In(0, 4);
+    const char* acts[] = {"Gelu", "Gelu", "Relu", "Tanh", "Sigmoid"};
+    g.nodes.push_back(MakeNode(acts[act], {p + "_z"}, {p + "_a"}, {}, p + "_act", act == 1 ? "com.microsoft" : ""));
+    *name += StrCat(" ", acts[act], act == 1 ? "(ms)" : "");
+    cur = p + "_a";
+    d = e;
+    if (r.In(0, 1)) {
+      g.AddInitializer(p + "_g", Tensor::FromVector(Values(d, ++seed, false), {d}));
+      g.AddInitializer(p + "_beta", Tensor::FromVector(Values(d, ++seed, false), {d}));
+      g.nodes.push_back(MakeNode("LayerNormalization", {cur, p + "_g", p + "_beta"}, {p + "_ln"}, {AttrInt("axis", -1)},
+                                 p + "_layernorm"));
+      cur = p + "_ln";
+      *name += " ln";
+    }
+  }
+  if (r.In(0, 1)) {  // softmax(x x^T) x, one head
+    g.nodes.push_back(MakeNode("Transpose", {cur}, {"xt"}, {AttrInts("perm", {0, 2, 1})}, "att_t"));
+    g.nodes.push_back(MakeNode("MatMul", {cur, "xt"}, {"scores"}, {}, "att_scores"));
+    g.nodes.push_back(MakeNode("Softmax", {"scores"}, {"probs"}, {AttrInt("axis", -1)}, "att_softmax"));
+    g.nodes.push_back(MakeNode("MatMul", {"probs", cur}, {"att"}, {}, "att_out"));
+    cur = "att";
+    *name += " | attention";
+  }
+  g.AddInitializer("axes", Tensor::FromVector<int64_t>({1}, {1}));
+  g.nodes.push_back(MakeNode("ReduceMean", {cur, "axes"}, {"pooled"}, {AttrInt("keepdims", 0)}, "mean"));
+  g.AddInitializer("fc_w", Tensor::FromVector(Values(5 * d, ++seed, false), {5, d}));
+  g.AddInitializer("fc_b", Tensor::FromVector(Values(5, ++seed, false), {5}));
+  g.nodes.push_back(MakeNode("Gemm", {"pooled", "fc_w", "fc_b"}, {"y"}, {AttrInt("transB", 1)}, "fc"));
+  g.outputs = {TensorInfo("y", DType::kFloat32, {b, 5})};
+  return m;
+}
+
+// Random token models as training models: the same bits with the executor's fusions (MatMulBias,
+// GeluAndSlope) and without, at 1 and 2 threads, and the same at 1 as at 2 threads.
+TEST(KernelSweepTest, RandomTokenModelTrainingStepsMatchWithAndWithoutFusionsAtAnyThreadCount) {
+  Rng r(606);
+  for (int it = 0; it < 40; ++it) {
+    std::string name;
+    const Model fwd = RandomTokenModel(r, &name);
+    SCOPED_TRACE(StrCat("case ", it, ": ", name));
+    auto a = GenerateArtifacts(fwd, ArtifactOptions{});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    Model training = a.value().training;
+    testing::ExposeAccumulatedGradients(&training);
+    NamedTensors feeds;
+    uint32_t seed = 1900 + it;
+    for (const ValueInfo& v : training.graph.inputs) {
+      if (training.graph.initializers.count(v.name)) continue;
+      if (auto f = fwd.graph.initializers.find(v.name); f != fwd.graph.initializers.end()) {
+        feeds.push_back({v.name, f->second.Clone()});
+        continue;
+      }
+      Shape s;
+      for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 1);
+      if (v.dtype == DType::kBool) feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
+      else if (v.dtype == DType::kInt64) feeds.push_back({v.name, Tensor::FromVector(std::vector<int64_t>(ShapeNumElements(s), it % 5), s)});
+      else feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed), s)});
+    }
+    testing::FusionRuns one = testing::RunBoth(training, feeds, 1), two = testing::RunBoth(training, feeds, 2);
+    testing::ExpectSameBits(one);
+    testing::ExpectSameBits(two);
+    ASSERT_EQ(one.fused.size(), two.fused.size());
+    for (size_t i = 0; i < one.fused.size(); ++i) {
+      EXPECT_EQ(std::memcmp(one.fused[i].raw_data(), two.fused[i].raw_data(), one.fused[i].SizeInBytes()), 0)
+          << "output " << i << " differs between 1 and 2 threads";
+    }
+    if (HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace ontrain
