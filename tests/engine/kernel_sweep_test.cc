@@ -592,3 +592,75 @@ TEST(KernelSweepTest, RandomTokenModelTrainingStepsMatchWithAndWithoutFusionsAtA
 
 }  // namespace
 }  // namespace ontrain
+
+namespace ontrain {
+namespace {
+
+// LayerNormalization, Softmax and LogSoftmax over random shapes (rank 1-4) and axes, against their
+// definitions in double.
+TEST(KernelSweepTest, NormalizationsAndSoftmaxMatchTheirDefinition) {
+  Rng r(707);
+  for (int it = 0; it < 200; ++it) {
+    const int64_t rank = r.In(1, 4);
+    Shape shape;
+    for (int64_t d = 0; d < rank; ++d) shape.push_back(r.In(0, 5) == 0 ? 1 : r.In(1, d + 1 == rank ? 70 : 12));
+    const int64_t axis = r.In(-rank, rank - 1), a = axis < 0 ? axis + rank : axis;
+    const int64_t op = r.In(0, 2);  // LayerNormalization, Softmax, LogSoftmax
+    const char* ops[] = {"LayerNormalization", "Softmax", "LogSoftmax"};
+    SCOPED_TRACE(StrCat("case ", it, ": ", ops[op], " ", ShapeToString(shape), " axis ", axis));
+    int64_t outer = 1, inner = 1;  // LayerNormalization: [outer, inner] from the axis on; softmax: one axis
+    for (int64_t d = 0; d < rank; ++d) (d < a ? outer : inner) *= shape[d];
+    const int64_t len = shape[a], after = inner / len;
+    const std::vector<float> x = Values(ShapeNumElements(shape), 71 + it, false);
+    Shape norm_shape(shape.begin() + a, shape.end());
+    const std::vector<float> scale = Values(inner, 72 + it, false), bias = Values(inner, 73 + it, false);
+    Model md;
+    md.opset_imports[""] = 17;
+    md.graph.inputs = {TensorInfo("x", DType::kFloat32, shape)};
+    NamedTensors feeds = {{"x", Tensor::FromVector(x, shape)}};
+    std::vector<double> want(x.size()), mag(x.size(), 1.0);
+    if (op == 0) {
+      md.graph.inputs.push_back(TensorInfo("s", DType::kFloat32, norm_shape));
+      md.graph.inputs.push_back(TensorInfo("b", DType::kFloat32, norm_shape));
+      feeds.push_back({"s", Tensor::FromVector(scale, norm_shape)});
+      feeds.push_back({"b", Tensor::FromVector(bias, norm_shape)});
+      md.graph.nodes.push_back(MakeNode("LayerNormalization", {"x", "s", "b"}, {"y"},
+                                        {AttrInt("axis", axis), AttrFloat("epsilon", 1e-3f)}, "ln"));
+      for (int64_t o = 0; o < outer; ++o) {
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; ++i) mean += x[o * inner + i];
+        mean /= static_cast<double>(inner);
+        for (int64_t i = 0; i < inner; ++i) var += (x[o * inner + i] - mean) * (x[o * inner + i] - mean);
+        var /= static_cast<double>(inner);
+        const double inv = 1.0 / std::sqrt(var + static_cast<double>(1e-3f));
+        for (int64_t i = 0; i < inner; ++i) {
+          const double nrm = (x[o * inner + i] - mean) * inv;
+          want[o * inner + i] = nrm * scale[i] + bias[i];
+          mag[o * inner + i] = 10.0 * (std::fabs(nrm * scale[i]) + std::fabs(bias[i]) + 1.0);
+        }
+      }
+    } else {
+      md.graph.nodes.push_back(MakeNode(ops[op], {"x"}, {"y"}, {AttrInt("axis", axis)}, "softmax"));
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t j = 0; j < after; ++j) {
+          auto at = [&](int64_t i) { return (o * len + i) * after + j; };
+          double mx = -1e300, sum = 0;
+          for (int64_t i = 0; i < len; ++i) mx = std::max(mx, static_cast<double>(x[at(i)]));
+          for (int64_t i = 0; i < len; ++i) sum += std::exp(x[at(i)] - mx);
+          for (int64_t i = 0; i < len; ++i) {
+            want[at(i)] = op == 1 ? std::exp(x[at(i)] - mx) / sum : x[at(i)] - mx - std::log(sum);
+            mag[at(i)] = op == 1 ? 10.0 * std::max(want[at(i)], 1e-30) : 10.0 * (std::fabs(x[at(i)] - mx) + 1.0);
+          }
+        }
+      }
+    }
+    md.graph.outputs = {TensorInfo("y", DType::kFloat32, shape)};
+    std::vector<Tensor> out = RunBothThreadCounts(md, feeds);
+    ASSERT_EQ(out.size(), 1u);
+    ExpectNear(out[0], want, mag, "Y");
+    if (HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace ontrain
