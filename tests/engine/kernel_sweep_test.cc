@@ -1,8 +1,9 @@
 // Random shapes through the CPU kernels' fast paths, where fixed-shape tests leave corners: convolutions
 // (direct, Winograd, depthwise, 1x1, strided, dilated, padded on one side), their gradients, pooling and
 // matrix products, each against its definition computed here in double, and at 1 and 2 threads with the
-// same bits (no result depends on the thread count); then random small CNNs as training models, with the
-// executor's fusions against without. Under tools/test.sh --config=asan the same cases check every access
+// same bits (no result depends on the thread count); likewise layer norm, softmax, batch normalization's
+// training pass and gradient, broadcast arithmetic (bit for bit) and reductions; then random small CNNs and
+// token models as training models, with the executor's fusions against without. Under tools/test.sh --config=asan the same cases check every access
 // (500 random CNNs and ten times these counts ran clean there once). Seeds are fixed, so a failure names a
 // case that reproduces.
 #include <algorithm>
@@ -658,6 +659,250 @@ TEST(KernelSweepTest, NormalizationsAndSoftmaxMatchTheirDefinition) {
     std::vector<Tensor> out = RunBothThreadCounts(md, feeds);
     ASSERT_EQ(out.size(), 1u);
     ExpectNear(out[0], want, mag, "Y");
+    if (HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace ontrain
+
+namespace ontrain {
+namespace {
+
+// BatchNormalization in training mode (batch statistics, running statistics) and com.microsoft's
+// BatchNormalizationGrad over random [N, C, ...] shapes, against their definitions in double.
+TEST(KernelSweepTest, BatchNormalizationTrainingAndGradientMatchTheirDefinition) {
+  Rng r(808);
+  for (int it = 0; it < 120; ++it) {
+    const int64_t n = r.In(1, 6), c = r.In(1, 40), rank = r.In(2, 4);
+    Shape shape = {n, c};
+    for (int64_t d = 2; d < rank; ++d) shape.push_back(r.In(1, 17));
+    const int64_t inner = ShapeNumElements(shape) / (n * c);
+    const double m = static_cast<double>(n * inner);
+    SCOPED_TRACE(StrCat("case ", it, ": ", ShapeToString(shape)));
+    const std::vector<float> x = Values(ShapeNumElements(shape), 81 + it, false), dy = Values(x.size(), 82 + it),
+                             scale = Values(c, 83 + it, false), bias = Values(c, 84 + it, false),
+                             rmean = Values(c, 85 + it, false);
+    std::vector<float> rvar = Values(c, 86 + it, false);
+    for (float& v : rvar) v = v * v + 0.5f;
+    const float eps = 1e-5f, momentum = 0.9f;
+    std::vector<double> mean(c, 0.0), var(c, 0.0);
+    auto at = [&](int64_t b, int64_t ch, int64_t i) { return (b * c + ch) * inner + i; };
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t b = 0; b < n; ++b) for (int64_t i = 0; i < inner; ++i) mean[ch] += x[at(b, ch, i)];
+      mean[ch] /= m;
+      for (int64_t b = 0; b < n; ++b) for (int64_t i = 0; i < inner; ++i) var[ch] += (x[at(b, ch, i)] - mean[ch]) * (x[at(b, ch, i)] - mean[ch]);
+      var[ch] /= m;
+    }
+    // Forward.
+    Model fwd;
+    fwd.opset_imports[""] = 15;
+    fwd.graph.inputs = {TensorInfo("x", DType::kFloat32, shape), TensorInfo("s", DType::kFloat32, {c}),
+                        TensorInfo("b", DType::kFloat32, {c}), TensorInfo("m", DType::kFloat32, {c}),
+                        TensorInfo("v", DType::kFloat32, {c})};
+    fwd.graph.nodes.push_back(MakeNode("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"},
+                                       {AttrInt("training_mode", 1), AttrFloat("epsilon", eps), AttrFloat("momentum", momentum)},
+                                       "bn"));
+    fwd.graph.outputs = {TensorInfo("y", DType::kFloat32, shape), TensorInfo("rm", DType::kFloat32, {c}),
+                         TensorInfo("rv", DType::kFloat32, {c})};
+    std::vector<double> y(x.size()), y_mag(x.size()), rm(c), rv(c), stat_mag(c);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const double inv = 1.0 / std::sqrt(var[ch] + eps);
+      for (int64_t b = 0; b < n; ++b) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const double h = (x[at(b, ch, i)] - mean[ch]) * inv;
+          y[at(b, ch, i)] = h * scale[ch] + bias[ch];
+          y_mag[at(b, ch, i)] = 10.0 * (std::fabs(h * scale[ch]) + std::fabs(bias[ch]) + 1.0);
+        }
+      }
+      rm[ch] = rmean[ch] * momentum + mean[ch] * (1 - momentum);
+      rv[ch] = rvar[ch] * momentum + var[ch] * (1 - momentum);
+      stat_mag[ch] = 10.0 * (std::fabs(rm[ch]) + std::fabs(rv[ch]) + 1.0);
+    }
+    std::vector<Tensor> out = RunBothThreadCounts(
+        fwd, {{"x", Tensor::FromVector(x, shape)}, {"s", Tensor::FromVector(scale, {c})}, {"b", Tensor::FromVector(bias, {c})},
+              {"m", Tensor::FromVector(rmean, {c})}, {"v", Tensor::FromVector(rvar, {c})}});
+    ASSERT_EQ(out.size(), 3u);
+    ExpectNear(out[0], y, y_mag, "Y");
+    ExpectNear(out[1], rm, stat_mag, "running_mean");
+    ExpectNear(out[2], rv, stat_mag, "running_var");
+    // Gradient, from the batch statistics as float (what the forward pass saves).
+    std::vector<float> saved_mean(c), saved_inv(c);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      saved_mean[ch] = static_cast<float>(mean[ch]);
+      saved_inv[ch] = static_cast<float>(1.0 / std::sqrt(var[ch] + eps));
+    }
+    Model grad;
+    grad.opset_imports[""] = 17;
+    grad.opset_imports["com.microsoft"] = 1;
+    grad.graph.inputs = {TensorInfo("dy", DType::kFloat32, shape), TensorInfo("x", DType::kFloat32, shape),
+                         TensorInfo("s", DType::kFloat32, {c}), TensorInfo("m", DType::kFloat32, {c}),
+                         TensorInfo("i", DType::kFloat32, {c})};
+    grad.graph.nodes.push_back(MakeNode("BatchNormalizationGrad", {"dy", "x", "s", "m", "i"}, {"dx", "ds", "db"},
+                                        {AttrFloat("epsilon", eps)}, "bng", "com.microsoft"));
+    grad.graph.outputs = {TensorInfo("dx", DType::kFloat32, shape), TensorInfo("ds", DType::kFloat32, {c}),
+                          TensorInfo("db", DType::kFloat32, {c})};
+    std::vector<double> dx(x.size()), dx_mag(x.size()), ds(c, 0.0), db(c, 0.0), ds_mag(c, 0.0), db_mag(c, 0.0);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double dy_abs = 0;
+      for (int64_t b = 0; b < n; ++b) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const double h = (x[at(b, ch, i)] - static_cast<double>(saved_mean[ch])) * saved_inv[ch];
+          db[ch] += dy[at(b, ch, i)];
+          ds[ch] += dy[at(b, ch, i)] * h;
+          db_mag[ch] += std::fabs(dy[at(b, ch, i)]);
+          ds_mag[ch] += std::fabs(dy[at(b, ch, i)] * h);
+          dy_abs += std::fabs(dy[at(b, ch, i)]);
+        }
+      }
+      for (int64_t b = 0; b < n; ++b) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const double h = (x[at(b, ch, i)] - static_cast<double>(saved_mean[ch])) * saved_inv[ch];
+          dx[at(b, ch, i)] = scale[ch] * saved_inv[ch] / m * (m * dy[at(b, ch, i)] - db[ch] - h * ds[ch]);
+          dx_mag[at(b, ch, i)] = 10.0 * std::fabs(scale[ch] * saved_inv[ch]) / m *
+                                 (m * std::fabs(dy[at(b, ch, i)]) + db_mag[ch] + std::fabs(h) * ds_mag[ch]);
+        }
+      }
+      (void)dy_abs;
+    }
+    out = RunBothThreadCounts(grad, {{"dy", Tensor::FromVector(dy, shape)}, {"x", Tensor::FromVector(x, shape)},
+                                     {"s", Tensor::FromVector(scale, {c})}, {"m", Tensor::FromVector(saved_mean, {c})},
+                                     {"i", Tensor::FromVector(saved_inv, {c})}});
+    ASSERT_EQ(out.size(), 3u);
+    ExpectNear(out[0], dx, dx_mag, "dX");
+    ExpectNear(out[1], ds, ds_mag, "dScale");
+    ExpectNear(out[2], db, db_mag, "dBias");
+    if (HasFailure()) return;
+  }
+}
+
+// Add, Sub, Mul and Div with NumPy broadcasting over random shapes: each element is one float operation,
+// so the result must be that operation's bits.
+TEST(KernelSweepTest, BroadcastArithmeticIsTheElementwiseFloatOperation) {
+  Rng r(909);
+  const char* ops[] = {"Add", "Sub", "Mul", "Div"};
+  for (int it = 0; it < 300; ++it) {
+    const int64_t rank = r.In(1, 4);
+    Shape out;
+    for (int64_t d = 0; d < rank; ++d) out.push_back(r.In(1, d + 1 == rank ? 70 : 9));
+    auto operand = [&]() {
+      Shape s;
+      const int64_t skip = r.In(0, rank - 1) == 0 ? r.In(0, rank - 1) : 0;  // fewer dims at times
+      for (int64_t d = skip; d < rank; ++d) s.push_back(r.In(0, 2) == 0 ? 1 : out[d]);
+      return s;
+    };
+    const Shape as = operand(), bs = operand();
+    const int64_t op = r.In(0, 3);
+    Shape ys;
+    {
+      const size_t yr = std::max(as.size(), bs.size());
+      for (size_t d = 0; d < yr; ++d) {
+        const int64_t a = d + as.size() >= yr ? as[d + as.size() - yr] : 1, b = d + bs.size() >= yr ? bs[d + bs.size() - yr] : 1;
+        ys.push_back(std::max(a, b));
+      }
+    }
+    SCOPED_TRACE(StrCat("case ", it, ": ", ops[op], " ", ShapeToString(as), " ", ShapeToString(bs)));
+    Model md;
+    md.opset_imports[""] = 17;
+    md.graph.inputs = {TensorInfo("a", DType::kFloat32, as), TensorInfo("b", DType::kFloat32, bs)};
+    md.graph.nodes.push_back(MakeNode(ops[op], {"a", "b"}, {"y"}, {}, "op"));
+    md.graph.outputs = {TensorInfo("y", DType::kFloat32, ys)};
+    const std::vector<float> a = Values(ShapeNumElements(as), 91 + it), b = Values(ShapeNumElements(bs), 92 + it);
+    std::vector<Tensor> got = RunBothThreadCounts(md, {{"a", Tensor::FromVector(a, as)}, {"b", Tensor::FromVector(b, bs)}});
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].shape(), ys);
+    const float* g = got[0].data<float>();
+    const int64_t total = ShapeNumElements(ys);
+    for (int64_t e = 0; e < total; ++e) {
+      int64_t rem = e, ia = 0, ib = 0, sa = 1, sb = 1;
+      for (int64_t d = static_cast<int64_t>(ys.size()) - 1; d >= 0; --d) {
+        const int64_t k = rem % ys[d];
+        rem /= ys[d];
+        const int64_t da = d - (static_cast<int64_t>(ys.size()) - static_cast<int64_t>(as.size()));
+        const int64_t db = d - (static_cast<int64_t>(ys.size()) - static_cast<int64_t>(bs.size()));
+        if (da >= 0) {
+          if (as[da] != 1) ia += k * sa;
+          sa *= as[da];
+        }
+        if (db >= 0) {
+          if (bs[db] != 1) ib += k * sb;
+          sb *= bs[db];
+        }
+      }
+      const float x = a[ia], y = b[ib];
+      const float want = op == 0 ? x + y : op == 1 ? x - y : op == 2 ? x * y : x / y;
+      if (std::memcmp(&want, &g[e], sizeof want) != 0) {
+        ADD_FAILURE() << "element " << e << ": " << g[e] << " against " << want;
+        return;
+      }
+    }
+  }
+}
+
+// ReduceSum, ReduceMean, ReduceMax and ReduceSumSquare over random axes, with and without keepdims.
+TEST(KernelSweepTest, ReductionsMatchTheirDefinition) {
+  Rng r(1010);
+  const char* ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceSumSquare"};
+  for (int it = 0; it < 250; ++it) {
+    const int64_t rank = r.In(1, 4);
+    Shape shape;
+    for (int64_t d = 0; d < rank; ++d) shape.push_back(r.In(1, d + 1 == rank ? 80 : 10));
+    std::vector<int64_t> axes;
+    for (int64_t d = 0; d < rank; ++d) if (r.In(0, 1)) axes.push_back(r.In(0, 1) ? d : d - rank);
+    const int64_t op = r.In(0, 3), keep = r.In(0, 1);
+    SCOPED_TRACE(StrCat("case ", it, ": ", ops[op], " ", ShapeToString(shape), " axes ", ShapeToString(Shape(axes.begin(), axes.end())),
+                        keep ? " keepdims" : ""));
+    std::vector<bool> red(rank, axes.empty());
+    for (int64_t a : axes) red[a < 0 ? a + rank : a] = true;
+    Shape ys, kept;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!red[d]) ys.push_back(shape[d]), kept.push_back(shape[d]);
+      else if (keep) ys.push_back(1);
+    }
+    Model md;
+    md.opset_imports[""] = 18;
+    md.graph.inputs = {TensorInfo("x", DType::kFloat32, shape)};
+    std::vector<std::string> ins = {"x"};
+    NamedTensors feeds;
+    const std::vector<float> x = Values(ShapeNumElements(shape), 101 + it, false);
+    feeds.push_back({"x", Tensor::FromVector(x, shape)});
+    if (!axes.empty()) {
+      md.graph.inputs.push_back(TensorInfo("axes", DType::kInt64, {static_cast<int64_t>(axes.size())}));
+      ins.push_back("axes");
+      feeds.push_back({"axes", Tensor::FromVector(axes, {static_cast<int64_t>(axes.size())})});
+    }
+    md.graph.nodes.push_back(MakeNode(ops[op], ins, {"y"}, {AttrInt("keepdims", keep)}, "reduce"));
+    md.graph.outputs = {TensorInfo("y", DType::kFloat32, ys)};
+    const int64_t outs = ShapeNumElements(kept);
+    std::vector<double> want(outs, op == 2 ? -1e300 : 0.0), mag(outs, 0.0);
+    std::vector<int64_t> count(outs, 0);
+    for (int64_t e = 0; e < static_cast<int64_t>(x.size()); ++e) {
+      int64_t rem = e, o = 0, so = 1;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        const int64_t k = rem % shape[d];
+        rem /= shape[d];
+        if (!red[d]) {
+          o += k * so;
+          so *= shape[d];
+        }
+      }
+      const double v = x[e];
+      if (op == 2) want[o] = std::max(want[o], v);
+      else want[o] += op == 3 ? v * v : v;
+      mag[o] += op == 3 ? v * v : std::fabs(v);
+      ++count[o];
+    }
+    for (int64_t o = 0; o < outs; ++o) {
+      if (op == 1) {
+        want[o] /= static_cast<double>(count[o]);
+        mag[o] /= static_cast<double>(count[o]);
+      }
+      if (op == 2) mag[o] = 1.0;
+    }
+    std::vector<Tensor> got = RunBothThreadCounts(md, feeds);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].shape(), ys);
+    ExpectNear(got[0], want, mag, "Y");
     if (HasFailure()) return;
   }
 }
