@@ -2,13 +2,15 @@
 // (direct, Winograd, depthwise, 1x1, strided, dilated, padded on one side), their gradients, pooling and
 // matrix products, each against its definition computed here in double, and at 1 and 2 threads with the
 // same bits (no result depends on the thread count); likewise layer norm, softmax, batch normalization's
-// training pass and gradient, broadcast arithmetic (bit for bit) and reductions; then random small CNNs and
-// token models as training models, with the executor's fusions against without. Under tools/test.sh --config=asan the same cases check every access
+// training pass and gradient, pooling gradients, broadcast arithmetic and data movement (Transpose, Slice,
+// Pad, Concat, Gather, Expand, Tile; bit for bit) and reductions; then random small CNNs and token models as
+// training models, with the executor's fusions against without. Under tools/test.sh --config=asan the same cases check every access
 // (500 random CNNs and ten times these counts ran clean there once). Seeds are fixed, so a failure names a
 // case that reproduces.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -904,6 +906,271 @@ TEST(KernelSweepTest, ReductionsMatchTheirDefinition) {
     ASSERT_EQ(got[0].shape(), ys);
     ExpectNear(got[0], want, mag, "Y");
     if (HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace ontrain
+
+namespace ontrain {
+namespace {
+
+// Row-major element strides of `shape`.
+Shape RowMajorStrides(const Shape& shape) {
+  Shape st(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * shape[d + 1];
+  return st;
+}
+
+// MaxPool's indices into MaxPoolGrad, and AveragePoolGrad, over random windows, strides and pads: each
+// window's gradient goes to its maximum (MaxPool's first, in window order) or spreads over the window.
+TEST(KernelSweepTest, PoolGradientsMatchTheirDefinition) {
+  Rng r(1111);
+  for (int it = 0; it < 200; ++it) {
+    const int64_t n = r.In(1, 3), c = r.In(1, 20), h = r.In(1, 26), w = r.In(1, 26);
+    const int64_t kh = r.In(1, 4), kw = r.In(0, 2) ? kh : r.In(1, 4), sh = r.In(1, 3), sw = r.In(0, 2) ? sh : r.In(1, 3);
+    const int64_t ph = r.In(0, 3) == 0 ? r.In(0, kh - 1) : 0, pw = r.In(0, 3) == 0 ? r.In(0, kw - 1) : 0;
+    const bool max = r.In(0, 1) == 0, count_pad = r.In(0, 1) == 0;
+    if (h + 2 * ph < kh || w + 2 * pw < kw) continue;
+    const int64_t oh = (h + 2 * ph - kh) / sh + 1, ow = (w + 2 * pw - kw) / sw + 1;
+    SCOPED_TRACE(StrCat("case ", it, ": ", max ? "MaxPoolGrad" : "AveragePoolGrad", " n ", n, " c ", c, " ", h, "x", w,
+                        " k ", kh, "x", kw, " stride ", sh, ",", sw, " pads ", ph, ",", pw,
+                        count_pad ? " count_include_pad" : ""));
+    std::vector<onnx::AttributeProto> attrs = {AttrInts("kernel_shape", {kh, kw}), AttrInts("strides", {sh, sw}),
+                                               AttrInts("pads", {ph, pw, ph, pw})};
+    if (!max) attrs.push_back(AttrInt("count_include_pad", count_pad));
+    const Shape xs = {n, c, h, w}, ys = {n, c, oh, ow};
+    const std::vector<float> x = Values(ShapeNumElements(xs), 111 + it, false), dy = Values(ShapeNumElements(ys), 112 + it);
+    Model md;
+    md.opset_imports[""] = 17;
+    NamedTensors feeds = {{"dy", Tensor::FromVector(dy, ys)}};
+    md.graph.inputs = {TensorInfo("dy", DType::kFloat32, ys)};
+    if (max) {
+      md.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, xs));
+      feeds.push_back({"x", Tensor::FromVector(x, xs)});
+      md.graph.nodes.push_back(MakeNode("MaxPool", {"x"}, {"y", "i"}, attrs, "pool"));
+      md.graph.nodes.push_back(MakeNode("MaxPoolGrad", {"dy", "i"}, {"dx"}, attrs, "pool_grad"));
+    } else {
+      md.graph.inputs.push_back(TensorInfo("x", DType::kFloat32, xs));  // ontrain's extension: X, for its shape
+      feeds.push_back({"x", Tensor::FromVector(x, xs)});
+      md.graph.nodes.push_back(MakeNode("AveragePoolGrad", {"dy", "x"}, {"dx"}, attrs, "pool_grad"));
+    }
+    md.graph.outputs = {TensorInfo("dx", DType::kFloat32, xs)};
+    std::vector<double> dx(x.size(), 0.0), mag(x.size(), 1e-30);
+    for (int64_t p = 0; p < n * c; ++p) {
+      for (int64_t i = 0; i < oh; ++i) {
+        for (int64_t j = 0; j < ow; ++j) {
+          const double g = dy[(p * oh + i) * ow + j];
+          int64_t best = -1, count = 0;
+          for (int64_t u = 0; u < kh; ++u) {
+            for (int64_t v = 0; v < kw; ++v) {
+              const int64_t y = i * sh - ph + u, xx = j * sw - pw + v;
+              if (y < 0 || y >= h || xx < 0 || xx >= w) continue;
+              const int64_t e = (p * h + y) * w + xx;
+              if (best < 0 || x[e] > x[best]) best = e;
+              ++count;
+            }
+          }
+          if (max) {
+            if (best >= 0) dx[best] += g, mag[best] += std::fabs(g);
+            continue;
+          }
+          const double share = g / static_cast<double>(count_pad ? kh * kw : count);
+          for (int64_t u = 0; u < kh; ++u) {
+            for (int64_t v = 0; v < kw; ++v) {
+              const int64_t y = i * sh - ph + u, xx = j * sw - pw + v;
+              if (y < 0 || y >= h || xx < 0 || xx >= w) continue;
+              dx[(p * h + y) * w + xx] += share;
+              mag[(p * h + y) * w + xx] += std::fabs(share);
+            }
+          }
+        }
+      }
+    }
+    for (double& m : mag) m *= 10.0;
+    std::vector<Tensor> out = RunBothThreadCounts(md, feeds);
+    ASSERT_EQ(out.size(), 1u);
+    ExpectNear(out[0], dx, mag, "dX");
+    if (HasFailure()) return;
+  }
+}
+
+// Transpose, Slice (negative steps too), Pad (constant, edge, reflect), Concat, Gather (negative indices),
+// Expand and Tile over random shapes: pure data movement, so every element is compared bit for bit with the
+// element its definition picks.
+TEST(KernelSweepTest, DataMovementPicksTheElementsItsDefinitionNames) {
+  Rng r(1212);
+  for (int it = 0; it < 400; ++it) {
+    const int64_t rank = r.In(1, 5);
+    Shape s;
+    for (int64_t d = 0; d < rank; ++d) s.push_back(r.In(1, d + 1 == rank ? 40 : 7));
+    const std::vector<float> x = Values(ShapeNumElements(s), 121 + it);
+    const int64_t op = r.In(0, 6);
+    const char* names[] = {"Transpose", "Slice", "Pad", "Concat", "Gather", "Expand", "Tile"};
+    Model md;
+    md.opset_imports[""] = 18;
+    md.graph.inputs = {TensorInfo("x", DType::kFloat32, s)};
+    NamedTensors feeds = {{"x", Tensor::FromVector(x, s)}};
+    Shape ys;
+    // want(i): the flat index of x that output element i copies, or -1 for a constant 0 (Pad).
+    std::function<int64_t(const Shape&)> want;
+    Shape xstr = RowMajorStrides(s);
+    auto ints = [&](const std::string& name, const std::vector<int64_t>& v) {
+      md.graph.inputs.push_back(TensorInfo(name, DType::kInt64, {static_cast<int64_t>(v.size())}));
+      feeds.push_back({name, Tensor::FromVector(v, {static_cast<int64_t>(v.size())})});
+      return name;
+    };
+    std::string detail;
+    if (op == 0) {  // Transpose
+      std::vector<int64_t> perm(rank);
+      for (int64_t d = 0; d < rank; ++d) perm[d] = d;
+      for (int64_t d = rank - 1; d > 0; --d) std::swap(perm[d], perm[r.In(0, d)]);
+      for (int64_t d = 0; d < rank; ++d) ys.push_back(s[perm[d]]);
+      md.graph.nodes.push_back(MakeNode("Transpose", {"x"}, {"y"}, {AttrInts("perm", perm)}, "op"));
+      want = [=](const Shape& o) {
+        int64_t e = 0;
+        for (int64_t d = 0; d < rank; ++d) e += o[d] * xstr[perm[d]];
+        return e;
+      };
+      detail = "perm " + ShapeToString(Shape(perm.begin(), perm.end()));
+    } else if (op == 1) {  // Slice on every axis
+      std::vector<int64_t> starts, ends, axes, steps;
+      std::vector<int64_t> first(rank), step(rank);
+      for (int64_t d = 0; d < rank; ++d) {
+        const int64_t st = r.In(0, 2) ? r.In(1, 3) : -r.In(1, 3);
+        int64_t b = r.In(-s[d] - 2, s[d] + 1), e = r.In(-s[d] - 2, s[d] + 1);
+        starts.push_back(b), ends.push_back(e), axes.push_back(d), steps.push_back(st);
+        // ONNX's clamping: negative + dim, then [0, dim] for positive steps, [-1, dim - 1] for negative.
+        auto norm = [&](int64_t v, bool start) {
+          if (v < 0) v += s[d];
+          if (st > 0) return std::clamp<int64_t>(v, 0, s[d]);
+          return std::clamp<int64_t>(v, -1, s[d] - 1) + (start ? 0 : 0);
+        };
+        const int64_t b0 = norm(b, true), e0 = norm(e, false);
+        const int64_t len = st > 0 ? std::max<int64_t>(0, (e0 - b0 + st - 1) / st) : std::max<int64_t>(0, (b0 - e0 + (-st) - 1) / (-st));
+        ys.push_back(len);
+        first[d] = b0;
+        step[d] = st;
+      }
+      md.graph.nodes.push_back(MakeNode("Slice", {"x", ints("starts", starts), ints("ends", ends), ints("axes", axes),
+                                                  ints("steps", steps)}, {"y"}, {}, "op"));
+      want = [=](const Shape& o) {
+        int64_t e = 0;
+        for (int64_t d = 0; d < rank; ++d) e += (first[d] + o[d] * step[d]) * xstr[d];
+        return e;
+      };
+      detail = "starts " + ShapeToString(Shape(starts.begin(), starts.end())) + " ends " +
+               ShapeToString(Shape(ends.begin(), ends.end())) + " steps " + ShapeToString(Shape(steps.begin(), steps.end()));
+    } else if (op == 2) {  // Pad
+      const int64_t mode = r.In(0, 2);  // constant, edge, reflect
+      std::vector<int64_t> pads(2 * rank);
+      for (int64_t d = 0; d < rank; ++d) {
+        const int64_t lim = mode == 2 ? s[d] - 1 : 3;
+        pads[d] = r.In(0, std::max<int64_t>(lim, 0));
+        pads[d + rank] = r.In(0, std::max<int64_t>(lim, 0));
+        ys.push_back(s[d] + pads[d] + pads[d + rank]);
+      }
+      const char* modes[] = {"constant", "edge", "reflect"};
+      md.graph.nodes.push_back(MakeNode("Pad", {"x", ints("pads", pads)}, {"y"}, {AttrString("mode", modes[mode])}, "op"));
+      want = [=](const Shape& o) {
+        int64_t e = 0;
+        for (int64_t d = 0; d < rank; ++d) {
+          int64_t k = o[d] - pads[d];
+          if (k < 0 || k >= s[d]) {
+            if (mode == 0) return int64_t{-1};
+            if (mode == 1) k = k < 0 ? 0 : s[d] - 1;
+            else k = k < 0 ? -k : 2 * (s[d] - 1) - k;
+          }
+          e += k * xstr[d];
+        }
+        return e;
+      };
+      detail = std::string(modes[mode]) + " pads " + ShapeToString(Shape(pads.begin(), pads.end()));
+    } else if (op == 3) {  // Concat of x with itself and a slice of it along an axis: x, x
+      const int64_t axis = r.In(0, rank - 1);
+      ys = s;
+      ys[axis] *= 2;
+      md.graph.nodes.push_back(MakeNode("Concat", {"x", "x"}, {"y"}, {AttrInt("axis", axis)}, "op"));
+      want = [=](const Shape& o) {
+        int64_t e = 0;
+        for (int64_t d = 0; d < rank; ++d) e += (d == axis ? o[d] % s[d] : o[d]) * xstr[d];
+        return e;
+      };
+      detail = StrCat("axis ", axis);
+    } else if (op == 4) {  // Gather
+      const int64_t axis = r.In(0, rank - 1), k = r.In(1, 9);
+      std::vector<int64_t> idx(k);
+      for (int64_t& v : idx) v = r.In(-s[axis], s[axis] - 1);
+      for (int64_t d = 0; d < rank; ++d) {
+        if (d == axis) ys.push_back(k);
+        else ys.push_back(s[d]);
+      }
+      md.graph.nodes.push_back(MakeNode("Gather", {"x", ints("idx", idx)}, {"y"}, {AttrInt("axis", axis)}, "op"));
+      want = [=](const Shape& o) {
+        int64_t e = 0;
+        for (int64_t d = 0; d < rank; ++d) {
+          int64_t v = d == axis ? idx[o[d]] : o[d];
+          if (v < 0) v += s[d];
+          e += v * xstr[d];
+        }
+        return e;
+      };
+      detail = StrCat("axis ", axis, " indices ", ShapeToString(Shape(idx.begin(), idx.end())));
+    } else if (op == 5) {  // Expand: x with some dims 1, broadcast to a shape with an extra leading dim
+      Shape xs1 = s;
+      for (int64_t& d : xs1) if (r.In(0, 1)) d = 1;
+      const std::vector<float> x1 = Values(ShapeNumElements(xs1), 131 + it);
+      feeds[0] = {"x", Tensor::FromVector(x1, xs1)};
+      md.graph.inputs[0] = TensorInfo("x", DType::kFloat32, xs1);
+      const int64_t lead = r.In(1, 3);
+      std::vector<int64_t> target = {lead};
+      for (int64_t d : s) target.push_back(d);
+      ys = Shape(target.begin(), target.end());
+      md.graph.nodes.push_back(MakeNode("Expand", {"x", ints("shape", target)}, {"y"}, {}, "op"));
+      Shape str1 = RowMajorStrides(xs1);
+      want = [=](const Shape& o) {
+        int64_t e = 0;
+        for (int64_t d = 0; d < rank; ++d) e += (xs1[d] == 1 ? 0 : o[d + 1]) * str1[d];
+        return e;
+      };
+      detail = "from " + ShapeToString(xs1);
+      s = xs1;  // for the element lookup below
+    } else {  // Tile
+      std::vector<int64_t> reps(rank);
+      for (int64_t d = 0; d < rank; ++d) {
+        reps[d] = r.In(1, 3);
+        ys.push_back(s[d] * reps[d]);
+      }
+      md.graph.nodes.push_back(MakeNode("Tile", {"x", ints("reps", reps)}, {"y"}, {}, "op"));
+      want = [=](const Shape& o) {
+        int64_t e = 0;
+        for (int64_t d = 0; d < rank; ++d) e += (o[d] % s[d]) * xstr[d];
+        return e;
+      };
+      detail = "repeats " + ShapeToString(Shape(reps.begin(), reps.end()));
+    }
+    SCOPED_TRACE(StrCat("case ", it, ": ", names[op], " ", ShapeToString(s), " ", detail));
+    md.graph.outputs = {TensorInfo("y", DType::kFloat32, ys)};
+    std::vector<Tensor> got = RunBothThreadCounts(md, feeds);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].shape(), ys);
+    const float* src = feeds[0].second.data<float>();
+    const float* g = got[0].data<float>();
+    const int64_t total = ShapeNumElements(ys);
+    Shape o(ys.size(), 0);
+    for (int64_t e = 0; e < total; ++e) {
+      int64_t rem = e;
+      for (int64_t d = static_cast<int64_t>(ys.size()) - 1; d >= 0; --d) {
+        o[d] = rem % ys[d];
+        rem /= ys[d];
+      }
+      const int64_t from = want(o);
+      const float expect = from < 0 ? 0.0f : src[from];
+      if (std::memcmp(&expect, &g[e], sizeof expect) != 0) {
+        ADD_FAILURE() << "element " << e << " " << ShapeToString(o) << ": " << g[e] << " against " << expect;
+        return;
+      }
+    }
   }
 }
 
