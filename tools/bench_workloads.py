@@ -2,8 +2,8 @@
 """The reference workloads of the provider benchmark, timed in ontrain and, on request, in PyTorch and ONNX
 Runtime in the same run.
 
-  /usr/bin/python3 tools/bench_workloads.py [--threads 1,2] [--steps 200] [--json FILE] [--only NAME,...]
-      [--compare-pytorch] [--compare-ort] [--providers cpu,cuda] [--flush-denormals]
+  /usr/bin/python3 tools/bench_workloads.py [--threads 1,2] [--steps 200] [--rounds 3] [--json FILE]
+      [--only NAME,...] [--compare-pytorch] [--compare-ort] [--providers cpu,cuda] [--flush-denormals]
 
 For each workload: the forward model is built in PyTorch (seeded) and exported to ONNX at opset 14,
 `ontrain generate` makes training artifacts from it (cross-entropy, PyTorch's AdamW: lr 1e-3, eps 1e-8,
@@ -19,6 +19,12 @@ and OpenMP pools have that many threads; it also reports PyTorch's peak RSS. Nee
 thread count, giving ontrain's step time over ORT's forward time; and ONNX Runtime's own training engine
 (onnxruntime-web 1.19.2, wasm, one thread) trains the same artifacts (tools/ort_reference/bench_ort.js,
 npm-installed there when missing).
+
+--rounds N (default 3): with a comparison, each CPU row is measured N times in turn, ontrain, PyTorch and
+ONNX Runtime's forward pass (its wasm training engine in the first round only), and each engine's median
+round is reported (the rounds in "steps_per_s_rounds", "pytorch_steps_per_s_rounds" and
+"ort_forward_ms_rounds"): this machine's second core is shared, and a busy moment during one engine's
+measurement had moved single-round ratios by up to 25% (docs/benchmarks.md, run G).
 
 --flush-denormals: both engines flush subnormal floats to zero (`ontrain bench --flush-denormals`,
 `torch.set_flush_denormal(True)` in PyTorch's processes); results then differ from IEEE arithmetic where
@@ -401,11 +407,17 @@ def ort_dir():
     return d
 
 
-def time_ort(name, forward, artifacts, shape, threads, steps):
+def time_ort(name, forward, artifacts, shape, threads, steps, forward_only=False):
     out = subprocess.run(["node", os.path.join(ort_dir(), "bench_ort.js"), forward, artifacts, str(threads),
-                          str(steps), ",".join(str(d) for d in shape), "int64" if name in TOKENS else "float"],
+                          str(steps), ",".join(str(d) for d in shape), "int64" if name in TOKENS else "float"] +
+                         (["forward-only"] if forward_only else []),
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def median(values):
+    s = sorted(values)
+    return s[len(s) // 2]
 
 
 def verdicts(records):
@@ -454,6 +466,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--steps", type=int, default=200)
+    # Each CPU row is measured in this many rounds, ontrain, PyTorch and ONNX Runtime's forward pass in turn
+    # (ONNX Runtime's wasm training in the first only), and each engine's median round is reported: on a
+    # shared machine a busy moment then costs one round of one engine, not the row's ratio.
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
     ap.add_argument("--only")
     ap.add_argument("--providers", default="cpu,cuda")
@@ -513,16 +529,40 @@ def main():
                 if error:
                     skipped[provider] = error
                     break
-                rec = {"workload": name, "provider": provider, "threads": threads, "steps_per_s": ours["steps_per_s"],
-                       "peak_rss_mb": ours["peak_rss_mb"], "allocs_per_step": ours["allocs_per_step"]}
-                if "pool_choice" in ours:
-                    rec["pool_choice"] = ours["pool_choice"]
+                cpu_row = provider == "cpu"
+                rounds = max(1, args.rounds) if cpu_row and (args.compare_pytorch or args.compare_ort) else 1
+                ours_rounds, torch_rounds, ort_rounds, o = [ours], [], [], None
+                for k in range(rounds):
+                    if k > 0:
+                        again, error = time_ontrain(args.ontrain, artifacts, provider, shape[0], threads, args.steps)
+                        if error:
+                            sys.exit("ontrain bench failed in round %d of %s: %s" % (k + 1, name, error))
+                        ours_rounds.append(again)
+                    if args.compare_pytorch and cpu_row:
+                        torch_rounds.append(time_pytorch_isolated(name, threads, args.steps, coretype))
+                    if args.compare_ort and cpu_row:
+                        measured = time_ort(name, forward, artifacts, shape, threads, args.steps, forward_only=k > 0)
+                        o = o or measured
+                        ort_rounds.append(measured["forward_ms"])
+                sps = [r["steps_per_s"] for r in ours_rounds]
+                mid = next(r for r in ours_rounds if r["steps_per_s"] == median(sps))
+                rec = {"workload": name, "provider": provider, "threads": threads, "steps_per_s": median(sps),
+                       "peak_rss_mb": max(r["peak_rss_mb"] for r in ours_rounds),
+                       "allocs_per_step": max(r["allocs_per_step"] for r in ours_rounds)}
+                if rounds > 1:
+                    rec["rounds"] = rounds
+                    rec["steps_per_s_rounds"] = sps
+                if "pool_choice" in mid:
+                    rec["pool_choice"] = mid["pool_choice"]
                 if FLUSH_DENORMALS:
                     rec["flush_denormals"] = True
                 line = "%-12s %-6s %3d %10.1f %8.1f %9.1f" % (name, provider, threads, rec["steps_per_s"],
                                                            rec["peak_rss_mb"], rec["allocs_per_step"])
-                if args.compare_pytorch and provider == "cpu":
-                    rec["pytorch_steps_per_s"], rec["pytorch_peak_rss_mb"] = time_pytorch_isolated(name, threads, args.steps, coretype)
+                if torch_rounds:
+                    rec["pytorch_steps_per_s"] = median([t[0] for t in torch_rounds])
+                    rec["pytorch_peak_rss_mb"] = max(t[1] for t in torch_rounds)
+                    if rounds > 1:
+                        rec["pytorch_steps_per_s_rounds"] = [t[0] for t in torch_rounds]
                     line += " %10.1f %8.1f %6.2f" % (rec["pytorch_steps_per_s"], rec["pytorch_peak_rss_mb"],
                                                      rec["steps_per_s"] / rec["pytorch_steps_per_s"])
                 if floor and provider == "cpu":
@@ -537,14 +577,15 @@ def main():
                         line += " %6.2f" % rec["ratio_at_floor"]
                 elif provider == "cpu":
                     line += " %8s %6s" % ("-", "-") + (" %6s" % "-" if args.compare_pytorch else "")
-                if args.compare_ort and provider == "cpu":
-                    o = time_ort(name, forward, artifacts, shape, threads, args.steps)
-                    rec["ort_forward_ms"] = o["forward_ms"]
-                    rec["step_over_ort_forward"] = 1e3 / rec["steps_per_s"] / o["forward_ms"]
+                if o is not None:
+                    rec["ort_forward_ms"] = median(ort_rounds)
+                    if rounds > 1:
+                        rec["ort_forward_ms_rounds"] = ort_rounds
+                    rec["step_over_ort_forward"] = 1e3 / rec["steps_per_s"] / rec["ort_forward_ms"]
                     if "train_steps_per_s" in o:
                         rec["ort_web_steps_per_s"] = o["train_steps_per_s"]
                     web = "%9.1f" % o["train_steps_per_s"] if "train_steps_per_s" in o else "%9s" % "failed"
-                    line += " %9.3f %10.2f %s" % (o["forward_ms"], rec["step_over_ort_forward"], web)
+                    line += " %9.3f %10.2f %s" % (rec["ort_forward_ms"], rec["step_over_ort_forward"], web)
                     if "train_error" in o:
                         skipped["onnxruntime-web on " + name] = o["train_error"]
                 print(line, flush=True)

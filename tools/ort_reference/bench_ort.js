@@ -4,8 +4,9 @@
 // training engine (onnxruntime-web 1.19.2, wasm, one thread: TrainStep + OptimizerStep + LazyResetGrad).
 // Inputs as `ontrain bench` makes them: floats uniform in [-1, 1) from a fixed seed, integer labels 0.
 // Prints one JSON object: {"forward_ms", "train_steps_per_s", "train_error"}; medians after warm-up.
-// Usage: node bench_ort.js FORWARD.onnx ARTIFACT_DIR THREADS STEPS SHAPE KIND
-//   SHAPE: the first input's, comma-separated, batch first; KIND: float, or int64 for token ids (zeros)
+// Usage: node bench_ort.js FORWARD.onnx ARTIFACT_DIR THREADS STEPS SHAPE KIND [forward-only]
+//   SHAPE: the first input's, comma-separated, batch first; KIND: float, or int64 for token ids (zeros);
+//   forward-only: the inference timing alone (the harness's repeated rounds)
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -73,9 +74,13 @@ async function trainStepsPerS(dir, shape, kind, steps) {
 }
 
 async function main() {
-  const [file, dir, threads, steps, shapeText, kind] = process.argv.slice(2);
+  const [file, dir, threads, steps, shapeText, kind, only] = process.argv.slice(2);
   const shape = shapeText.split(',').map(Number);
   const out = {forward_ms: await forwardMs(file, shape, kind, Number(threads), Number(steps))};
+  if (only === 'forward-only') {
+    console.log(JSON.stringify(out));
+    return;
+  }
   try {
     out.train_steps_per_s = await trainStepsPerS(dir, shape, kind, Math.max(20, Math.floor(Number(steps) / 4)));
   } catch (e) {
