@@ -33,38 +33,54 @@ std::vector<onnx::AttributeProto> ConvAttrs(int64_t k, int64_t stride, int64_t p
           AttrInt("group", group)};
 }
 
-// The benchmark CNN's first layer as a training graph writes it: Conv -> Relu -> MaxPool forward, and
-// MaxPoolGrad -> ReluGrad(dY, Conv's output) -> ConvGrad backward.
-// `first_layer`: ConvGrad without dX, as for a network's first layer; `k`: the window.
-Model CnnLayer(int64_t n, int64_t c, int64_t h, int64_t m, bool conv_output_is_graph_output, bool grad_read_twice,
-               bool first_layer = false, int64_t k = 3) {
-  const int64_t oh = h - k + 1, ph = oh / 2;
+// A convolution layer as a training graph writes it: Conv -> Relu -> MaxPool 2x2 forward, and MaxPoolGrad ->
+// ReluGrad(dY, Conv's output) -> ConvGrad backward. `first_layer`: ConvGrad without dX, as for a network's
+// first layer.
+struct ConvPoolSpec {
+  int64_t n, c, h, w, m, k = 3, stride = 1, pad = 0, group = 1;
+  bool first_layer = false;
+  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+};
+
+Model ConvPoolLayer(const ConvPoolSpec& s, bool conv_output_is_graph_output = false, bool grad_read_twice = false) {
+  const int64_t n = s.n, m = s.m, k = s.k, oh = s.oh(), ow = s.ow(), ph = oh / 2, pw = ow / 2, cg = s.c / s.group;
   Model md;
   md.opset_imports[""] = 17;
   md.opset_imports["com.microsoft"] = 1;
   Graph& g = md.graph;
-  g.inputs = {TensorInfo("x", DType::kFloat32, {n, c, h, h}), TensorInfo("w", DType::kFloat32, {m, c, k, k}),
-              TensorInfo("b", DType::kFloat32, {m}), TensorInfo("dz", DType::kFloat32, {n, m, ph, ph})};
-  g.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"c"}, ConvAttrs(k, 1, 0, 1), "conv"));
+  g.inputs = {TensorInfo("x", DType::kFloat32, {n, s.c, s.h, s.w}), TensorInfo("w", DType::kFloat32, {m, cg, k, k}),
+              TensorInfo("b", DType::kFloat32, {m}), TensorInfo("dz", DType::kFloat32, {n, m, ph, pw})};
+  const std::vector<onnx::AttributeProto> conv = ConvAttrs(k, s.stride, s.pad, s.group);
+  const std::vector<onnx::AttributeProto> pool = {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})};
+  g.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"c"}, conv, "conv"));
   g.nodes.push_back(MakeNode("Relu", {"c"}, {"y"}, {}, "relu"));
-  g.nodes.push_back(MakeNode("MaxPool", {"y"}, {"z", "i"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pool"));
-  g.nodes.push_back(MakeNode("MaxPoolGrad", {"dz", "i"}, {"dy"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, "pool_grad"));
+  g.nodes.push_back(MakeNode("MaxPool", {"y"}, {"z", "i"}, pool, "pool"));
+  g.nodes.push_back(MakeNode("MaxPoolGrad", {"dz", "i"}, {"dy"}, pool, "pool_grad"));
   g.nodes.push_back(MakeNode("ReluGrad", {"dy", "c"}, {"dc"}, {}, "relu_grad", "com.microsoft"));
-  g.nodes.push_back(MakeNode("ConvGrad", {"dc", "x", "w"}, {first_layer ? "" : "dx", "dw", "db"}, ConvAttrs(k, 1, 0, 1),
-                             "conv_grad", "com.microsoft"));
-  g.value_infos = {TensorInfo("dy", DType::kFloat32, {n, m, oh, oh})};
-  g.outputs = {TensorInfo("z", DType::kFloat32, {n, m, ph, ph}), TensorInfo("dw", DType::kFloat32, {m, c, k, k}),
+  g.nodes.push_back(MakeNode("ConvGrad", {"dc", "x", "w"}, {s.first_layer ? "" : "dx", "dw", "db"}, conv, "conv_grad",
+                             "com.microsoft"));
+  g.value_infos = {TensorInfo("dy", DType::kFloat32, {n, m, oh, ow})};
+  g.outputs = {TensorInfo("z", DType::kFloat32, {n, m, ph, pw}), TensorInfo("dw", DType::kFloat32, {m, cg, k, k}),
                TensorInfo("db", DType::kFloat32, {m})};
-  if (!first_layer) {
-    g.outputs.push_back(TensorInfo("dc", DType::kFloat32, {n, m, oh, oh}));
-    g.outputs.push_back(TensorInfo("dx", DType::kFloat32, {n, c, h, h}));
+  if (!s.first_layer) {
+    g.outputs.push_back(TensorInfo("dc", DType::kFloat32, {n, m, oh, ow}));
+    g.outputs.push_back(TensorInfo("dx", DType::kFloat32, {n, s.c, s.h, s.w}));
   }
-  if (conv_output_is_graph_output) g.outputs.push_back(TensorInfo("c", DType::kFloat32, {n, m, oh, oh}));
+  if (conv_output_is_graph_output) g.outputs.push_back(TensorInfo("c", DType::kFloat32, {n, m, oh, ow}));
   if (grad_read_twice) {
     g.nodes.push_back(MakeNode("Neg", {"dy"}, {"neg_dy"}, {}, "neg"));
-    g.outputs.push_back(TensorInfo("neg_dy", DType::kFloat32, {n, m, oh, oh}));
+    g.outputs.push_back(TensorInfo("neg_dy", DType::kFloat32, {n, m, oh, ow}));
   }
   return md;
+}
+
+// The benchmark CNN's first layer's kind: square, stride 1, no pads.
+Model CnnLayer(int64_t n, int64_t c, int64_t h, int64_t m, bool conv_output_is_graph_output, bool grad_read_twice,
+               bool first_layer = false, int64_t k = 3) {
+  ConvPoolSpec s{n, c, h, h, m, k};
+  s.first_layer = first_layer;
+  return ConvPoolLayer(s, conv_output_is_graph_output, grad_read_twice);
 }
 
 NamedTensors CnnFeeds(int64_t n, int64_t c, int64_t h, int64_t m, int64_t k = 3) {
@@ -584,31 +600,14 @@ TEST(KernelFusionTest, RandomConvPoolLayersMatchTheUnfusedGraphBitForBit) {
     }
     const bool first = rnd(0, 1) == 1;
     const int threads = static_cast<int>(rnd(1, 2));
-    const int64_t oh = (h + 2 * pad - k) / st + 1, ow = (w + 2 * pad - k) / st + 1;
-    if (h + 2 * pad < k || w + 2 * pad < k || oh < 2 || ow < 2) continue;
+    ConvPoolSpec spec{n, c, h, w, m, k, st, pad, group};
+    spec.first_layer = first;
+    if (h + 2 * pad < k || w + 2 * pad < k || spec.oh() < 2 || spec.ow() < 2) continue;
     ++run;
-    const int64_t ph = oh / 2, pw = ow / 2, cg = c / group;
+    const int64_t ph = spec.oh() / 2, pw = spec.ow() / 2, cg = c / group;
     SCOPED_TRACE(StrCat("case ", it, ": n ", n, " c ", c, " ", h, "x", w, " m ", m, " k ", k, " stride ", st, " pad ",
                         pad, " group ", group, first ? " first layer" : "", " threads ", threads));
-    Model md;
-    md.opset_imports[""] = 17;
-    md.opset_imports["com.microsoft"] = 1;
-    Graph& g = md.graph;
-    g.inputs = {TensorInfo("x", DType::kFloat32, {n, c, h, w}), TensorInfo("w", DType::kFloat32, {m, cg, k, k}),
-                TensorInfo("b", DType::kFloat32, {m}), TensorInfo("dz", DType::kFloat32, {n, m, ph, pw})};
-    const std::vector<onnx::AttributeProto> conv = ConvAttrs(k, st, pad, group);
-    const std::vector<onnx::AttributeProto> pool = {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})};
-    g.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"c"}, conv, "conv"));
-    g.nodes.push_back(MakeNode("Relu", {"c"}, {"y"}, {}, "relu"));
-    g.nodes.push_back(MakeNode("MaxPool", {"y"}, {"z", "i"}, pool, "pool"));
-    g.nodes.push_back(MakeNode("MaxPoolGrad", {"dz", "i"}, {"dy"}, pool, "pool_grad"));
-    g.nodes.push_back(MakeNode("ReluGrad", {"dy", "c"}, {"dc"}, {}, "relu_grad", "com.microsoft"));
-    g.nodes.push_back(
-        MakeNode("ConvGrad", {"dc", "x", "w"}, {first ? "" : "dx", "dw", "db"}, conv, "conv_grad", "com.microsoft"));
-    g.value_infos = {TensorInfo("dy", DType::kFloat32, {n, m, oh, ow})};
-    g.outputs = {TensorInfo("z", DType::kFloat32, {n, m, ph, pw}), TensorInfo("dw", DType::kFloat32, {m, cg, k, k}),
-                 TensorInfo("db", DType::kFloat32, {m})};
-    if (!first) g.outputs.push_back(TensorInfo("dx", DType::kFloat32, {n, c, h, w}));
+    const Model md = ConvPoolLayer(spec);
     std::vector<float> bias = Values(m, 3, false), x = Values(n * c * h * w, 1);
     bias[0] = 0.0f;
     std::fill(x.begin(), x.begin() + c * h * w / 2, 0.0f);  // half of image 0: exact zeros and ties

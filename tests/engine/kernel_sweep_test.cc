@@ -371,6 +371,41 @@ TEST(KernelSweepTest, MatrixProductsMatchTheirDefinition) {
 namespace ontrain {
 namespace {
 
+// `fwd` made into a training model (cross-entropy) and run on its own parameters, seeded inputs and `label`
+// as every class: every gradient and output the same bits with the executor's fusions and without, at 1 and
+// 2 threads, and the same at 1 as at 2 threads.
+void ExpectTrainingStepsMatch(const Model& fwd, uint32_t seed, int64_t label) {
+  auto a = GenerateArtifacts(fwd, ArtifactOptions{});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Model training = a.value().training;
+  testing::ExposeAccumulatedGradients(&training);
+  NamedTensors feeds;
+  for (const ValueInfo& v : training.graph.inputs) {
+    if (training.graph.initializers.count(v.name)) continue;
+    if (auto f = fwd.graph.initializers.find(v.name); f != fwd.graph.initializers.end()) {
+      feeds.push_back({v.name, f->second.Clone()});
+      continue;
+    }
+    Shape s;
+    for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 1);
+    if (v.dtype == DType::kBool) {
+      feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
+    } else if (v.dtype == DType::kInt64) {
+      feeds.push_back({v.name, Tensor::FromVector(std::vector<int64_t>(ShapeNumElements(s), label), s)});
+    } else {
+      feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed), s)});
+    }
+  }
+  testing::FusionRuns one = testing::RunBoth(training, feeds, 1), two = testing::RunBoth(training, feeds, 2);
+  testing::ExpectSameBits(one);
+  testing::ExpectSameBits(two);
+  ASSERT_EQ(one.fused.size(), two.fused.size());
+  for (size_t i = 0; i < one.fused.size(); ++i) {
+    EXPECT_EQ(std::memcmp(one.fused[i].raw_data(), two.fused[i].raw_data(), one.fused[i].SizeInBytes()), 0)
+        << "output " << i << " differs between 1 and 2 threads";
+  }
+}
+
 // A random small CNN: 1-3 blocks of Conv (window 1-5, stride 1-2, pads) -> optional BatchNormalization ->
 // Relu or Clip(0, 6) -> optional 2x2 MaxPool, then GlobalAveragePool or Flatten, then Gemm to 5 classes.
 // Returns false where the shapes shrink to nothing.
@@ -456,32 +491,7 @@ TEST(KernelSweepTest, RandomCnnTrainingStepsMatchWithAndWithoutFusionsAtAnyThrea
     if (!RandomCnn(r, &fwd, &name)) continue;
     ++built;
     SCOPED_TRACE(StrCat("case ", it, ": ", name));
-    auto a = GenerateArtifacts(fwd, ArtifactOptions{});
-    ASSERT_TRUE(a.ok()) << a.status().ToString();
-    Model training = a.value().training;
-    testing::ExposeAccumulatedGradients(&training);
-    NamedTensors feeds;
-    uint32_t seed = 900 + it;
-    for (const ValueInfo& v : training.graph.inputs) {
-      if (training.graph.initializers.count(v.name)) continue;
-      if (auto f = fwd.graph.initializers.find(v.name); f != fwd.graph.initializers.end()) {
-        feeds.push_back({v.name, f->second.Clone()});
-        continue;
-      }
-      Shape s;
-      for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 1);
-      if (v.dtype == DType::kBool) feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
-      else if (v.dtype == DType::kInt64) feeds.push_back({v.name, Tensor::FromVector(std::vector<int64_t>(ShapeNumElements(s), it % 5), s)});
-      else feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed), s)});
-    }
-    testing::FusionRuns one = testing::RunBoth(training, feeds, 1), two = testing::RunBoth(training, feeds, 2);
-    testing::ExpectSameBits(one);
-    testing::ExpectSameBits(two);
-    ASSERT_EQ(one.fused.size(), two.fused.size());
-    for (size_t i = 0; i < one.fused.size(); ++i) {
-      EXPECT_EQ(std::memcmp(one.fused[i].raw_data(), two.fused[i].raw_data(), one.fused[i].SizeInBytes()), 0)
-          << "output " << i << " differs between 1 and 2 threads";
-    }
+    ExpectTrainingStepsMatch(fwd, 900 + it, it % 5);
     if (HasFailure()) return;
   }
 }
@@ -563,32 +573,7 @@ TEST(KernelSweepTest, RandomTokenModelTrainingStepsMatchWithAndWithoutFusionsAtA
     std::string name;
     const Model fwd = RandomTokenModel(r, &name);
     SCOPED_TRACE(StrCat("case ", it, ": ", name));
-    auto a = GenerateArtifacts(fwd, ArtifactOptions{});
-    ASSERT_TRUE(a.ok()) << a.status().ToString();
-    Model training = a.value().training;
-    testing::ExposeAccumulatedGradients(&training);
-    NamedTensors feeds;
-    uint32_t seed = 1900 + it;
-    for (const ValueInfo& v : training.graph.inputs) {
-      if (training.graph.initializers.count(v.name)) continue;
-      if (auto f = fwd.graph.initializers.find(v.name); f != fwd.graph.initializers.end()) {
-        feeds.push_back({v.name, f->second.Clone()});
-        continue;
-      }
-      Shape s;
-      for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 1);
-      if (v.dtype == DType::kBool) feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
-      else if (v.dtype == DType::kInt64) feeds.push_back({v.name, Tensor::FromVector(std::vector<int64_t>(ShapeNumElements(s), it % 5), s)});
-      else feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed), s)});
-    }
-    testing::FusionRuns one = testing::RunBoth(training, feeds, 1), two = testing::RunBoth(training, feeds, 2);
-    testing::ExpectSameBits(one);
-    testing::ExpectSameBits(two);
-    ASSERT_EQ(one.fused.size(), two.fused.size());
-    for (size_t i = 0; i < one.fused.size(); ++i) {
-      EXPECT_EQ(std::memcmp(one.fused[i].raw_data(), two.fused[i].raw_data(), one.fused[i].SizeInBytes()), 0)
-          << "output " << i << " differs between 1 and 2 threads";
-    }
+    ExpectTrainingStepsMatch(fwd, 1900 + it, it % 5);
     if (HasFailure()) return;
   }
 }
