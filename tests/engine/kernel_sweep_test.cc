@@ -3,10 +3,10 @@
 // matrix products, each against its definition computed here in double, and at 1 and 2 threads with the
 // same bits (no result depends on the thread count); likewise layer norm, softmax, batch normalization's
 // training pass and gradient, pooling gradients, broadcast arithmetic and data movement (Transpose, Slice,
-// Pad, Concat, Gather, Expand, Tile; bit for bit) and reductions; then random small CNNs and token models as
-// training models, with the executor's fusions against without. Under tools/test.sh --config=asan the same cases check every access
-// (500 random CNNs and ten times these counts ran clean there once). Seeds are fixed, so a failure names a
-// case that reproduces.
+// Pad, Concat, Gather, Expand, Tile; bit for bit) and reductions; then random small CNNs and token models
+// as training models, with the executor's fusions against without. Under tools/test.sh --config=asan the
+// same cases check every access (500 random CNNs, 500 token models and ten times these counts ran clean
+// there once). Seeds are fixed, so a failure names a case that reproduces.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -74,8 +74,8 @@ void ExpectNear(const Tensor& got, const std::vector<double>& want, const std::v
   ASSERT_EQ(got.NumElements(), static_cast<int64_t>(want.size())) << what;
   const float* g = got.data<float>();
   for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_LE(std::fabs(g[i] - want[i]), 1e-5 * scale[i] + 1e-30) << what << " element " << i << ": " << g[i]
-                                                                  << " against " << want[i];
+    ASSERT_LE(std::fabs(g[i] - want[i]), 1e-5 * scale[i] + 1e-30)
+        << what << " element " << i << ": " << g[i] << " against " << want[i];
   }
 }
 
@@ -175,7 +175,8 @@ TEST(KernelSweepTest, ConvolutionsMatchTheirDefinition) {
     Model md;
     md.opset_imports[""] = 17;
     md.graph.inputs = {TensorInfo("x", DType::kFloat32, {t.n, t.c, t.h, t.w}),
-                       TensorInfo("w", DType::kFloat32, {t.m, cg, t.kh, t.kw}), TensorInfo("b", DType::kFloat32, {t.m})};
+                       TensorInfo("w", DType::kFloat32, {t.m, cg, t.kh, t.kw}),
+                       TensorInfo("b", DType::kFloat32, {t.m})};
     md.graph.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {relu ? "c" : "y"}, t.Attrs(), "conv"));
     if (relu) md.graph.nodes.push_back(MakeNode("Relu", {"c"}, {"y"}, {}, "relu"));
     md.graph.outputs = {TensorInfo("y", DType::kFloat32, {t.n, t.m, oh, ow})};
@@ -192,9 +193,9 @@ TEST(KernelSweepTest, ConvolutionsMatchTheirDefinition) {
       scale[i] += std::fabs(bias);
       if (relu) want[i] = std::max(want[i], 0.0);
     }
-    std::vector<Tensor> out = RunBothThreadCounts(
-        md, {{"x", Tensor::FromVector(x, {t.n, t.c, t.h, t.w})}, {"w", Tensor::FromVector(w, {t.m, cg, t.kh, t.kw})},
-             {"b", Tensor::FromVector(b, {t.m})}});
+    std::vector<Tensor> out = RunBothThreadCounts(md, {{"x", Tensor::FromVector(x, {t.n, t.c, t.h, t.w})},
+                                                       {"w", Tensor::FromVector(w, {t.m, cg, t.kh, t.kw})},
+                                                       {"b", Tensor::FromVector(b, {t.m})}});
     ASSERT_EQ(out.size(), 1u);
     ExpectNear(out[0], want, scale, "Y");
     if (HasFailure()) return;
@@ -216,7 +217,8 @@ TEST(KernelSweepTest, ConvolutionGradientsMatchTheirDefinition) {
                        TensorInfo("w", DType::kFloat32, {t.m, cg, t.kh, t.kw})};
     md.graph.nodes.push_back(
         MakeNode("ConvGrad", {"dy", "x", "w"}, {dx_too ? "dx" : "", "dw", "db"}, t.Attrs(), "grad", "com.microsoft"));
-    md.graph.outputs = {TensorInfo("dw", DType::kFloat32, {t.m, cg, t.kh, t.kw}), TensorInfo("db", DType::kFloat32, {t.m})};
+    md.graph.outputs = {TensorInfo("dw", DType::kFloat32, {t.m, cg, t.kh, t.kw}),
+                        TensorInfo("db", DType::kFloat32, {t.m})};
     if (dx_too) md.graph.outputs.push_back(TensorInfo("dx", DType::kFloat32, {t.n, t.c, t.h, t.w}));
     const std::vector<float> dy = Values(t.n * t.m * oh * ow, 17 + it), x = Values(t.n * t.c * t.h * t.w, 18 + it),
                              w = Values(t.m * cg * t.kh * t.kw, 19 + it);
@@ -232,9 +234,9 @@ TEST(KernelSweepTest, ConvolutionGradientsMatchTheirDefinition) {
       db[(i / (oh * ow)) % t.m] += dy[i];
       db_scale[(i / (oh * ow)) % t.m] += std::fabs(dy[i]);
     }
-    std::vector<Tensor> out = RunBothThreadCounts(
-        md, {{"dy", Tensor::FromVector(dy, {t.n, t.m, oh, ow})}, {"x", Tensor::FromVector(x, {t.n, t.c, t.h, t.w})},
-             {"w", Tensor::FromVector(w, {t.m, cg, t.kh, t.kw})}});
+    std::vector<Tensor> out = RunBothThreadCounts(md, {{"dy", Tensor::FromVector(dy, {t.n, t.m, oh, ow})},
+                                                       {"x", Tensor::FromVector(x, {t.n, t.c, t.h, t.w})},
+                                                       {"w", Tensor::FromVector(w, {t.m, cg, t.kh, t.kw})}});
     ASSERT_EQ(out.size(), dx_too ? 3u : 2u);
     ExpectNear(out[0], dw, dw_scale, "dW");
     ExpectNear(out[1], db, db_scale, "dB");
@@ -248,7 +250,8 @@ TEST(KernelSweepTest, PoolsMatchTheirDefinition) {
   Rng r(303);
   for (int it = 0; it < 200; ++it) {
     const int64_t n = r.In(1, 3), c = r.In(1, 20), h = r.In(1, 30), w = r.In(1, 30);
-    const int64_t kh = r.In(1, 4), kw = r.In(0, 2) == 0 ? r.In(1, 4) : kh, sh = r.In(1, 3), sw = r.In(0, 2) ? sh : r.In(1, 3);
+    const int64_t kh = r.In(1, 4), kw = r.In(0, 2) == 0 ? r.In(1, 4) : kh, sh = r.In(1, 3),
+                  sw = r.In(0, 2) ? sh : r.In(1, 3);
     const int64_t ph = r.In(0, 3) == 0 ? r.In(0, kh - 1) : 0, pw = r.In(0, 3) == 0 ? r.In(0, kw - 1) : 0;
     const bool ceil = r.In(0, 3) == 0, max = r.In(0, 1) == 0, count_pad = r.In(0, 1) == 0;
     auto out_dim = [&](int64_t in, int64_t k, int64_t s, int64_t p) {
@@ -259,8 +262,8 @@ TEST(KernelSweepTest, PoolsMatchTheirDefinition) {
     };
     if (h + 2 * ph < kh || w + 2 * pw < kw) continue;
     const int64_t oh = out_dim(h, kh, sh, ph), ow = out_dim(w, kw, sw, pw);
-    SCOPED_TRACE(StrCat("case ", it, ": ", max ? "MaxPool" : "AveragePool", " n ", n, " c ", c, " ", h, "x", w,
-                        " k ", kh, "x", kw, " stride ", sh, ",", sw, " pads ", ph, ",", pw, ceil ? " ceil" : "",
+    SCOPED_TRACE(StrCat("case ", it, ": ", max ? "MaxPool" : "AveragePool", " n ", n, " c ", c, " ", h, "x", w, " k ",
+                        kh, "x", kw, " stride ", sh, ",", sw, " pads ", ph, ",", pw, ceil ? " ceil" : "",
                         count_pad ? " count_include_pad" : ""));
     Model md;
     md.opset_imports[""] = 17;
@@ -313,8 +316,12 @@ TEST(KernelSweepTest, MatrixProductsMatchTheirDefinition) {
     const bool gemm = op == 1;
     const int64_t b = gemm ? 1 : batch;
     const bool bias = gemm && r.In(0, 1);
-    SCOPED_TRACE(StrCat("case ", it, ": ", gemm ? "Gemm" : op == 0 ? "MatMul" : "FusedMatMul", " batch ", b, " m ", m,
-                        " n ", n, " k ", k, ta ? " transA" : "", tb ? " transB" : "", bias ? " bias" : ""));
+    SCOPED_TRACE(StrCat("case ", it, ": ",
+                        gemm      ? "Gemm"
+                        : op == 0 ? "MatMul"
+                                  : "FusedMatMul",
+                        " batch ", b, " m ", m, " n ", n, " k ", k, ta ? " transA" : "", tb ? " transB" : "",
+                        bias ? " bias" : ""));
     Shape as = ta ? Shape{k, m} : Shape{m, k}, bs = tb ? Shape{n, k} : Shape{k, n};
     if (b > 1) {
       as.insert(as.begin(), b);
@@ -332,8 +339,10 @@ TEST(KernelSweepTest, MatrixProductsMatchTheirDefinition) {
       md.graph.inputs.push_back(TensorInfo("c", DType::kFloat32, {n}));
       ins.push_back("c");
     }
-    md.graph.nodes.push_back(MakeNode(op == 0 ? "MatMul" : gemm ? "Gemm" : "FusedMatMul", ins, {"y"}, attrs, "mm",
-                                      op == 2 ? "com.microsoft" : ""));
+    md.graph.nodes.push_back(MakeNode(op == 0 ? "MatMul"
+                                      : gemm  ? "Gemm"
+                                              : "FusedMatMul",
+                                      ins, {"y"}, attrs, "mm", op == 2 ? "com.microsoft" : ""));
     Shape ys = b > 1 ? Shape{b, m, n} : Shape{m, n};
     md.graph.outputs = {TensorInfo("y", DType::kFloat32, ys)};
     const std::vector<float> av = Values(ShapeNumElements(as), 41 + it), bv = Values(ShapeNumElements(bs), 42 + it),
@@ -347,7 +356,8 @@ TEST(KernelSweepTest, MatrixProductsMatchTheirDefinition) {
         for (int64_t j = 0; j < n; ++j) {
           double s = 0, mag = 0;
           for (int64_t l = 0; l < k; ++l) {
-            const double p = static_cast<double>(ta ? pa[l * m + i] : pa[i * k + l]) * (tb ? pb[j * k + l] : pb[l * n + j]);
+            const double p =
+                static_cast<double>(ta ? pa[l * m + i] : pa[i * k + l]) * (tb ? pb[j * k + l] : pb[l * n + j]);
             s += p;
             mag += std::fabs(p);
           }
@@ -406,9 +416,9 @@ void ExpectTrainingStepsMatch(const Model& fwd, uint32_t seed, int64_t label) {
   }
 }
 
-// A random small CNN: 1-3 blocks of Conv (window 1-5, stride 1-2, pads) -> optional BatchNormalization ->
-// Relu or Clip(0, 6) -> optional 2x2 MaxPool, then GlobalAveragePool or Flatten, then Gemm to 5 classes.
-// Returns false where the shapes shrink to nothing.
+// A random small CNN: 1-3 blocks of Conv (window 1-5, stride 1-2, pads; or depthwise 3x3) -> optional
+// BatchNormalization -> Relu or Clip(0, 6) -> optional 2x2 MaxPool, then GlobalAveragePool or Flatten, then Gemm to 5
+// classes. Returns false where the shapes shrink to nothing.
 bool RandomCnn(Rng& r, Model* fwd, std::string* name) {
   Model m;
   m.opset_imports[""] = 17;
@@ -421,18 +431,26 @@ bool RandomCnn(Rng& r, Model* fwd, std::string* name) {
   const int blocks = static_cast<int>(r.In(1, 3));
   for (int bi = 0; bi < blocks; ++bi) {
     const std::string p = "b" + std::to_string(bi);
-    const int64_t m_out = r.In(0, 1) ? 8 * r.In(1, 4) : r.In(1, 12), k = r.In(1, 5), st = r.In(0, 2) ? 1 : 2;
-    const int64_t pad = r.In(0, k / 2);
+    const bool depthwise = r.In(0, 3) == 0;  // MobileNet's: one group per channel, 3x3, pads 1
+    int64_t m_out = r.In(0, 1) ? 8 * r.In(1, 4) : r.In(1, 12), k = r.In(1, 5), group = 1;
+    const int64_t st = r.In(0, 2) ? 1 : 2;
+    if (depthwise) {
+      m_out = c * r.In(1, 2);
+      k = 3;
+      group = c;
+    }
+    const int64_t pad = depthwise ? 1 : r.In(0, k / 2);
     const int64_t oh = (h + 2 * pad - k) / st + 1, ow = (w + 2 * pad - k) / st + 1;
     if (h + 2 * pad < k || w + 2 * pad < k) return false;
-    g.AddInitializer(p + "_w", Tensor::FromVector(Values(m_out * c * k * k, ++seed, false), {m_out, c, k, k}));
+    g.AddInitializer(p + "_w",
+                     Tensor::FromVector(Values(m_out * (c / group) * k * k, ++seed, false), {m_out, c / group, k, k}));
     g.AddInitializer(p + "_b", Tensor::FromVector(Values(m_out, ++seed, false), {m_out}));
     g.nodes.push_back(MakeNode("Conv", {cur, p + "_w", p + "_b"}, {p + "_c"},
                                {AttrInts("kernel_shape", {k, k}), AttrInts("strides", {st, st}),
-                                AttrInts("pads", {pad, pad, pad, pad})},
+                                AttrInts("pads", {pad, pad, pad, pad}), AttrInt("group", group)},
                                p + "_conv"));
     cur = p + "_c";
-    *name += StrCat(" | conv ", m_out, " k", k, " s", st, " p", pad);
+    *name += StrCat(" | conv ", m_out, " k", k, " s", st, " p", pad, depthwise ? " depthwise" : "");
     if (r.In(0, 1)) {
       std::vector<float> scale = Values(m_out, ++seed, false);
       for (float& s : scale) s += 1.5f;
@@ -457,8 +475,8 @@ bool RandomCnn(Rng& r, Model* fwd, std::string* name) {
     cur = p + "_a";
     h = oh, w = ow, c = m_out;
     if (h >= 2 && w >= 2 && r.In(0, 1)) {
-      g.nodes.push_back(MakeNode("MaxPool", {cur}, {p + "_p"}, {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})},
-                                 p + "_pool"));
+      g.nodes.push_back(MakeNode("MaxPool", {cur}, {p + "_p"},
+                                 {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, p + "_pool"));
       cur = p + "_p";
       h /= 2, w /= 2;
       *name += " pool";
@@ -676,9 +694,11 @@ TEST(KernelSweepTest, BatchNormalizationTrainingAndGradientMatchTheirDefinition)
     std::vector<double> mean(c, 0.0), var(c, 0.0);
     auto at = [&](int64_t b, int64_t ch, int64_t i) { return (b * c + ch) * inner + i; };
     for (int64_t ch = 0; ch < c; ++ch) {
-      for (int64_t b = 0; b < n; ++b) for (int64_t i = 0; i < inner; ++i) mean[ch] += x[at(b, ch, i)];
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < inner; ++i) mean[ch] += x[at(b, ch, i)];
       mean[ch] /= m;
-      for (int64_t b = 0; b < n; ++b) for (int64_t i = 0; i < inner; ++i) var[ch] += (x[at(b, ch, i)] - mean[ch]) * (x[at(b, ch, i)] - mean[ch]);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < inner; ++i) var[ch] += (x[at(b, ch, i)] - mean[ch]) * (x[at(b, ch, i)] - mean[ch]);
       var[ch] /= m;
     }
     // Forward.
@@ -687,9 +707,9 @@ TEST(KernelSweepTest, BatchNormalizationTrainingAndGradientMatchTheirDefinition)
     fwd.graph.inputs = {TensorInfo("x", DType::kFloat32, shape), TensorInfo("s", DType::kFloat32, {c}),
                         TensorInfo("b", DType::kFloat32, {c}), TensorInfo("m", DType::kFloat32, {c}),
                         TensorInfo("v", DType::kFloat32, {c})};
-    fwd.graph.nodes.push_back(MakeNode("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"},
-                                       {AttrInt("training_mode", 1), AttrFloat("epsilon", eps), AttrFloat("momentum", momentum)},
-                                       "bn"));
+    fwd.graph.nodes.push_back(
+        MakeNode("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"},
+                 {AttrInt("training_mode", 1), AttrFloat("epsilon", eps), AttrFloat("momentum", momentum)}, "bn"));
     fwd.graph.outputs = {TensorInfo("y", DType::kFloat32, shape), TensorInfo("rm", DType::kFloat32, {c}),
                          TensorInfo("rv", DType::kFloat32, {c})};
     std::vector<double> y(x.size()), y_mag(x.size()), rm(c), rv(c), stat_mag(c);
@@ -706,9 +726,11 @@ TEST(KernelSweepTest, BatchNormalizationTrainingAndGradientMatchTheirDefinition)
       rv[ch] = rvar[ch] * momentum + var[ch] * (1 - momentum);
       stat_mag[ch] = 10.0 * (std::fabs(rm[ch]) + std::fabs(rv[ch]) + 1.0);
     }
-    std::vector<Tensor> out = RunBothThreadCounts(
-        fwd, {{"x", Tensor::FromVector(x, shape)}, {"s", Tensor::FromVector(scale, {c})}, {"b", Tensor::FromVector(bias, {c})},
-              {"m", Tensor::FromVector(rmean, {c})}, {"v", Tensor::FromVector(rvar, {c})}});
+    std::vector<Tensor> out = RunBothThreadCounts(fwd, {{"x", Tensor::FromVector(x, shape)},
+                                                        {"s", Tensor::FromVector(scale, {c})},
+                                                        {"b", Tensor::FromVector(bias, {c})},
+                                                        {"m", Tensor::FromVector(rmean, {c})},
+                                                        {"v", Tensor::FromVector(rvar, {c})}});
     ASSERT_EQ(out.size(), 3u);
     ExpectNear(out[0], y, y_mag, "Y");
     ExpectNear(out[1], rm, stat_mag, "running_mean");
@@ -752,8 +774,10 @@ TEST(KernelSweepTest, BatchNormalizationTrainingAndGradientMatchTheirDefinition)
       }
       (void)dy_abs;
     }
-    out = RunBothThreadCounts(grad, {{"dy", Tensor::FromVector(dy, shape)}, {"x", Tensor::FromVector(x, shape)},
-                                     {"s", Tensor::FromVector(scale, {c})}, {"m", Tensor::FromVector(saved_mean, {c})},
+    out = RunBothThreadCounts(grad, {{"dy", Tensor::FromVector(dy, shape)},
+                                     {"x", Tensor::FromVector(x, shape)},
+                                     {"s", Tensor::FromVector(scale, {c})},
+                                     {"m", Tensor::FromVector(saved_mean, {c})},
                                      {"i", Tensor::FromVector(saved_inv, {c})}});
     ASSERT_EQ(out.size(), 3u);
     ExpectNear(out[0], dx, dx_mag, "dX");
@@ -784,7 +808,8 @@ TEST(KernelSweepTest, BroadcastArithmeticIsTheElementwiseFloatOperation) {
     {
       const size_t yr = std::max(as.size(), bs.size());
       for (size_t d = 0; d < yr; ++d) {
-        const int64_t a = d + as.size() >= yr ? as[d + as.size() - yr] : 1, b = d + bs.size() >= yr ? bs[d + bs.size() - yr] : 1;
+        const int64_t a = d + as.size() >= yr ? as[d + as.size() - yr] : 1,
+                      b = d + bs.size() >= yr ? bs[d + bs.size() - yr] : 1;
         ys.push_back(std::max(a, b));
       }
     }
@@ -795,7 +820,8 @@ TEST(KernelSweepTest, BroadcastArithmeticIsTheElementwiseFloatOperation) {
     md.graph.nodes.push_back(MakeNode(ops[op], {"a", "b"}, {"y"}, {}, "op"));
     md.graph.outputs = {TensorInfo("y", DType::kFloat32, ys)};
     const std::vector<float> a = Values(ShapeNumElements(as), 91 + it), b = Values(ShapeNumElements(bs), 92 + it);
-    std::vector<Tensor> got = RunBothThreadCounts(md, {{"a", Tensor::FromVector(a, as)}, {"b", Tensor::FromVector(b, bs)}});
+    std::vector<Tensor> got =
+        RunBothThreadCounts(md, {{"a", Tensor::FromVector(a, as)}, {"b", Tensor::FromVector(b, bs)}});
     ASSERT_EQ(got.size(), 1u);
     ASSERT_EQ(got[0].shape(), ys);
     const float* g = got[0].data<float>();
@@ -835,16 +861,19 @@ TEST(KernelSweepTest, ReductionsMatchTheirDefinition) {
     Shape shape;
     for (int64_t d = 0; d < rank; ++d) shape.push_back(r.In(1, d + 1 == rank ? 80 : 10));
     std::vector<int64_t> axes;
-    for (int64_t d = 0; d < rank; ++d) if (r.In(0, 1)) axes.push_back(r.In(0, 1) ? d : d - rank);
+    for (int64_t d = 0; d < rank; ++d)
+      if (r.In(0, 1)) axes.push_back(r.In(0, 1) ? d : d - rank);
     const int64_t op = r.In(0, 3), keep = r.In(0, 1);
-    SCOPED_TRACE(StrCat("case ", it, ": ", ops[op], " ", ShapeToString(shape), " axes ", ShapeToString(Shape(axes.begin(), axes.end())),
-                        keep ? " keepdims" : ""));
+    SCOPED_TRACE(StrCat("case ", it, ": ", ops[op], " ", ShapeToString(shape), " axes ",
+                        ShapeToString(Shape(axes.begin(), axes.end())), keep ? " keepdims" : ""));
     std::vector<bool> red(rank, axes.empty());
     for (int64_t a : axes) red[a < 0 ? a + rank : a] = true;
     Shape ys, kept;
     for (int64_t d = 0; d < rank; ++d) {
-      if (!red[d]) ys.push_back(shape[d]), kept.push_back(shape[d]);
-      else if (keep) ys.push_back(1);
+      if (!red[d])
+        ys.push_back(shape[d]), kept.push_back(shape[d]);
+      else if (keep)
+        ys.push_back(1);
     }
     Model md;
     md.opset_imports[""] = 18;
@@ -874,8 +903,10 @@ TEST(KernelSweepTest, ReductionsMatchTheirDefinition) {
         }
       }
       const double v = x[e];
-      if (op == 2) want[o] = std::max(want[o], v);
-      else want[o] += op == 3 ? v * v : v;
+      if (op == 2)
+        want[o] = std::max(want[o], v);
+      else
+        want[o] += op == 3 ? v * v : v;
       mag[o] += op == 3 ? v * v : std::fabs(v);
       ++count[o];
     }
@@ -913,7 +944,8 @@ TEST(KernelSweepTest, PoolGradientsMatchTheirDefinition) {
   Rng r(1111);
   for (int it = 0; it < 200; ++it) {
     const int64_t n = r.In(1, 3), c = r.In(1, 20), h = r.In(1, 26), w = r.In(1, 26);
-    const int64_t kh = r.In(1, 4), kw = r.In(0, 2) ? kh : r.In(1, 4), sh = r.In(1, 3), sw = r.In(0, 2) ? sh : r.In(1, 3);
+    const int64_t kh = r.In(1, 4), kw = r.In(0, 2) ? kh : r.In(1, 4), sh = r.In(1, 3),
+                  sw = r.In(0, 2) ? sh : r.In(1, 3);
     const int64_t ph = r.In(0, 3) == 0 ? r.In(0, kh - 1) : 0, pw = r.In(0, 3) == 0 ? r.In(0, kw - 1) : 0;
     const bool max = r.In(0, 1) == 0, count_pad = r.In(0, 1) == 0;
     if (h + 2 * ph < kh || w + 2 * pw < kw) continue;
@@ -925,7 +957,8 @@ TEST(KernelSweepTest, PoolGradientsMatchTheirDefinition) {
                                                AttrInts("pads", {ph, pw, ph, pw})};
     if (!max) attrs.push_back(AttrInt("count_include_pad", count_pad));
     const Shape xs = {n, c, h, w}, ys = {n, c, oh, ow};
-    const std::vector<float> x = Values(ShapeNumElements(xs), 111 + it, false), dy = Values(ShapeNumElements(ys), 112 + it);
+    const std::vector<float> x = Values(ShapeNumElements(xs), 111 + it, false),
+                             dy = Values(ShapeNumElements(ys), 112 + it);
     Model md;
     md.opset_imports[""] = 17;
     NamedTensors feeds = {{"dy", Tensor::FromVector(dy, ys)}};
@@ -1032,21 +1065,24 @@ TEST(KernelSweepTest, DataMovementPicksTheElementsItsDefinitionNames) {
           return std::clamp<int64_t>(v, -1, s[d] - 1) + (start ? 0 : 0);
         };
         const int64_t b0 = norm(b, true), e0 = norm(e, false);
-        const int64_t len = st > 0 ? std::max<int64_t>(0, (e0 - b0 + st - 1) / st) : std::max<int64_t>(0, (b0 - e0 + (-st) - 1) / (-st));
+        const int64_t len = st > 0 ? std::max<int64_t>(0, (e0 - b0 + st - 1) / st)
+                                   : std::max<int64_t>(0, (b0 - e0 + (-st) - 1) / (-st));
         ys.push_back(len);
         first[d] = b0;
         step[d] = st;
       }
-      md.graph.nodes.push_back(MakeNode("Slice", {"x", ints("starts", starts), ints("ends", ends), ints("axes", axes),
-                                                  ints("steps", steps)}, {"y"}, {}, "op"));
+      md.graph.nodes.push_back(
+          MakeNode("Slice", {"x", ints("starts", starts), ints("ends", ends), ints("axes", axes), ints("steps", steps)},
+                   {"y"}, {}, "op"));
       want = [=](const Shape& o) {
         int64_t e = 0;
         for (int64_t d = 0; d < rank; ++d) e += (first[d] + o[d] * step[d]) * xstr[d];
         return e;
       };
       detail = "starts " + ShapeToString(Shape(starts.begin(), starts.end())) + " ends " +
-               ShapeToString(Shape(ends.begin(), ends.end())) + " steps " + ShapeToString(Shape(steps.begin(), steps.end()));
-    } else if (op == 2) {  // Pad
+               ShapeToString(Shape(ends.begin(), ends.end())) + " steps " +
+               ShapeToString(Shape(steps.begin(), steps.end()));
+    } else if (op == 2) {               // Pad
       const int64_t mode = r.In(0, 2);  // constant, edge, reflect
       std::vector<int64_t> pads(2 * rank);
       for (int64_t d = 0; d < rank; ++d) {
@@ -1056,15 +1092,18 @@ TEST(KernelSweepTest, DataMovementPicksTheElementsItsDefinitionNames) {
         ys.push_back(s[d] + pads[d] + pads[d + rank]);
       }
       const char* modes[] = {"constant", "edge", "reflect"};
-      md.graph.nodes.push_back(MakeNode("Pad", {"x", ints("pads", pads)}, {"y"}, {AttrString("mode", modes[mode])}, "op"));
+      md.graph.nodes.push_back(
+          MakeNode("Pad", {"x", ints("pads", pads)}, {"y"}, {AttrString("mode", modes[mode])}, "op"));
       want = [=](const Shape& o) {
         int64_t e = 0;
         for (int64_t d = 0; d < rank; ++d) {
           int64_t k = o[d] - pads[d];
           if (k < 0 || k >= s[d]) {
             if (mode == 0) return int64_t{-1};
-            if (mode == 1) k = k < 0 ? 0 : s[d] - 1;
-            else k = k < 0 ? -k : 2 * (s[d] - 1) - k;
+            if (mode == 1)
+              k = k < 0 ? 0 : s[d] - 1;
+            else
+              k = k < 0 ? -k : 2 * (s[d] - 1) - k;
           }
           e += k * xstr[d];
         }
@@ -1087,8 +1126,10 @@ TEST(KernelSweepTest, DataMovementPicksTheElementsItsDefinitionNames) {
       std::vector<int64_t> idx(k);
       for (int64_t& v : idx) v = r.In(-s[axis], s[axis] - 1);
       for (int64_t d = 0; d < rank; ++d) {
-        if (d == axis) ys.push_back(k);
-        else ys.push_back(s[d]);
+        if (d == axis)
+          ys.push_back(k);
+        else
+          ys.push_back(s[d]);
       }
       md.graph.nodes.push_back(MakeNode("Gather", {"x", ints("idx", idx)}, {"y"}, {AttrInt("axis", axis)}, "op"));
       want = [=](const Shape& o) {
@@ -1103,7 +1144,8 @@ TEST(KernelSweepTest, DataMovementPicksTheElementsItsDefinitionNames) {
       detail = StrCat("axis ", axis, " indices ", ShapeToString(Shape(idx.begin(), idx.end())));
     } else if (op == 5) {  // Expand: x with some dims 1, broadcast to a shape with an extra leading dim
       Shape xs1 = s;
-      for (int64_t& d : xs1) if (r.In(0, 1)) d = 1;
+      for (int64_t& d : xs1)
+        if (r.In(0, 1)) d = 1;
       const std::vector<float> x1 = Values(ShapeNumElements(xs1), 131 + it);
       feeds[0] = {"x", Tensor::FromVector(x1, xs1)};
       md.graph.inputs[0] = TensorInfo("x", DType::kFloat32, xs1);
@@ -1120,7 +1162,7 @@ TEST(KernelSweepTest, DataMovementPicksTheElementsItsDefinitionNames) {
       };
       detail = "from " + ShapeToString(xs1);
       s = xs1;  // for the element lookup below
-    } else {  // Tile
+    } else {    // Tile
       std::vector<int64_t> reps(rank);
       for (int64_t d = 0; d < rank; ++d) {
         reps[d] = r.In(1, 3);
