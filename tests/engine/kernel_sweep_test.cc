@@ -417,8 +417,9 @@ void ExpectTrainingStepsMatch(const Model& fwd, uint32_t seed, int64_t label) {
 }
 
 // A random small CNN: 1-3 blocks of Conv (window 1-5, stride 1-2, pads; or depthwise 3x3) -> optional
-// BatchNormalization -> Relu or Clip(0, 6) -> optional 2x2 MaxPool, then GlobalAveragePool or Flatten, then Gemm to 5
-// classes. Returns false where the shapes shrink to nothing.
+// BatchNormalization -> Relu or Clip(0, 6) -> optional residual Add (where the shapes allow) -> optional 2x2
+// MaxPool, then GlobalAveragePool or Flatten, then Gemm to 5 classes. Returns false where the shapes shrink
+// to nothing.
 bool RandomCnn(Rng& r, Model* fwd, std::string* name) {
   Model m;
   m.opset_imports[""] = 17;
@@ -431,6 +432,8 @@ bool RandomCnn(Rng& r, Model* fwd, std::string* name) {
   const int blocks = static_cast<int>(r.In(1, 3));
   for (int bi = 0; bi < blocks; ++bi) {
     const std::string p = "b" + std::to_string(bi);
+    const std::string block_in = cur;
+    const int64_t c_in = c, h_in = h, w_in = w;
     const bool depthwise = r.In(0, 3) == 0;  // MobileNet's: one group per channel, 3x3, pads 1
     int64_t m_out = r.In(0, 1) ? 8 * r.In(1, 4) : r.In(1, 12), k = r.In(1, 5), group = 1;
     const int64_t st = r.In(0, 2) ? 1 : 2;
@@ -474,6 +477,11 @@ bool RandomCnn(Rng& r, Model* fwd, std::string* name) {
     }
     cur = p + "_a";
     h = oh, w = ow, c = m_out;
+    if (h == h_in && w == w_in && c == c_in && r.In(0, 1)) {  // a residual connection, as a ResNet block has
+      g.nodes.push_back(MakeNode("Add", {cur, block_in}, {p + "_res"}, {}, p + "_residual"));
+      cur = p + "_res";
+      *name += " +residual";
+    }
     if (h >= 2 && w >= 2 && r.In(0, 1)) {
       g.nodes.push_back(MakeNode("MaxPool", {cur}, {p + "_p"},
                                  {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})}, p + "_pool"));
