@@ -415,10 +415,6 @@ def time_ort(name, forward, artifacts, shape, threads, steps, forward_only=False
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def median(values):
-    s = sorted(values)
-    return s[len(s) // 2]
-
 
 def verdicts(records):
     """Lines saying, for the CPU rows, which of the issue's targets held in this run and which did not,
@@ -545,8 +541,9 @@ def main():
                         o = o or measured
                         ort_rounds.append(measured["forward_ms"])
                 sps = [r["steps_per_s"] for r in ours_rounds]
-                mid = next(r for r in ours_rounds if r["steps_per_s"] == median(sps))
-                rec = {"workload": name, "provider": provider, "threads": threads, "steps_per_s": median(sps),
+                # median_high: a measured round (the pool's choice is that round's), also for an even count.
+                mid = next(r for r in ours_rounds if r["steps_per_s"] == statistics.median_high(sps))
+                rec = {"workload": name, "provider": provider, "threads": threads, "steps_per_s": mid["steps_per_s"],
                        "peak_rss_mb": max(r["peak_rss_mb"] for r in ours_rounds),
                        "allocs_per_step": max(r["allocs_per_step"] for r in ours_rounds)}
                 if rounds > 1:
@@ -559,7 +556,7 @@ def main():
                 line = "%-12s %-6s %3d %10.1f %8.1f %9.1f" % (name, provider, threads, rec["steps_per_s"],
                                                            rec["peak_rss_mb"], rec["allocs_per_step"])
                 if torch_rounds:
-                    rec["pytorch_steps_per_s"] = median([t[0] for t in torch_rounds])
+                    rec["pytorch_steps_per_s"] = statistics.median_high([t[0] for t in torch_rounds])
                     rec["pytorch_peak_rss_mb"] = max(t[1] for t in torch_rounds)
                     if rounds > 1:
                         rec["pytorch_steps_per_s_rounds"] = [t[0] for t in torch_rounds]
@@ -578,7 +575,7 @@ def main():
                 elif provider == "cpu":
                     line += " %8s %6s" % ("-", "-") + (" %6s" % "-" if args.compare_pytorch else "")
                 if o is not None:
-                    rec["ort_forward_ms"] = median(ort_rounds)
+                    rec["ort_forward_ms"] = statistics.median_high(ort_rounds)
                     if rounds > 1:
                         rec["ort_forward_ms_rounds"] = ort_rounds
                     rec["step_over_ort_forward"] = 1e3 / rec["steps_per_s"] / rec["ort_forward_ms"]

@@ -78,23 +78,7 @@ Model TrainingModel() {
 
 // Every input of the training model: the parameters and running statistics with their values in the
 // forward model, x with exact zeros, targets, and the lazy-reset flag true.
-NamedTensors Feeds(const Model& training) {
-  const Model fwd = ForwardModel();
-  NamedTensors feeds;
-  uint32_t seed = 40;
-  for (const ValueInfo& v : training.graph.inputs) {
-    if (training.graph.initializers.count(v.name)) continue;
-    if (auto it = fwd.graph.initializers.find(v.name); it != fwd.graph.initializers.end()) {
-      feeds.push_back({v.name, it->second.Clone()});
-      continue;
-    }
-    Shape s;
-    for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 4);
-    if (v.dtype == DType::kBool) feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
-    else feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed), s)});
-  }
-  return feeds;
-}
+NamedTensors Feeds(const Model& training) { return testing::TrainingFeeds(training, ForwardModel(), 40, 4); }
 
 int Unfused(const testing::FusionRuns& r) {
   return Count(r, "::Clip") + Count(r, "::Relu") + Count(r, "ai.ontrain::ClipGrad") + Count(r, "com.microsoft::ReluGrad") +

@@ -10,6 +10,7 @@
 #include "graph/builder.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
+#include "tests/engine/fusion_test_util.h"
 #include "tests/test_util.h"
 
 namespace ontrain {
@@ -125,23 +126,9 @@ TEST(OpFlopsTest, OtherOpsCountNothing) {
 // MaxPoolReluConvGrad: the fused ops count the convolution they contain, as the unfused ones do.
 TEST(OpFlopsTest, FusedConvolutionsCountTheirConvolution) {
   const int64_t n = 2, c = 3, h = 9, m = 4, oh = 7, ph = 3;
-  Model md;
-  md.opset_imports[""] = 17;
-  md.opset_imports["com.microsoft"] = 1;
-  Graph& g = md.graph;
-  g.inputs = {TensorInfo("x", DType::kFloat32, {n, c, h, h}), TensorInfo("w", DType::kFloat32, {m, c, 3, 3}),
-              TensorInfo("b", DType::kFloat32, {m}), TensorInfo("dz", DType::kFloat32, {n, m, ph, ph})};
-  const std::vector<onnx::AttributeProto> conv = {AttrInts("kernel_shape", {3, 3})};
-  const std::vector<onnx::AttributeProto> pool = {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})};
-  g.nodes.push_back(MakeNode("Conv", {"x", "w", "b"}, {"c"}, conv, "conv"));
-  g.nodes.push_back(MakeNode("Relu", {"c"}, {"y"}, {}, "relu"));
-  g.nodes.push_back(MakeNode("MaxPool", {"y"}, {"z", "i"}, pool, "pool"));
-  g.nodes.push_back(MakeNode("MaxPoolGrad", {"dz", "i"}, {"dy"}, pool, "pool_grad"));
-  g.nodes.push_back(MakeNode("ReluGrad", {"dy", "c"}, {"dc"}, {}, "relu_grad", "com.microsoft"));
-  g.nodes.push_back(MakeNode("ConvGrad", {"dc", "x", "w"}, {"", "dw", "db"}, conv, "conv_grad", "com.microsoft"));
-  g.value_infos = {TensorInfo("dy", DType::kFloat32, {n, m, oh, oh})};
-  g.outputs = {TensorInfo("z", DType::kFloat32, {n, m, ph, ph}), TensorInfo("dw", DType::kFloat32, {m, c, 3, 3}),
-               TensorInfo("db", DType::kFloat32, {m})};
+  testing::ConvPoolSpec spec{n, c, h, h, m};
+  spec.first_layer = true;
+  const Model md = testing::ConvPoolLayer(spec);
   const NamedTensors feeds = {{"x", Filled({n, c, h, h})}, {"w", Filled({m, c, 3, 3})}, {"b", Filled({m})},
                               {"dz", Filled({n, m, ph, ph})}};
   const int64_t pass = 2 * n * m * oh * oh * c * 9;

@@ -65,11 +65,13 @@ done
 # batches and optimizer), then a per-op profile of each CUDA step.
 cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 gpu_model=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "no GPU") | head -1)
+models=$(python3 -c "import json; print(' '.join(json.load(open('$B/bench/models.json'))))")
+batch_of() { python3 -c "import json; print(json.load(open('$B/bench/models.json'))['$1']['batch'])" 2>/dev/null || echo 64; }
 [[ " ${STEPS:-parity bench} " == *" bench "* ]] && {
   echo "machine: $gpu_model; CPU $cpu_model ($(nproc) cores)"
   : > "$OUT/bench.jsonl"
-  for m in $(python3 -c "import json; print(' '.join(json.load(open('$B/bench/models.json'))))"); do
-    batch=$(python3 -c "import json; print(json.load(open('$B/bench/models.json'))['$m']['batch'])" 2>/dev/null || echo 64)
+  for m in $models; do
+    batch=$(batch_of "$m")
     # CUDA with graph capture (the default) and without, then the CPU.
     for p in cuda cuda:eager cpu; do
       steps=200
@@ -84,8 +86,8 @@ gpu_model=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || e
   done
   timeout "$(left 300)" python3 "$B/bench_models.py" torch "$B/bench" 200 2>&1 | tee -a "$OUT/bench.jsonl"
   # Where the CUDA step's time goes: kernel time per op type, the device drained around each kernel.
-  for m in $(python3 -c "import json; print(' '.join(json.load(open('$B/bench/models.json'))))"); do
-    batch=$(python3 -c "import json; print(json.load(open('$B/bench/models.json'))['$m']['batch'])" 2>/dev/null || echo 64)
+  for m in $models; do
+    batch=$(batch_of "$m")
     [ "$(left 600)" -lt 60 ] && { echo "deadline: $m not profiled"; continue; }
     echo "== profile: $m on cuda"
     timeout "$(left 60)" "$B/bin/ontrain" bench --artifacts "$B/bench/$m/artifacts" --provider cuda \
