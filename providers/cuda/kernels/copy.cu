@@ -159,10 +159,10 @@ cudaError_t Pad(const void* x, void* y, const PadArgs& a, int elem_size, cudaStr
 cudaError_t Fill(void* dst, int64_t n, const void* pattern, int elem_size, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   switch (elem_size) {
-    case 1: { uint8_t v; std::memcpy(&v, pattern, 1); FillKernel<<<Blocks(n), kThreads, 0, stream>>>((uint8_t*)dst, n, v); break; }
-    case 2: { uint16_t v; std::memcpy(&v, pattern, 2); FillKernel<<<Blocks(n), kThreads, 0, stream>>>((uint16_t*)dst, n, v); break; }
-    case 4: { uint32_t v; std::memcpy(&v, pattern, 4); FillKernel<<<Blocks(n), kThreads, 0, stream>>>((uint32_t*)dst, n, v); break; }
-    case 8: { uint64_t v; std::memcpy(&v, pattern, 8); FillKernel<<<Blocks(n), kThreads, 0, stream>>>((uint64_t*)dst, n, v); break; }
+    case 1: { uint8_t v; std::memcpy(&v, pattern, 1); FillKernel<uint8_t><<<Blocks(n), kThreads, 0, stream>>>((uint8_t*)dst, n, v); break; }
+    case 2: { uint16_t v; std::memcpy(&v, pattern, 2); FillKernel<uint16_t><<<Blocks(n), kThreads, 0, stream>>>((uint16_t*)dst, n, v); break; }
+    case 4: { uint32_t v; std::memcpy(&v, pattern, 4); FillKernel<uint32_t><<<Blocks(n), kThreads, 0, stream>>>((uint32_t*)dst, n, v); break; }
+    case 8: { uint64_t v; std::memcpy(&v, pattern, 8); FillKernel<uint64_t><<<Blocks(n), kThreads, 0, stream>>>((uint64_t*)dst, n, v); break; }
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
