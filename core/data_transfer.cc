@@ -19,16 +19,28 @@ IDataTransfer* FindTransfer(const std::vector<IDataTransfer*>& transfers, Device
 }
 
 StatusOr<Tensor> CopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers) {
-  if (!t.defined() || t.device().is_host()) return t;
+  Tensor host;
+  ONT_RETURN_IF_ERROR(CopyToHost(t, transfers, &host));
+  return host;
+}
+
+Status CopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers, Tensor* host) {
+  if (!t.defined() || t.device().is_host()) {
+    *host = t;
+    return Status::OK();
+  }
   IDataTransfer* transfer = FindTransfer(transfers, t.device());
   if (transfer == nullptr) {
     return FailedPrecondition("a tensor lives on ", t.device().ToString(),
                               " and nothing that can copy from that device was given");
   }
-  ONT_ASSIGN_OR_RETURN(Tensor host, Tensor::Allocate(t.dtype(), t.shape(), HostAllocator()));
-  ONT_RETURN_IF_ERROR(transfer->CopyTensor(t, &host));
-  ONT_RETURN_IF_ERROR(transfer->Synchronize());
-  return host;
+  const bool reuse = host->SoleOwner() && host->device().is_host() && host->dtype() == t.dtype() &&
+                     host->shape() == t.shape() && t.dtype() != DType::kString;
+  if (!reuse) {
+    ONT_ASSIGN_OR_RETURN(*host, Tensor::Allocate(t.dtype(), t.shape(), HostAllocator()));
+  }
+  ONT_RETURN_IF_ERROR(transfer->CopyTensor(t, host));
+  return transfer->Synchronize();
 }
 
 }  // namespace ontrain

@@ -32,4 +32,9 @@ IDataTransfer* FindTransfer(const std::vector<IDataTransfer*>& transfers, Device
 // transfer of its device (an error names the device when `transfers` has none for it).
 StatusOr<Tensor> CopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers);
 
+// The same into *host: `t`'s values are written into *host when it is a host tensor of t's dtype and shape
+// that nothing else holds (so that a loop reading a device value at every step allocates nothing), and
+// into a new host tensor otherwise. A host `t` is shared, not copied.
+Status CopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers, Tensor* host);
+
 }  // namespace ontrain

@@ -49,6 +49,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, IExecut
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const ExecutorOptions& options) {
   std::unique_ptr<Executor> ex(new Executor());
   ex->providers_ = options.providers;
+  ex->transfers_.assign(ex->providers_.begin(), ex->providers_.end());
   for (IExecutionProvider* p : ex->providers_) {
     ThreadPool* pool = p->thread_pool();
     if (pool != nullptr && pool->num_threads() > 1 && pool->tunable()) ex->tunable_pool_ = true;
@@ -571,9 +572,17 @@ int Executor::LastStepTouching(const std::string& value) const {
 }
 
 StatusOr<Tensor> Executor::ToHost(const Tensor& t) const {
-  if (t.device().is_host()) return t;
-  std::vector<IDataTransfer*> transfers(providers_.begin(), providers_.end());
-  return CopyToHost(t, transfers);
+  Tensor host;
+  ONT_RETURN_IF_ERROR(ToHost(t, &host));
+  return host;
+}
+
+Status Executor::ToHost(const Tensor& t, Tensor* host) const {
+  if (t.device().is_host()) {
+    *host = t;
+    return Status::OK();
+  }
+  return CopyToHost(t, transfers_, host);
 }
 
 std::string Executor::PoolChoice() const {

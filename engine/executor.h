@@ -85,6 +85,8 @@ class Executor {
 
   // A host tensor holding `t`'s values (`t` itself when it is on the host).
   StatusOr<Tensor> ToHost(const Tensor& t) const;
+  // The same into *host, reusing it when it fits and nothing else holds it (core/data_transfer.h).
+  Status ToHost(const Tensor& t, Tensor* host) const;
 
   // Graph inputs that must be fed (those without a default initializer), in graph order.
   const std::vector<std::string>& required_inputs() const { return required_inputs_; }
@@ -148,6 +150,7 @@ class Executor {
   Status Replay(Capture& capture);
 
   std::vector<IExecutionProvider*> providers_;
+  std::vector<IDataTransfer*> transfers_;  // the providers, for copies to the host
   Graph graph_;  // nodes and value infos; initializers moved into initial_values_
   ExecutionPlan plan_;
   std::vector<std::unique_ptr<Step>> steps_;

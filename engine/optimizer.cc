@@ -107,13 +107,15 @@ Status Optimizer::Step(const std::map<std::string, Tensor>& gradients) {
   step_.data<int64_t>()[0] = g.step + 1;
   // 2. Run; the step counts when the updated flag (bool, or int64 1 in older artifacts) is set.
   ONT_RETURN_IF_ERROR(executor_->Run(feeds_, output_names_, &out_));
-  ONT_ASSIGN_OR_RETURN(Tensor flag, executor_->ToHost(out_[0]));
+  ONT_RETURN_IF_ERROR(executor_->ToHost(out_[0], &flag_));  // into last step's copy: no allocation
+  const Tensor& flag = flag_;
   bool updated = false;
   if (flag.NumElements() > 0) {
     if (flag.dtype() == DType::kBool) updated = flag.data<bool>()[0];
     else if (flag.dtype() == DType::kInt64) updated = flag.data<int64_t>()[0] == 1;
     else return InvalidArgument("the optimizer model's first output is ", DTypeName(flag.dtype()), ", expected bool");
   }
+  if (out_[0].device().is_host()) flag_ = Tensor();  // it was the executor's own tensor, not a copy
   if (updated) g.step += 1;
   return Status::OK();
 }

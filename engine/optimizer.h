@@ -72,6 +72,7 @@ class Optimizer {
   // The feeds (names, and sequences refilled in place) and outputs, kept so that a step allocates nothing.
   NamedValues feeds_;
   std::vector<Tensor> out_;
+  Tensor flag_;  // the updated flag read back from a device, reused from step to step
 };
 
 }  // namespace ontrain

@@ -412,8 +412,9 @@ Status TrainingSession::OutputsToHost(const Executor& ex, const std::vector<Tens
       outputs->push_back(c);
       continue;
     }
-    ONT_ASSIGN_OR_RETURN(Tensor host, ex.ToHost(t));
-    outputs->push_back(std::move(host));
+    // From the device into last step's host copy when nothing else holds that one any more.
+    ONT_RETURN_IF_ERROR(ex.ToHost(t, &(*cache)[i]));
+    outputs->push_back((*cache)[i]);
   }
   return Status::OK();
 }

@@ -46,12 +46,20 @@ class AccumulatorKernel : public DelegatingKernel {
   }
 };
 
-// The device copy of a multi-tensor table: slots, then running offsets.
+// The device copy of a multi-tensor table: slots, then running offsets. The host vectors are kept from run
+// to run, so that a step run eagerly allocates nothing once their sizes have been reached.
 class SlotTable {
  public:
+  // The slots to fill for this run, emptied.
+  std::vector<TensorSlot>& Slots() {
+    slots_.clear();
+    return slots_;
+  }
   // Uploads when the slots differ from the last upload; returns the device slot array.
-  Status Upload(const CudaResources& r, const std::vector<TensorSlot>& slots) {
-    std::vector<int64_t> starts(1, 0);
+  Status Upload(const CudaResources& r) {
+    const std::vector<TensorSlot>& slots = slots_;
+    std::vector<int64_t>& starts = starts_;
+    starts.assign(1, 0);
     for (const TensorSlot& s : slots) starts.push_back(starts.back() + s.n);
     total_ = starts.back();
     size_t slot_bytes = slots.size() * sizeof(TensorSlot), bytes = slot_bytes + starts.size() * sizeof(int64_t);
@@ -71,6 +79,8 @@ class SlotTable {
   int64_t total() const { return total_; }
 
  private:
+  std::vector<TensorSlot> slots_;
+  std::vector<int64_t> starts_;
   std::vector<uint8_t> host_;
   DeviceBuffer device_;
   uint8_t* device_ptr_ = nullptr;
@@ -119,11 +129,11 @@ class AdamWKernel : public DelegatingKernel {
     a.correct_bias = correct_bias_ ? 1 : 0;
     const TensorSequence &w = *ctx.input_sequence(2), &g = *ctx.input_sequence(3);
     const TensorSequence &m = *ctx.input_sequence(4), &v = *ctx.input_sequence(5);
-    std::vector<TensorSlot> slots;
+    std::vector<TensorSlot>& slots = table_.Slots();
     for (size_t k = 0; k < w.size(); ++k) {
       slots.push_back({Mutable(w[k]), g[k].data<float>(), Mutable(m[k]), Mutable(v[k]), w[k].NumElements()});
     }
-    ONT_RETURN_IF_ERROR(table_.Upload(r, slots));
+    ONT_RETURN_IF_ERROR(table_.Upload(r));
     return CudaStatus(AdamW(table_.slots(), table_.starts(), table_.count(), table_.total(), a, r.stream), "AdamW");
   }
 
@@ -144,9 +154,9 @@ class SgdKernel : public DelegatingKernel {
     const Tensor& lr = *ctx.input(0);
     ONT_RETURN_IF_ERROR(CheckScalar(lr, DType::kFloat32, "SGDOptimizerV2", "lr"));
     const TensorSequence &w = *ctx.input_sequence(1), &g = *ctx.input_sequence(2);
-    std::vector<TensorSlot> slots;
+    std::vector<TensorSlot>& slots = table_.Slots();
     for (size_t k = 0; k < w.size(); ++k) slots.push_back({Mutable(w[k]), g[k].data<float>(), nullptr, nullptr, w[k].NumElements()});
-    ONT_RETURN_IF_ERROR(table_.Upload(r, slots));
+    ONT_RETURN_IF_ERROR(table_.Upload(r));
     return CudaStatus(Sgd(table_.slots(), table_.starts(), table_.count(), table_.total(), lr.data<float>(), r.stream),
                       "Sgd");
   }
@@ -162,9 +172,9 @@ class ClipKernel : public DelegatingKernel {
       : DelegatingKernel(info, std::move(cpu)), max_norm_(info.node->GetFloat("max_norm", 1.0f)) {}
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const TensorSequence& g = *ctx.input_sequence(0);
-    std::vector<TensorSlot> slots;
+    std::vector<TensorSlot>& slots = table_.Slots();
     for (const Tensor& t : g) slots.push_back({Mutable(t), nullptr, nullptr, nullptr, t.NumElements()});
-    ONT_RETURN_IF_ERROR(table_.Upload(r, slots));
+    ONT_RETURN_IF_ERROR(table_.Upload(r));
     ONT_ASSIGN_OR_RETURN(void* partials, partials_.Get(sizeof(double) * g.size(), r.allocator));
     return CudaStatus(ClipGradNorm(table_.slots(), table_.count(), max_norm_, static_cast<double*>(partials), r.stream),
                       "ClipGradNorm");
