@@ -7,7 +7,10 @@
 #
 # Environment: STEPS="parity bench" (either or both), PARITY_TESTS (the test binaries), DEADLINE (seconds the
 # whole script may take, default 560: the device tool stops a command at 600), SANITIZE=N (rerun the first N
-# faulting cases under compute-sanitizer), GTEST_FILTER_<test> (a filter replacing the default one).
+# faulting cases under compute-sanitizer), GTEST_FILTER_<test> (a filter replacing the default one),
+# BENCH_MODELS and BENCH_STEPS (a subset of the benchmark models, fewer CUDA steps), CUDA_PROVIDER_LIB (another
+# provider library: libontrain_cuda_emu.so rehearses this script on a machine without a GPU, see
+# tools/gpu/rehearse.sh).
 set -uo pipefail
 START=$SECONDS
 DEADLINE=${DEADLINE:-560}
@@ -33,7 +36,7 @@ for pattern in 'libcublas.so.13' 'libcublasLt.so.13' 'libcudnn.so.9' 'libcudnn_e
   [ -n "$f" ] && case ":$libdirs:" in *":$(dirname "$f"):"*) ;; *) libdirs="$libdirs:$(dirname "$f")" ;; esac
 done
 export LD_LIBRARY_PATH="$B/lib$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export ONTRAIN_CUDA_PROVIDER="$B/lib/libontrain_cuda.so"
+export ONTRAIN_CUDA_PROVIDER="${CUDA_PROVIDER_LIB:-$B/lib/libontrain_cuda.so}"
 export ONTRAIN_ORT_ARTIFACTS="$B/ort-artifacts"
 export TEST_TMPDIR="$(mktemp -d)"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
@@ -65,7 +68,7 @@ done
 # batches and optimizer), then a per-op profile of each CUDA step.
 cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 gpu_model=$( (nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || echo "no GPU") | head -1)
-models=$(python3 -c "import json; print(' '.join(json.load(open('$B/bench/models.json'))))")
+models=${BENCH_MODELS:-$(python3 -c "import json; print(' '.join(json.load(open('$B/bench/models.json'))))")}
 batch_of() { python3 -c "import json; print(json.load(open('$B/bench/models.json'))['$1']['batch'])" 2>/dev/null || echo 64; }
 [[ " ${STEPS:-parity bench} " == *" bench "* ]] && {
   echo "machine: $gpu_model; CPU $cpu_model ($(nproc) cores)"
@@ -74,7 +77,7 @@ batch_of() { python3 -c "import json; print(json.load(open('$B/bench/models.json
     batch=$(batch_of "$m")
     # CUDA with graph capture (the default) and without, then the CPU.
     for p in cuda cuda:eager cpu; do
-      steps=200
+      steps=${BENCH_STEPS:-200}
       [ "$p" = cpu ] && steps=20
       flags=""
       [ "$p" = cuda:eager ] && flags="--no-graph-capture"
@@ -84,14 +87,14 @@ batch_of() { python3 -c "import json; print(json.load(open('$B/bench/models.json
         && cat "$TEST_TMPDIR/b.json" >> "$OUT/bench.jsonl"
     done
   done
-  timeout "$(left 300)" python3 "$B/bench_models.py" torch "$B/bench" 200 2>&1 | tee -a "$OUT/bench.jsonl"
+  timeout "$(left 300)" python3 "$B/bench_models.py" torch "$B/bench" "${BENCH_STEPS:-200}" 2>&1 | tee -a "$OUT/bench.jsonl"
   # Where the CUDA step's time goes: kernel time per op type, the device drained around each kernel.
   for m in $models; do
     batch=$(batch_of "$m")
     [ "$(left 600)" -lt 60 ] && { echo "deadline: $m not profiled"; continue; }
     echo "== profile: $m on cuda"
     timeout "$(left 60)" "$B/bin/ontrain" bench --artifacts "$B/bench/$m/artifacts" --provider cuda \
-      --batch-size "$batch" --steps 50 --warmup 5 --profile 2>&1 | head -30
+      --batch-size "$batch" --steps "${BENCH_STEPS:-50}" --warmup 5 --profile 2>&1 | head -30
   done
 } 2>&1 | tee "$OUT/bench.txt"
 echo "results in $OUT ($((SECONDS - START)) s)"

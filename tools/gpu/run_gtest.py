@@ -26,7 +26,9 @@ STICKY = re.compile(r"cudaErrorIllegalAddress|cudaErrorLaunchFailure|cudaErrorMi
                     r"cudaErrorIllegalInstruction|cudaErrorHardwareStackError|cudaErrorInvalidPc|"
                     r"cudaErrorAssert|cudaErrorLaunchTimeout|illegal memory access|unspecified launch failure")
 RUN = re.compile(r"^\[ RUN      \] (\S+)")
-END = re.compile(r"^\[ +(OK|FAILED|SKIPPED) +\] (\S+)(?: \(\d+ ms\))?$")
+# A parameterized case's FAILED line names its parameter: "[  FAILED  ] Suite/Test.Case/name, where
+# GetParam() = 74 (11 ms)".
+END = re.compile(r"^\[ +(OK|FAILED|SKIPPED) +\] ([^\s,]+)(?:, where .*?)?(?: \(\d+ ms\))?$")
 
 
 def list_cases(binary, flt):
