@@ -4,6 +4,28 @@ load("//:copts.bzl", "COPTS")
 load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE")
 load("//third_party/cuda:cuda.bzl", "cuda_objects")
 
+# The provider's host sources and headers, for both builds: with the toolkit (below) and over the emulated
+# device (BUILD.bazel's cuda_provider_emu).
+PROVIDER_SRCS = [
+    "cuda_allocator.cc",
+    "cuda_check.cc",
+    "cuda_kernel.cc",
+    "cuda_kernel_list.cc",
+    "cuda_provider.cc",
+]
+
+PROVIDER_HDRS = [
+    "cuda_allocator.h",
+    "cuda_check.h",
+    "cuda_kernel.h",
+    "cuda_provider.h",
+    "kernels/cuda_kernels.h",
+    "kernels/launch.h",
+]
+
+def provider_kernel_srcs():
+    return native.glob(["kernels/*.cc"], exclude = ["kernels/device_plans.cc"])
+
 def cuda_provider_targets():
     if not CUDA_AVAILABLE:
         return
@@ -14,22 +36,8 @@ def cuda_provider_targets():
     )
     native.cc_library(
         name = "cuda_provider",
-        srcs = [
-            "cuda_allocator.cc",
-            "cuda_check.cc",
-            "cuda_kernel.cc",
-            "cuda_kernel_list.cc",
-            "cuda_provider.cc",
-            ":device_code",
-        ] + native.glob(["kernels/*.cc"], exclude = ["kernels/device_plans.cc"]),
-        hdrs = [
-            "cuda_allocator.h",
-            "cuda_check.h",
-            "cuda_kernel.h",
-            "cuda_provider.h",
-            "kernels/cuda_kernels.h",
-            "kernels/launch.h",
-        ],
+        srcs = PROVIDER_SRCS + [":device_code"] + provider_kernel_srcs(),
+        hdrs = PROVIDER_HDRS,
         copts = COPTS,
         deps = [
             ":device_plans",

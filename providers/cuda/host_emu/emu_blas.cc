@@ -23,20 +23,23 @@ size_t Span(int64_t rows, int64_t cols, int64_t ld, size_t elem) {
   return static_cast<size_t>((cols - 1) * ld + rows) * elem;
 }
 
-// C = alpha op(A) op(B) + beta C, column-major; beta 0 does not read C.
+// D = alpha op(A) op(B) + beta C (+ bias[i] along D's rows when bias is given), column-major; beta 0 does
+// not read C, which may be D.
 template <typename T>
-void Gemm(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta,
-          T* c, int64_t ldc) {
-  for (int j = 0; j < n; ++j) {
-    for (int i = 0; i < m; ++i) {
+void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, const T* c, int64_t ldc, T* d, int64_t ldd, const T* bias = nullptr) {
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t i = 0; i < m; ++i) {
       T sum = 0;
-      for (int p = 0; p < k; ++p) {
+      for (int64_t p = 0; p < k; ++p) {
         const T av = ta ? a[p + i * lda] : a[i + p * lda];
         const T bv = tb ? b[j + p * ldb] : b[p + j * ldb];
         sum += av * bv;
       }
-      T& out = c[i + j * ldc];
-      out = beta == T(0) ? alpha * sum : alpha * sum + beta * out;
+      T out = alpha * sum;
+      if (beta != T(0)) out += beta * c[i + j * ldc];
+      if (bias != nullptr) out += bias[i];
+      d[i + j * ldd] = out;
     }
   }
 }
@@ -68,7 +71,7 @@ cublasStatus_t GemmBatched(cublasHandle_t h, cublasOperation_t transa, cublasOpe
         cuda_emu::Fault(cudaErrorIllegalAddress, name, what);
         return;
       }
-      Gemm(ta, tb, m, n, k, al, ai, lda, bi, ldb, be, ci, ldc);
+      Gemm<T>(ta, tb, m, n, k, al, ai, lda, bi, ldb, be, ci, ldc, ci, ldc);
     }
   });
   return CUBLAS_STATUS_SUCCESS;
@@ -366,25 +369,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
       cuda_emu::Fault(cudaErrorIllegalAddress, "cublasLtMatmul", "an operand is not inside one device allocation");
       return;
     }
-    const float* pa = static_cast<const float*>(a);
-    const float* pb = static_cast<const float*>(b);
-    const float* pc = static_cast<const float*>(c);
-    const float* pbias = static_cast<const float*>(dv.bias);
-    float* pd = static_cast<float*>(d);
-    for (uint64_t j = 0; j < n; ++j) {
-      for (uint64_t i = 0; i < m; ++i) {
-        float sum = 0;
-        for (uint64_t p = 0; p < k; ++p) {
-          const float av = ta ? pa[p + i * A.ld] : pa[i + p * A.ld];
-          const float bv = tb ? pb[j + p * B.ld] : pb[p + j * B.ld];
-          sum += av * bv;
-        }
-        float out = al * sum;
-        if (be != 0.0f) out += be * pc[i + j * C.ld];
-        if (bias) out += pbias[i];  // the bias vector runs along D's rows
-        pd[i + j * D.ld] = out;
-      }
-    }
+    Gemm<float>(ta, tb, static_cast<int64_t>(m), static_cast<int64_t>(n), static_cast<int64_t>(k), al,
+                static_cast<const float*>(a), A.ld, static_cast<const float*>(b), B.ld, be,
+                static_cast<const float*>(c), C.ld, static_cast<float*>(d), D.ld,
+                bias ? static_cast<const float*>(dv.bias) : nullptr);  // the bias vector runs along D's rows
   });
   return CUBLAS_STATUS_SUCCESS;
 }
