@@ -16,15 +16,16 @@ StatusOr<void*> DeviceBuffer::Get(size_t bytes, CudaAllocator* allocator) {
   return t_.raw_data();
 }
 
-StatusOr<StridedSpace> BroadcastSpace(const Shape& out, const std::vector<Shape>& operands) {
+StatusOr<StridedSpace> BroadcastSpace(const Shape& out,
+                                      std::initializer_list<std::reference_wrapper<const Shape>> operands) {
   if (out.size() > static_cast<size_t>(kMaxDims) || operands.size() > 3) {
     return Unimplemented("the CUDA kernels handle up to ", kMaxDims, " dims, got ", out.size());
   }
   StridedSpace s;
   s.rank = static_cast<int>(out.size());
   for (int d = 0; d < s.rank; ++d) s.dims[d] = out[d];
-  for (size_t k = 0; k < operands.size(); ++k) {
-    const Shape& in = operands[k];
+  size_t k = 0;
+  for (const Shape& in : operands) {
     if (in.size() > out.size()) return Internal("operand of rank ", in.size(), " in a space of rank ", out.size());
     int64_t stride = 1;
     for (int d = s.rank - 1; d >= 0; --d) {
@@ -36,6 +37,7 @@ StatusOr<StridedSpace> BroadcastSpace(const Shape& out, const std::vector<Shape>
       s.strides[k][d] = dim == 1 ? 0 : stride;
       stride *= dim;
     }
+    ++k;
   }
   if (s.rank == 0) {  // a scalar: one element
     s.rank = 1;
@@ -46,24 +48,23 @@ StatusOr<StridedSpace> BroadcastSpace(const Shape& out, const std::vector<Shape>
 
 namespace {
 
-// Copies x (dims without size-1 entries) into [kept..., reduced...] order; outer = kept count, len =
-// reduced count.
-StatusOr<const float*> TransposeReducedLast(const CudaResources& r, const float* x, const Shape& dims,
-                                            const std::vector<bool>& red, int64_t* outer, int64_t* len,
-                                            DeviceBuffer* scratch) {
-  if (dims.size() > static_cast<size_t>(kMaxDims)) return Unimplemented("reduction over rank ", dims.size());
-  std::vector<int64_t> strides(dims.size());
+// Copies x (`rank` dims without size-1 entries, axis d reduced when bit d of `red` is set) into
+// [kept..., reduced...] order; outer = kept count, len = reduced count.
+StatusOr<const float*> TransposeReducedLast(const CudaResources& r, const float* x, const int64_t* dims, int rank,
+                                            uint64_t red, int64_t* outer, int64_t* len, DeviceBuffer* scratch) {
+  if (rank > kMaxDims) return Unimplemented("reduction over rank ", rank);
+  int64_t strides[kMaxDims];
   int64_t s = 1;
-  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+  for (int d = rank - 1; d >= 0; --d) {
     strides[d] = s;
     s *= dims[d];
   }
   StridedSpace sp;
-  sp.rank = static_cast<int>(dims.size());
+  sp.rank = rank;
   int k = 0;
   for (int pass = 0; pass < 2; ++pass) {
-    for (size_t d = 0; d < dims.size(); ++d) {
-      if (red[d] != (pass == 1)) continue;
+    for (int d = 0; d < rank; ++d) {
+      if (((red >> d) & 1) != static_cast<uint64_t>(pass)) continue;
       sp.dims[k] = dims[d];
       sp.strides[1][k] = strides[d];
       (pass == 0 ? *outer : *len) *= dims[d];
@@ -83,44 +84,47 @@ StatusOr<const float*> TransposeReducedLast(const CudaResources& r, const float*
 
 }  // namespace
 
-Status ReduceAxes(const CudaResources& r, ReduceOp op, const float* x, const Shape& shape,
-                  const std::vector<bool>& reduced, float* y, DeviceBuffer* scratch) {
+Status ReduceAxes(const CudaResources& r, ReduceOp op, const float* x, const Shape& shape, uint64_t reduced, float* y,
+                  DeviceBuffer* scratch) {
+  if (shape.size() > 64) return Unimplemented("reduction over rank ", shape.size());
   // 1. Drop size-1 dims; find whether the reduced dims are one run.
-  Shape dims;
-  std::vector<bool> red;
+  int64_t dims[64];
+  uint64_t red = 0;
+  int rank = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
-    dims.push_back(shape[d]);
-    red.push_back(reduced[d]);
+    if ((reduced >> d) & 1) red |= uint64_t{1} << rank;
+    dims[rank++] = shape[d];
   }
   int first = -1, last = -1;
-  for (size_t d = 0; d < red.size(); ++d) {
-    if (!red[d]) continue;
-    if (first < 0) first = static_cast<int>(d);
-    last = static_cast<int>(d);
+  for (int d = 0; d < rank; ++d) {
+    if (!((red >> d) & 1)) continue;
+    if (first < 0) first = d;
+    last = d;
   }
   bool run = true;
-  for (int d = first; d >= 0 && d <= last; ++d) run = run && red[d];
+  for (int d = first; d >= 0 && d <= last; ++d) run = run && ((red >> d) & 1);
   // 2. [outer, len, inner] directly, or after a transposition.
   int64_t outer = 1, len = 1, inner = 1;
   if (run) {
-    for (int d = 0; d < static_cast<int>(dims.size()); ++d) {
+    for (int d = 0; d < rank; ++d) {
       if (first < 0 || d < first) outer *= dims[d];
       else if (d <= last) len *= dims[d];
       else inner *= dims[d];
     }
   } else {
-    ONT_ASSIGN_OR_RETURN(x, TransposeReducedLast(r, x, dims, red, &outer, &len, scratch));
+    ONT_ASSIGN_OR_RETURN(x, TransposeReducedLast(r, x, dims, rank, red, &outer, &len, scratch));
   }
   return CudaStatus(Reduce(op, x, y, outer, len, inner, r.stream), "Reduce");
 }
 
 Status SumToShape(const CudaResources& r, const float* x, const Shape& full, const Shape& target, float* y,
                   DeviceBuffer* scratch) {
-  std::vector<bool> reduced(full.size(), false);
+  if (full.size() > 64) return Unimplemented("reduction over rank ", full.size());
+  uint64_t reduced = 0;
   size_t lead = full.size() - target.size();
   for (size_t d = 0; d < full.size(); ++d) {
-    reduced[d] = d < lead || (target[d - lead] == 1 && full[d] != 1);
+    if (d < lead || (target[d - lead] == 1 && full[d] != 1)) reduced |= uint64_t{1} << d;
   }
   return ReduceAxes(r, ReduceOp::kSum, x, full, reduced, y, scratch);
 }

@@ -50,14 +50,16 @@ class DeviceBuffer {
 };
 
 // The broadcast iteration space of `out` over up to three operand shapes (operand k reads shapes[k] with
-// numpy broadcasting; an empty shape list entry means "contiguous in `out`"). Fails past kMaxDims dims.
-StatusOr<StridedSpace> BroadcastSpace(const Shape& out, const std::vector<Shape>& operands);
+// numpy broadcasting). Fails past kMaxDims dims. The shapes are referred to, not copied: nothing allocates.
+StatusOr<StridedSpace> BroadcastSpace(const Shape& out,
+                                      std::initializer_list<std::reference_wrapper<const Shape>> operands);
 
-// Reduces x of `shape` over the axes flagged in `reduced` into y (the kept dims, in order). The reduced axes
-// (ignoring size-1 dims) become [outer, len, inner] for the device kernel; when they are not one contiguous
-// run, x is first transposed into a kept-then-reduced order in `scratch`.
-Status ReduceAxes(const CudaResources& r, ReduceOp op, const float* x, const Shape& shape,
-                  const std::vector<bool>& reduced, float* y, DeviceBuffer* scratch);
+// Reduces x of `shape` over the axes whose bits are set in `reduced` (bit d: axis d) into y (the kept dims,
+// in order). The reduced axes (ignoring size-1 dims) become [outer, len, inner] for the device kernel; when
+// they are not one contiguous run, x is first transposed into a kept-then-reduced order in `scratch`.
+// Nothing allocates on the host once `scratch` is large enough.
+Status ReduceAxes(const CudaResources& r, ReduceOp op, const float* x, const Shape& shape, uint64_t reduced, float* y,
+                  DeviceBuffer* scratch);
 
 // Sums x of `full` into y of `target`, a shape that broadcasts to `full` (the gradient of a broadcast).
 Status SumToShape(const CudaResources& r, const float* x, const Shape& full, const Shape& target, float* y,

@@ -161,9 +161,12 @@ class ConvPlan {
 // Y += B along the channel dim (dim 1), in place; nothing when B is absent.
 Status AddChannelBias(const CudaResources& r, const Tensor* b, Tensor* y) {
   if (b == nullptr) return Status::OK();
-  Shape bs(y->rank(), 1);
-  bs[1] = b->NumElements();
-  ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), y->shape(), bs}));
+  if (y->rank() < 2 || b->NumElements() != y->dim(1)) {
+    return InvalidArgument("a bias of ", b->NumElements(), " values for output ", ShapeToString(y->shape()));
+  }
+  // B steps along dim 1 only (no shape list built: this runs at every step).
+  ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), y->shape()}));
+  for (int d = 0; d < s.rank; ++d) s.strides[2][d] = d == 1 ? 1 : 0;
   return CudaStatus(Binary(BinaryOp::kAdd, y->data<float>(), b->data<float>(), y->data<float>(), s, 0, r.stream),
                     "Binary(Add)");
 }
@@ -294,17 +297,39 @@ StatusOr<Pool2D> PoolGeometry(const Node& node, const Shape& x) {
   return g;
 }
 
+// PoolGeometry for the last input shape, kept: worked out again (with its allocations) only when the shape
+// changes.
+class PoolPlan {
+ public:
+  StatusOr<Pool2D> Get(const Node& node, const Shape& x) {
+    if (!planned_ || x != shape_) {
+      ONT_ASSIGN_OR_RETURN(geometry_, PoolGeometry(node, x));
+      shape_ = x;
+      planned_ = true;
+    }
+    return geometry_;
+  }
+
+ private:
+  bool planned_ = false;
+  Shape shape_;
+  Pool2D geometry_{};
+};
+
 class MaxPoolKernel : public DelegatingKernel {
  public:
   using DelegatingKernel::DelegatingKernel;
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
-    ONT_ASSIGN_OR_RETURN(Pool2D g, PoolGeometry(node_, x.shape()));
+    ONT_ASSIGN_OR_RETURN(Pool2D g, plan_.Get(node_, x.shape()));
     Tensor* ind = ctx.output(1);
     return CudaStatus(MaxPool2D(x.data<float>(), ctx.output(0)->data<float>(), ind ? ind->data<int64_t>() : nullptr, g,
                                 r.stream),
                       "MaxPool2D");
   }
+
+ private:
+  PoolPlan plan_;
 };
 
 class MaxPoolGradKernel : public DelegatingKernel {
@@ -312,11 +337,14 @@ class MaxPoolGradKernel : public DelegatingKernel {
   using DelegatingKernel::DelegatingKernel;
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     Tensor* dx = ctx.output(0);
-    ONT_ASSIGN_OR_RETURN(Pool2D g, PoolGeometry(node_, dx->shape()));
+    ONT_ASSIGN_OR_RETURN(Pool2D g, plan_.Get(node_, dx->shape()));
     return CudaStatus(MaxPool2DGrad(ctx.input(0)->data<float>(), ctx.input(1)->data<int64_t>(), dx->data<float>(), g,
                                     r.stream),
                       "MaxPool2DGrad");
   }
+
+ private:
+  PoolPlan plan_;
 };
 
 class AveragePoolKernel : public DelegatingKernel {
@@ -324,9 +352,12 @@ class AveragePoolKernel : public DelegatingKernel {
   using DelegatingKernel::DelegatingKernel;
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
-    ONT_ASSIGN_OR_RETURN(Pool2D g, PoolGeometry(node_, x.shape()));
+    ONT_ASSIGN_OR_RETURN(Pool2D g, plan_.Get(node_, x.shape()));
     return CudaStatus(AvgPool2D(x.data<float>(), ctx.output(0)->data<float>(), g, r.stream), "AvgPool2D");
   }
+
+ private:
+  PoolPlan plan_;
 };
 
 class AveragePoolGradKernel : public DelegatingKernel {
@@ -334,9 +365,12 @@ class AveragePoolGradKernel : public DelegatingKernel {
   using DelegatingKernel::DelegatingKernel;
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     Tensor* dx = ctx.output(0);
-    ONT_ASSIGN_OR_RETURN(Pool2D g, PoolGeometry(node_, dx->shape()));
+    ONT_ASSIGN_OR_RETURN(Pool2D g, plan_.Get(node_, dx->shape()));
     return CudaStatus(AvgPool2DGrad(ctx.input(0)->data<float>(), dx->data<float>(), g, r.stream), "AvgPool2DGrad");
   }
+
+ private:
+  PoolPlan plan_;
 };
 
 // GlobalAveragePool: the mean of each [N * C] plane.

@@ -42,7 +42,8 @@ class MsGeluKernel : public DelegatingKernel {
     Tensor* y = ctx.output(0);
     const float* in = x.data<float>();
     if (const Tensor* bias = ctx.input(1)) {
-      ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(x.shape(), {x.shape(), x.shape(), {bias->NumElements()}}));
+      const Shape bias_shape{bias->NumElements()};
+      ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(x.shape(), {x.shape(), x.shape(), bias_shape}));
       ONT_RETURN_IF_ERROR(CudaStatus(Binary(BinaryOp::kAdd, in, bias->data<float>(), y->data<float>(), s, 0, r.stream),
                                      "Binary(Add)"));
       in = y->data<float>();

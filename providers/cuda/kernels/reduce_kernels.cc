@@ -19,29 +19,39 @@ class ReduceKernel : public DelegatingKernel {
 
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
-    ONT_ASSIGN_OR_RETURN(std::vector<bool> reduced, ReducedAxes(ctx, x.rank()));
+    ONT_ASSIGN_OR_RETURN(uint64_t reduced, ReducedAxes(ctx, x.rank()));
     return ReduceAxes(r, op_, x.data<float>(), x.shape(), reduced, ctx.output(0)->data<float>(), &transposed_);
   }
 
  private:
-  StatusOr<std::vector<bool>> ReducedAxes(const KernelContext& ctx, int64_t rank) const {
-    std::vector<int64_t> axes = node_.GetInts("axes");
-    if (axes_from_input_) {
-      axes.clear();
-      if (ctx.input(1)) {
-        ONT_ASSIGN_OR_RETURN(axes, cpu::ReadInts(*ctx.input(1), "axes"));
+  // The reduced axes as bits (bit d: axis d), from the attribute or the axes input, without allocating.
+  StatusOr<uint64_t> ReducedAxes(const KernelContext& ctx, int64_t rank) const {
+    if (rank > 64) return Unimplemented("reduction over rank ", rank, " on CUDA");
+    uint64_t reduced = 0;
+    int64_t count = 0;
+    auto add = [&](int64_t a) -> Status {
+      ONT_ASSIGN_OR_RETURN(int64_t d, cpu::NormalizeAxis(a, rank));
+      reduced |= uint64_t{1} << d;
+      ++count;
+      return Status::OK();
+    };
+    if (!axes_from_input_) {
+      for (int64_t a : attr_axes_) ONT_RETURN_IF_ERROR(add(a));
+    } else if (const Tensor* t = ctx.input(1); t != nullptr) {
+      if (t->dtype() != DType::kInt64 && t->dtype() != DType::kInt32) {
+        return InvalidArgument("axes must be int64 or int32, got ", DTypeName(t->dtype()));
+      }
+      for (int64_t i = 0; i < t->NumElements(); ++i) {
+        ONT_RETURN_IF_ERROR(add(t->dtype() == DType::kInt64 ? t->data<int64_t>()[i] : t->data<int32_t>()[i]));
       }
     }
-    std::vector<bool> reduced(rank, axes.empty() && !noop_empty_);
-    for (int64_t a : axes) {
-      ONT_ASSIGN_OR_RETURN(int64_t d, cpu::NormalizeAxis(a, rank));
-      reduced[d] = true;
-    }
+    if (count == 0 && !noop_empty_) reduced = rank == 64 ? ~uint64_t{0} : (uint64_t{1} << rank) - 1;
     return reduced;
   }
 
   ReduceOp op_;
   bool axes_from_input_, noop_empty_;
+  std::vector<int64_t> attr_axes_ = node_.GetInts("axes");
   DeviceBuffer transposed_;
 };
 
