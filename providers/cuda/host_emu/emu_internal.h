@@ -1,5 +1,5 @@
-// What the emulated runtime shares with its cuBLAS and cuDNN (emu_blas.cc, emu_dnn.cc): the API lock, the
-// sticky device fault, and checks of the memory a library call is given.
+// What the emulated device's files share: the API lock, the sticky device fault, device memory and checks
+// of the memory a call is given (emu_runtime.cc, emu_memory.cc, emu_launch.cc, emu_blas.cc, emu_dnn.cc).
 #pragma once
 
 #include <mutex>
@@ -18,5 +18,17 @@ void Fault(cudaError_t e, const char* call, const char* what);
 
 // Whether [p, p + bytes) lies inside one live device allocation (bytes 0: p itself, or null).
 bool DeviceRange(const void* p, size_t bytes);
+
+// The device memory region (emu_memory.cc): 256-byte aligned blocks, null when the region is full; the
+// region is inaccessible to host code except inside a DeviceAccess, where device work runs.
+void* DeviceAllocate(size_t bytes);
+void DeviceFree(void* p, size_t bytes);
+class DeviceAccess {
+ public:
+  DeviceAccess();
+  ~DeviceAccess();
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
 
 }  // namespace cuda_emu

@@ -1,39 +1,17 @@
-// The emulated CUDA runtime (cuda_emu.h): memory and its registry, streams, events, stream capture and
-// graphs, errors, and kernel launches run block by block with one fiber per thread.
-#include <signal.h>
-#include <sys/mman.h>
-#include <unistd.h>
+// The emulated CUDA runtime (cuda_emu.h): devices and errors, allocations and their registry, copies,
+// streams that run their work when the host synchronizes, events, stream capture and graphs. Kernel
+// launches run in emu_launch.cc, device memory lives in emu_memory.cc.
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <map>
-#include <numeric>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "providers/cuda/host_emu/emu_internal.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define EMU_ASAN 1
-#else
-#define EMU_ASAN 0
-#endif
-
-#if !defined(__x86_64__)
-#error "the emulated CUDA device switches fibers with x86-64 code"
-#endif
-
-// Device code runs only under the API lock, one launch at a time: its state is plain globals.
-uint3 threadIdx;
-uint3 blockIdx;
-dim3 blockDim;
-dim3 gridDim;
 
 struct CUstream_st {
   bool capturing = false;
@@ -85,8 +63,20 @@ void Report(const char* kind, const char* call, const char* what) {
 
 CUstream_st* StreamOf(cudaStream_t stream) { return stream == nullptr ? &S().legacy : stream; }
 
-// Runs the work queued on a stream (defined with the device memory below).
-void RunQueued(CUstream_st* st);
+// Runs the work queued on a stream, in order, with device memory open to it.
+void RunQueued(CUstream_st* st) {
+  if (st->queue.empty()) return;
+  DeviceAccess open;
+  // By index, and cleared keeping its capacity: a queue in steady state allocates nothing.
+  for (size_t i = 0; i < st->queue.size(); ++i) st->queue[i]();
+  st->queue.clear();
+  State& s = S();
+  if (s.retired.empty() || !s.legacy.queue.empty()) return;
+  for (CUstream_st* other : s.streams) {
+    if (!other->queue.empty()) return;
+  }
+  s.retired.clear();
+}
 
 void RunAll() {
   State& s = S();
@@ -102,448 +92,6 @@ cudaError_t SyncStream(CUstream_st* st) {
   }
   RunQueued(st);
   return S().sticky;
-}
-
-// ---- Fibers --------------------------------------------------------------------------------------------
-
-// Saves the callee-saved registers on the current stack, stores the stack pointer in *from and resumes the
-// context whose stack pointer is `to`. MXCSR and the x87 control word are not switched: every fiber of a
-// launch runs in the launching thread's floating-point mode, and device code does not change it.
-extern "C" void ontrain_cuda_emu_switch(void** from, void* to);
-asm(R"(
-  .text
-  .globl ontrain_cuda_emu_switch
-  .hidden ontrain_cuda_emu_switch
-  .type ontrain_cuda_emu_switch, @function
-ontrain_cuda_emu_switch:
-  pushq %rbp
-  pushq %rbx
-  pushq %r12
-  pushq %r13
-  pushq %r14
-  pushq %r15
-  movq %rsp, (%rdi)
-  movq %rsi, %rsp
-  popq %r15
-  popq %r14
-  popq %r13
-  popq %r12
-  popq %rbx
-  popq %rbp
-  ret
-  .size ontrain_cuda_emu_switch, .-ontrain_cuda_emu_switch
-)");
-
-constexpr size_t kStackBytes = 128 * 1024;
-constexpr int kMaxThreads = 1024;
-
-enum class FiberState { kReady, kWaitBlock, kWaitWarp, kDone };
-
-struct Fiber {
-  void* sp = nullptr;
-  FiberState state = FiberState::kDone;
-  uint3 tid{};
-  int linear = 0;
-};
-
-// The block being run on this thread.
-struct BlockRun {
-  bool fibers = false;      // threads run as fibers (else one after another, with no barriers allowed)
-  bool used_barrier = false;
-  bool failed = false;
-  const char* kernel = "";
-  void (*body)(void*) = nullptr;
-  void* state = nullptr;
-  void* scheduler_sp = nullptr;
-  Fiber threads[kMaxThreads];
-  int thread_count = 0;
-  int current = 0;
-  int live = 0, arrived = 0;
-  int warp_live[kMaxThreads / 32] = {}, warp_arrived[kMaxThreads / 32] = {};
-  // Two sets of slots, used by alternate exchanges: a lane can be at most one exchange ahead of the
-  // slowest lane of its warp (each exchange waits for all 32), so one barrier per exchange suffices.
-  uint64_t exchange[2][kMaxThreads / 32][32] = {};
-  uint8_t exchanges[kMaxThreads] = {};  // per thread: its exchange count, mod 2
-};
-
-BlockRun* run = nullptr;
-std::vector<char*> stacks;  // each kStackBytes, above a guard page
-
-char* StackTop(int i) {
-  while (static_cast<int>(stacks.size()) <= i) {
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    void* p = ::mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      std::fprintf(stderr, "cuda_emu: no memory for a fiber stack\n");
-      std::abort();
-    }
-    ::mprotect(p, page, PROT_NONE);  // an overflowing fiber faults instead of writing into its neighbour
-    stacks.push_back(static_cast<char*>(p) + page);
-  }
-  return stacks[i] + kStackBytes;
-}
-
-void Yield() { ontrain_cuda_emu_switch(&run->threads[run->current].sp, run->scheduler_sp); }
-
-void ReleaseBlock() {
-  for (int t = 0; t < run->thread_count; ++t) {
-    if (run->threads[t].state == FiberState::kWaitBlock) run->threads[t].state = FiberState::kReady;
-  }
-  run->arrived = 0;
-}
-
-void ReleaseWarp(int w) {
-  const int end = std::min(32 * w + 32, run->thread_count);
-  for (int t = 32 * w; t < end; ++t) {
-    if (run->threads[t].state == FiberState::kWaitWarp) run->threads[t].state = FiberState::kReady;
-  }
-  run->warp_arrived[w] = 0;
-}
-
-void BlockFailed(const char* what) {
-  if (!run->failed) Fault(cudaErrorLaunchFailure, run->kernel, what);
-  run->failed = true;
-}
-
-void WarpBarrier() {
-  Fiber& f = run->threads[run->current];
-  const int w = f.linear / 32;
-  if (++run->warp_arrived[w] == run->warp_live[w]) {
-    ReleaseWarp(w);
-    return;
-  }
-  f.state = FiberState::kWaitWarp;
-  Yield();
-}
-
-extern "C" void ontrain_cuda_emu_fiber_entry() {
-  run->body(run->state);
-  Fiber& f = run->threads[run->current];
-  f.state = FiberState::kDone;
-  --run->live;
-  const int w = f.linear / 32;
-  --run->warp_live[w];
-  if (run->arrived > 0 && run->arrived == run->live) ReleaseBlock();
-  if (run->warp_arrived[w] > 0) {
-    BlockFailed("a thread exited while the rest of its warp waited in a shuffle");
-    ReleaseWarp(w);
-  }
-  Yield();  // never resumed
-  std::abort();
-}
-
-// A fresh fiber's stack: what ontrain_cuda_emu_switch pops, returning into the entry function with the
-// stack aligned as at a call.
-void* InitialStack(int i) {
-  // Stack tops staggered by a cache line per fiber: at one offset in every stack they would all fall in
-  // the same cache sets, and switching among hundreds of fibers would evict each other's frames.
-  uintptr_t top = (reinterpret_cast<uintptr_t>(StackTop(i)) - 64 * static_cast<uintptr_t>(i % 64)) & ~uintptr_t{15};
-  uint64_t* sp = reinterpret_cast<uint64_t*>(top - 16);
-  sp[0] = reinterpret_cast<uint64_t>(&ontrain_cuda_emu_fiber_entry);  // the return address
-  sp -= 6;
-  for (int r = 0; r < 6; ++r) sp[r] = 0;  // r15 r14 r13 r12 rbx rbp
-  return sp;
-}
-
-// An order in which to visit n items, i -> (a i + c) mod n with a coprime to n, different for every launch:
-// threads and blocks do not run in index order, so a kernel that reads what another thread writes without a
-// barrier between them (which on a GPU is a race) computes the wrong thing here too.
-struct Order {
-  uint64_t n = 1, a = 1, c = 0;
-  uint64_t operator()(uint64_t i) const {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * i + c) % n);
-  }
-};
-
-Order MakeOrder(uint64_t n, uint64_t seed) {
-  Order o;
-  if (n <= 1) return o;
-  o.n = n;
-  uint64_t h = (seed + 1) * 0x9E3779B97F4A7C15ull;
-  o.a = (h >> 17) % n;
-  while (std::gcd(o.a, n) != 1) o.a = (o.a + 1) % n;
-  o.c = (h >> 7) % n;
-  return o;
-}
-
-uint64_t launch_count = 0;
-
-uint3 ThreadIndex(dim3 block, int linear) {
-  uint3 t;
-  t.x = linear % block.x;
-  t.y = (linear / block.x) % block.y;
-  t.z = linear / (block.x * block.y);
-  return t;
-}
-
-void RunBlockDirect(BlockRun& b, int threads, const Order& order) {
-  for (int i = 0; i < threads && !b.failed; ++i) {
-    const int t = static_cast<int>(order(i));
-    b.current = t;
-    threadIdx = ThreadIndex(blockDim, t);
-    b.body(b.state);
-  }
-}
-
-void RunBlockFibers(BlockRun& b, int threads, const Order& order) {
-  b.thread_count = threads;
-  std::memset(b.exchanges, 0, sizeof b.exchanges);
-  b.live = threads;
-  b.arrived = 0;
-  for (int w = 0; w < (threads + 31) / 32; ++w) {
-    b.warp_live[w] = std::min(32, threads - 32 * w);
-    b.warp_arrived[w] = 0;
-  }
-  for (int t = 0; t < threads; ++t) {
-    b.threads[t].sp = InitialStack(t);
-    b.threads[t].state = FiberState::kReady;
-    b.threads[t].tid = ThreadIndex(blockDim, t);
-    b.threads[t].linear = t;
-  }
-  while (b.live > 0) {
-    bool ran = false;
-    for (int i = 0; i < threads; ++i) {
-      const int t = static_cast<int>(order(i));
-      if (b.threads[t].state != FiberState::kReady) continue;
-      b.current = t;
-      threadIdx = b.threads[t].tid;
-      ontrain_cuda_emu_switch(&b.scheduler_sp, b.threads[t].sp);
-      ran = true;
-    }
-    if (!ran) {
-      BlockFailed("deadlock: threads wait at a barrier that the others never reach");
-      return;  // the stuck fibers are abandoned; their stacks are reused
-    }
-  }
-}
-
-struct KernelInfo {
-  bool seen = false;
-  bool barrier_free = false;
-};
-
-}  // namespace
-
-void ExecuteGrid(dim3 grid, dim3 block, const char* kernel, const void* key, void (*body)(void*), void* state) {
-  // ONTRAIN_CUDA_EMU_FAULT_AT=N: the N-th kernel to run (counted from 1 in this process) faults, as a
-  // kernel with a bad address would, to rehearse how callers handle a sticky device fault.
-  static const long fault_at = [] {
-    const char* v = std::getenv("ONTRAIN_CUDA_EMU_FAULT_AT");
-    return v == nullptr ? 0L : std::atol(v);
-  }();
-  static long executed = 0;
-  if (++executed == fault_at) {
-    Fault(cudaErrorIllegalAddress, kernel, "a fault injected by ONTRAIN_CUDA_EMU_FAULT_AT");
-    return;
-  }
-  static std::unordered_map<const void*, KernelInfo>* infos = new std::unordered_map<const void*, KernelInfo>;
-  KernelInfo& info = (*infos)[key];
-  static BlockRun* storage = new BlockRun;  // one launch runs at a time, under the API lock
-  BlockRun& b = *storage;
-  b.failed = false;
-  b.used_barrier = false;
-  b.kernel = kernel;
-  b.body = body;
-  b.state = state;
-  // The first launch of a kernel runs with fibers and learns whether it synchronizes; one that never did
-  // runs its threads plainly after that (a barrier there is reported as a failure).
-  b.fibers = !info.barrier_free;
-  run = &b;
-  gridDim = grid;
-  blockDim = block;
-  const int threads = static_cast<int>(block.x * block.y * block.z);
-  const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
-  const uint64_t seed = launch_count++;
-  const Order block_order = MakeOrder(blocks, seed), thread_order = MakeOrder(static_cast<uint64_t>(threads), ~seed);
-  for (uint64_t i = 0; i < blocks && !b.failed; ++i) {
-    const uint64_t k = block_order(i);
-    blockIdx = uint3{static_cast<unsigned>(k % grid.x), static_cast<unsigned>((k / grid.x) % grid.y),
-                     static_cast<unsigned>(k / (uint64_t{grid.x} * grid.y))};
-    if (b.fibers) {
-      RunBlockFibers(b, threads, thread_order);
-    } else {
-      RunBlockDirect(b, threads, thread_order);
-    }
-  }
-  run = nullptr;
-  if (!info.seen || b.used_barrier) {
-    info.seen = true;
-    info.barrier_free = !b.used_barrier;
-  }
-}
-
-namespace {
-
-// ---- Device memory --------------------------------------------------------------------------------------
-
-// Device allocations come from one reserved region that is inaccessible (PROT_NONE) except while emulated
-// device work runs (DeviceAccess): host code that reads or writes device memory without a copy faults at
-// once, as it would on a GPU, and the fault handler names it.
-class DeviceHeap {
- public:
-  static constexpr size_t kReserve = size_t{1} << 36;  // 64 GiB of address space, committed as used
-  static constexpr size_t kGranule = 2u << 20;         // protection changes in 2 MiB steps (huge pages)
-
-  DeviceHeap() {
-    void* p = ::mmap(nullptr, kReserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) {
-      std::fprintf(stderr, "cuda_emu: cannot reserve the emulated device's memory\n");
-      std::abort();
-    }
-    base_ = reinterpret_cast<uintptr_t>(p);
-    ::madvise(p, kReserve, MADV_HUGEPAGE);
-    free_[base_] = kReserve;
-  }
-
-  bool Contains(uintptr_t a) const { return a >= base_ && a < base_ + kReserve; }
-
-  // Under AddressSanitizer every allocation is followed by a poisoned redzone, and free space is poisoned,
-  // so device code (instrumented like any host code here) that runs past an allocation is reported.
-  static constexpr size_t kRedzone = EMU_ASAN ? 256 : 0;
-
-  // First fit, 256-byte aligned; null when the region is full.
-  void* Allocate(size_t bytes) {
-#if EMU_ASAN
-    const size_t asked = bytes;
-#endif
-    bytes = (bytes + 255) / 256 * 256 + kRedzone;
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->second < bytes) continue;
-      const uintptr_t a = it->first;
-      const size_t left = it->second - bytes;
-      free_.erase(it);
-      if (left > 0) free_[a + bytes] = left;
-      Commit(a + bytes);
-#if EMU_ASAN
-      ASAN_UNPOISON_MEMORY_REGION(reinterpret_cast<void*>(a), asked);
-      ASAN_POISON_MEMORY_REGION(reinterpret_cast<void*>(a + asked), bytes - asked);
-#endif
-      return reinterpret_cast<void*>(a);
-    }
-    return nullptr;
-  }
-
-  void Free(void* p, size_t bytes) {
-    bytes = (bytes + 255) / 256 * 256 + kRedzone;
-    uintptr_t a = reinterpret_cast<uintptr_t>(p);
-#if EMU_ASAN
-    ASAN_POISON_MEMORY_REGION(p, bytes);
-#endif
-    auto next = free_.lower_bound(a);
-    if (next != free_.end() && a + bytes == next->first) {
-      bytes += next->second;
-      next = free_.erase(next);
-    }
-    if (next != free_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == a) {
-        a = prev->first;
-        bytes += prev->second;
-        free_.erase(prev);
-      }
-    }
-    free_[a] = bytes;
-    // Whole pages inside the free range go back to the system (they read as zero when reused, and
-    // allocations fill themselves anyway).
-    const uintptr_t page = 4096, lo = (a + page - 1) / page * page, hi = (a + bytes) / page * page;
-    if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-  }
-
-  // Opens device memory to the host while emulated device work runs; nests.
-  void Open() {
-    if (open_++ == 0) Protect(PROT_READ | PROT_WRITE);
-  }
-  void Close() {
-    if (--open_ == 0) Protect(PROT_NONE);
-  }
-
- private:
-  void Commit(uintptr_t end) {
-    const uintptr_t want = (end - base_ + kGranule - 1) / kGranule * kGranule;
-    if (want <= committed_) return;
-#if EMU_ASAN
-    ASAN_POISON_MEMORY_REGION(reinterpret_cast<void*>(base_ + committed_), want - committed_);
-#endif
-    if (open_ > 0) ::mprotect(reinterpret_cast<void*>(base_ + committed_), want - committed_, PROT_READ | PROT_WRITE);
-    committed_ = want;
-  }
-  void Protect(int prot) {
-    if (committed_ > 0 && ::mprotect(reinterpret_cast<void*>(base_), committed_, prot) != 0) {
-      std::fprintf(stderr, "cuda_emu: mprotect of the emulated device's memory failed\n");
-      std::abort();
-    }
-  }
-
-  uintptr_t base_ = 0;
-  size_t committed_ = 0;  // [base_, base_ + committed_) has been handed out at some time
-  int open_ = 0;
-  std::map<uintptr_t, size_t> free_;
-};
-
-DeviceHeap& Heap() {
-  static DeviceHeap* h = new DeviceHeap;
-  return *h;
-}
-
-class DeviceAccess {
- public:
-  DeviceAccess() { Heap().Open(); }
-  ~DeviceAccess() { Heap().Close(); }
-  DeviceAccess(const DeviceAccess&) = delete;
-  DeviceAccess& operator=(const DeviceAccess&) = delete;
-};
-
-void RunQueued(CUstream_st* st) {
-  if (st->queue.empty()) return;
-  DeviceAccess open;
-  // By index, and cleared keeping its capacity: a queue in steady state allocates nothing.
-  for (size_t i = 0; i < st->queue.size(); ++i) st->queue[i]();
-  st->queue.clear();
-  State& s = S();
-  if (s.retired.empty() || !s.legacy.queue.empty()) return;
-  for (CUstream_st* other : s.streams) {
-    if (!other->queue.empty()) return;
-  }
-  s.retired.clear();
-}
-
-// A fault on the emulated device's memory outside device work is host code touching device memory.
-struct sigaction previous_segv;
-
-void OnSegv(int sig, siginfo_t* info, void* context) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
-  if (Heap().Contains(a)) {
-    char msg[200];
-    int n = std::snprintf(msg, sizeof msg,
-                          "cuda_emu: host code touched emulated device memory at %p outside a copy or kernel (on a "
-                          "GPU this is an invalid host access to a device pointer)\n",
-                          info->si_addr);
-    if (n > 0) (void)!::write(2, msg, static_cast<size_t>(n));
-  }
-  // Hand the fault on: the previous handler, or the default action (a crash with the usual report).
-  if (previous_segv.sa_flags & SA_SIGINFO) {
-    if (previous_segv.sa_sigaction != nullptr) {
-      previous_segv.sa_sigaction(sig, info, context);
-      return;
-    }
-  } else if (previous_segv.sa_handler != SIG_DFL && previous_segv.sa_handler != SIG_IGN) {
-    previous_segv.sa_handler(sig);
-    return;
-  }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-void InstallFaultHandler() {
-  static bool installed = [] {
-    struct sigaction sa = {};
-    sa.sa_sigaction = &OnSegv;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGSEGV, &sa, &previous_segv);
-    return true;
-  }();
-  (void)installed;
 }
 
 }  // namespace
@@ -596,30 +144,7 @@ void ResetForTesting() {
   for (CUstream_st* st : s.streams) st->queue.clear();
 }
 
-int LaneId() { return run == nullptr ? 0 : run->current % 32; }
 
-uint64_t WarpExchange(unsigned int mask, uint64_t mine, int source) {
-  if (run == nullptr || !run->fibers) {
-    if (run != nullptr) BlockFailed("a shuffle in a kernel whose first launch never synchronized");
-    return mine;
-  }
-  run->used_barrier = true;
-  if (mask != 0xffffffffu) {
-    BlockFailed("a shuffle with a partial mask (the emulator supports whole warps only)");
-    return mine;
-  }
-  Fiber& f = run->threads[run->current];
-  const int w = f.linear / 32, lane = f.linear % 32;
-  if (run->warp_live[w] != 32) {
-    BlockFailed("a shuffle with a full mask in a warp that does not have 32 live threads");
-    return mine;
-  }
-  const int set = run->exchanges[f.linear];
-  run->exchanges[f.linear] ^= 1;
-  run->exchange[set][w][lane] = mine;
-  WarpBarrier();
-  return source >= 0 && source < 32 ? run->exchange[set][w][source] : mine;
-}
 
 bool LaunchConfigOk(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char* kernel) {
   std::lock_guard<std::recursive_mutex> lock(ApiLock());
@@ -747,10 +272,9 @@ cudaError_t Allocate(void** p, size_t bytes, MemoryKind kind) {
   *p = nullptr;
   if (S().sticky != cudaSuccess) return S().sticky;
   if (bytes == 0) return cudaSuccess;
-  cuda_emu::InstallFaultHandler();
-  void* m = nullptr;
+    void* m = nullptr;
   if (kind == MemoryKind::kDevice) {
-    m = cuda_emu::Heap().Allocate(bytes);
+    m = cuda_emu::DeviceAllocate(bytes);
     if (m == nullptr) return cudaErrorMemoryAllocation;
     cuda_emu::DeviceAccess open;
     std::memset(m, 0xff, bytes);  // NaN as float, -1 as integers: uninitialized memory is not zero
@@ -773,7 +297,7 @@ cudaError_t Release(void* p, MemoryKind kind) {
   const size_t bytes = it->second.bytes;
   S().allocations.erase(it);
   if (kind == MemoryKind::kDevice) {
-    cuda_emu::Heap().Free(p, bytes);
+    cuda_emu::DeviceFree(p, bytes);
   } else {
     std::free(p);
   }
@@ -962,21 +486,4 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   S().retired.push_back(std::move(exec->work));  // replays still queued refer to it until they run
   delete exec;
   return cudaSuccess;
-}
-
-void __syncthreads() {
-  using cuda_emu::run;
-  if (run == nullptr) return;
-  if (!run->fibers) {
-    cuda_emu::BlockFailed("__syncthreads in a kernel whose first launch never synchronized");
-    return;
-  }
-  run->used_barrier = true;
-  cuda_emu::Fiber& f = run->threads[run->current];
-  if (++run->arrived == run->live) {
-    cuda_emu::ReleaseBlock();
-    return;
-  }
-  f.state = cuda_emu::FiberState::kWaitBlock;
-  cuda_emu::Yield();
 }
