@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <random>
 
 #include "tests/parity/op_case_builder.h"
 
@@ -211,6 +212,24 @@ void ReduceCases(Builder& b) {
     b.Add(StrCat(op, "_attr_axes"), "", op, 11, {Random(D::kFloat32, {2, 3, 4}, b.seed(), 0.1, 2)}, {D::kFloat32},
           {AttrInts("axes", {0, 1})});
   }
+  // The device kernels' geometries (reduce.cu): a warp per row with a partial last block of rows, a block
+  // per row (256 and 1024 threads), 32 x Y column tiles with a partial tile, tile blocks that loop over
+  // more outer indices than the grid has, and many narrow columns.
+  struct Geometry {
+    const char* name;
+    Shape shape;
+    int64_t axis;
+  };
+  const Geometry geometries[] = {{"warp_rows", {13, 37}, 1},         {"block_rows", {3, 1500}, 1},
+                                 {"long_rows", {2, 17000}, 1},       {"column_tiles", {3, 300, 70}, 1},
+                                 {"narrow_columns", {20000, 5, 4}, 1},       {"tiles_looping", {1500, 9, 40}, 1}};
+  for (const char* op : ops) {
+    for (const Geometry& g : geometries) {
+      b.Add(StrCat(op, "_", g.name), "", op, 18,
+            {Random(D::kFloat32, g.shape, b.seed(), -3, 3), Ints({g.axis}, {1})}, {D::kFloat32},
+            {AttrInt("keepdims", 0)});
+    }
+  }
   b.Add("ReduceSum_noop", "", "ReduceSum", 13, {Random(D::kFloat32, {3, 4}, b.seed())}, {D::kFloat32},
         {AttrInt("noop_with_empty_axes", 1)});
   b.Add("ReduceSum_tall", "", "ReduceSum", 13, {Random(D::kFloat32, {3000, 3}, b.seed()), Ints({0}, {1})},
@@ -228,12 +247,20 @@ void SoftmaxCases(Builder& b) {
       }
     }
     b.Add(StrCat(op, "_wide"), "", op, 13, {Random(D::kFloat32, {2, 1000}, b.seed(), -5, 5)}, {D::kFloat32});
+    // softmax.cu: rows past kWarpRowMax (a block each), and warp rows with a partial last block of rows.
+    b.Add(StrCat(op, "_block_rows"), "", op, 13, {Random(D::kFloat32, {3, 1100}, b.seed(), -5, 5)}, {D::kFloat32});
+    b.Add(StrCat(op, "_warp_rows"), "", op, 13, {Random(D::kFloat32, {13, 37}, b.seed(), -5, 5)}, {D::kFloat32});
   }
   for (const char* op : {"SoftmaxGrad", "SoftmaxGrad_13", "LogSoftmaxGrad", "LogSoftmaxGrad_13"}) {
     for (int64_t axis : {-1, 1}) {
       b.Add(StrCat(op, "_axis", axis < 0 ? 9 : axis), "com.microsoft", op, 1,
             {Random(D::kFloat32, {3, 4, 5}, b.seed()), Random(D::kFloat32, {3, 4, 5}, b.seed(), -2, 0)}, {D::kFloat32},
             {AttrInt("axis", axis)});
+    }
+    for (const Shape& shape : {Shape{3, 1100}, Shape{13, 37}}) {  // block rows, warp rows
+      b.Add(StrCat(op, "_rows_", shape[1]), "com.microsoft", op, 1,
+            {Random(D::kFloat32, shape, b.seed()), Random(D::kFloat32, shape, b.seed(), -2, 0)}, {D::kFloat32},
+            {AttrInt("axis", -1)});
     }
   }
 }
@@ -266,6 +293,27 @@ void LossCases(Builder& b) {
   }
 }
 
+// Labels for n rows of c classes: seeded, every `ignore_every`-th one the ignored index (when > 0).
+Tensor SeededLabels(int64_t n, int64_t c, uint64_t seed, int64_t ignore_every, int64_t ignore_index) {
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  std::mt19937_64 rng(seed);
+  for (int64_t i = 0; i < n; ++i) {
+    labels[i] = ignore_every > 0 && i % ignore_every == 0 ? ignore_index : static_cast<int64_t>(rng() % c);
+  }
+  return Tensor::FromVector<int64_t>(labels, {n});
+}
+
+void WideLossCases(Builder& b) {
+  // loss.cu's row kernel (scores [N, C]: a warp per row) with more classes than lanes and a partial last
+  // block of rows, weights and an ignored index.
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    b.Add(StrCat("SCE_wide_", reduction), "", "SoftmaxCrossEntropyLoss", 13,
+          {Random(D::kFloat32, {37, 300}, b.seed(), -3, 3), SeededLabels(37, 300, b.seed(), 5, 7),
+           Random(D::kFloat32, {300}, b.seed(), 0.2, 2)},
+          {D::kFloat32, D::kFloat32}, {AttrString("reduction", reduction), AttrInt("ignore_index", 7)});
+  }
+}
+
 void NormCases(Builder& b) {
   for (int64_t axis : {-1, 1}) {
     for (bool bias : {true, false}) {
@@ -285,6 +333,20 @@ void NormCases(Builder& b) {
              Random(D::kFloat32, {rows}, b.seed(), -0.5, 0.5), Random(D::kFloat32, {rows}, b.seed(), 0.5, 2)},
             {D::kFloat32, D::kFloat32, D::kFloat32}, {AttrInt("axis", axis)});
     }
+  }
+  // norm.cu's geometries: rows past kWarpRowMax (a block each); many rows in warps with a partial block of
+  // rows, and dScale/dBias tiles of 32 threads per column with a partial tile.
+  for (const Shape& shape : {Shape{3, 1030}, Shape{300, 70}}) {
+    const int64_t rows = shape[0], cols = shape[1];
+    b.Add(StrCat("LayerNormalization_", rows, "x", cols), "", "LayerNormalization", 17,
+          {Random(D::kFloat32, shape, b.seed(), -3, 3), Random(D::kFloat32, {cols}, b.seed()),
+           Random(D::kFloat32, {cols}, b.seed())},
+          {D::kFloat32, D::kFloat32, D::kFloat32}, {AttrInt("axis", -1), AttrFloat("epsilon", 1e-5f)});
+    b.Add(StrCat("LayerNormalizationGrad_", rows, "x", cols), "com.microsoft", "LayerNormalizationGrad", 1,
+          {Random(D::kFloat32, shape, b.seed()), Random(D::kFloat32, shape, b.seed(), -3, 3),
+           Random(D::kFloat32, {cols}, b.seed()), Random(D::kFloat32, {rows}, b.seed(), -0.5, 0.5),
+           Random(D::kFloat32, {rows}, b.seed(), 0.5, 2)},
+          {D::kFloat32, D::kFloat32, D::kFloat32}, {AttrInt("axis", -1)});
   }
 }
 
@@ -517,7 +579,7 @@ const std::vector<OpCase>& OpCases() {
     auto* v = new std::vector<OpCase>();
     Builder b(v);
     for (auto family : {UnaryCases, BinaryCases, WhereAndCastCases, MovementCases, GemmCases, ReduceCases, SoftmaxCases,
-                        LossCases, NormCases, ConvPoolCases, BatchNormCases, MoreCases, cases::IndexOpCases, cases::IndexCases, cases::RecurrentCases, OptimizerCases}) {
+                        LossCases, NormCases, ConvPoolCases, BatchNormCases, MoreCases, cases::IndexOpCases, cases::IndexCases, cases::RecurrentCases, OptimizerCases, WideLossCases}) {
       family(b);
     }
     return v;

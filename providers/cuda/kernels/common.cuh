@@ -48,6 +48,24 @@ __device__ T BlockSum(T v, T* shared32) {
   return total;
 }
 
+// Warp-wide sum and max of one value per lane (all 32 lanes live); every lane gets the same result: each
+// butterfly step combines the same two partial values in every lane (a + b == b + a), so the order of
+// additions is fixed by the lane numbering.
+template <typename T>
+__device__ __forceinline__ T WarpSum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T WarpMax(T v) {
+  for (int o = 16; o > 0; o >>= 1) {
+    T other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
 template <typename T>
 __device__ T BlockMax(T v, T* shared32) {
   for (int o = 16; o > 0; o >>= 1) {
@@ -63,6 +81,45 @@ __device__ T BlockMax(T v, T* shared32) {
   for (int w = 1; w < warps; ++w) m = shared32[w] > m ? shared32[w] : m;
   return m;
 }
+
+// Rows of a [rows, len] layout, each reduced by one warp (kWarp: kRowsPerBlock rows to a block of kThreads)
+// or by one block (long rows). A thread visits its row at lane, lane + step, ...; Sum and Max give every
+// thread of the row the row's total. In warp mode a warp past the last row leaves at once (no block
+// barrier is used), so `if (!rg.valid(rows)) return;` is safe in both modes.
+constexpr int kRowsPerBlock = kThreads / 32;
+constexpr int64_t kWarpRowMax = 1024;  // rows up to this long go to a warp each
+
+inline bool WarpRows(int64_t len) { return len <= kWarpRowMax; }
+inline unsigned RowBlocks(bool warp, int64_t rows) {
+  return static_cast<unsigned>(warp ? (rows + kRowsPerBlock - 1) / kRowsPerBlock : rows);
+}
+
+template <bool kWarp>
+struct RowGroup {
+  int64_t row;
+  int lane, step;
+  __device__ RowGroup()
+      : row(kWarp ? blockIdx.x * int64_t{kRowsPerBlock} + (threadIdx.x >> 5) : int64_t{blockIdx.x}),
+        lane(kWarp ? static_cast<int>(threadIdx.x & 31) : static_cast<int>(threadIdx.x)),
+        step(kWarp ? 32 : static_cast<int>(blockDim.x)) {}
+  __device__ bool valid(int64_t rows) const { return row < rows; }
+  template <typename T>
+  __device__ T Sum(T v, T* shared32) const {
+    if constexpr (kWarp) {
+      return WarpSum(v);
+    } else {
+      return BlockSum(v, shared32);
+    }
+  }
+  template <typename T>
+  __device__ T Max(T v, T* shared32) const {
+    if constexpr (kWarp) {
+      return WarpMax(v);
+    } else {
+      return BlockMax(v, shared32);
+    }
+  }
+};
 
 }  // namespace cuda
 }  // namespace ontrain

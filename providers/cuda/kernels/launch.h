@@ -169,8 +169,8 @@ const char* Recurrent(RecurrentPass p, const RecurrentCall<double>& c, cublasHan
 // reduce.cu -----------------------------------------------------------------------------------------------
 
 enum class ReduceOp { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSumExp };
-// x viewed as [outer, len, inner] -> y [outer, inner]. One block per output run reduces in a fixed order,
-// so results do not depend on timing.
+// x viewed as [outer, len, inner] -> y [outer, inner]. Every output is reduced in an order the shape fixes
+// (a warp or block per row, 32 x Y tiles for columns), so results do not depend on timing or the GPU.
 cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len, int64_t inner,
                    cudaStream_t stream);
 

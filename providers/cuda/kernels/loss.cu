@@ -35,6 +35,30 @@ __global__ void LogProbKernel(CrossEntropyArgs a, float* log_prob, float* li, fl
   }
 }
 
+// Scores [N, C] (d == 1): a warp per row, so that a warp's reads of a row are one coalesced access (the
+// line kernel above gives each thread its own row). The same values as LogProbKernel: lse = max +
+// log(sum), log_prob = score - lse.
+__global__ void LogProbRowsKernel(CrossEntropyArgs a, float* log_prob, float* li, float* wi) {
+  const RowGroup<true> rg;
+  if (!rg.valid(a.n)) return;
+  const int64_t j = rg.row;
+  const float* s = a.scores + j * a.c;
+  float* lp = log_prob + j * a.c;
+  float max = -FLT_MAX, sum = 0.0f;
+  for (int64_t k = rg.lane; k < a.c; k += rg.step) max = fmaxf(max, s[k]);
+  max = WarpMax(max);
+  for (int64_t k = rg.lane; k < a.c; k += rg.step) sum += expf(s[k] - max);
+  float lse = max + logf(WarpSum(sum));
+  for (int64_t k = rg.lane; k < a.c; k += rg.step) lp[k] = s[k] - lse;
+  if (rg.lane == 0) {
+    int64_t label = LabelAt(a, j);
+    float w = WeightAt(a, label);
+    wi[j] = w;
+    // From the score, not from lp (another lane may have written that entry).
+    li[j] = (w == 0.0f) ? 0.0f : (w != w ? NAN : -w * (s[label] - lse));
+  }
+}
+
 // One block: the sum (and the weight sum for mean) in a fixed order.
 __global__ void SumLossKernel(const float* li, const float* wi, int64_t count, int reduction, float* loss) {
   __shared__ float shared[32];
@@ -77,7 +101,11 @@ cudaError_t CrossEntropy(const CrossEntropyArgs& a, float* loss, float* log_prob
   float* li = a.reduction == 0 ? loss : scratch;
   float* wi = scratch + count;
   if (count > 0) {
-    LogProbKernel<<<Blocks(count), kThreads, 0, stream>>>(a, log_prob, li, wi);
+    if (a.d == 1) {
+      LogProbRowsKernel<<<RowBlocks(true, a.n), kThreads, 0, stream>>>(a, log_prob, li, wi);
+    } else {
+      LogProbKernel<<<Blocks(count), kThreads, 0, stream>>>(a, log_prob, li, wi);
+    }
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }

@@ -1,6 +1,14 @@
 // Reductions over one axis of x viewed as [outer, len, inner]. The kernel classes fold any set of reduced
-// axes into that form (contiguous axes) or transpose first. Each output is reduced by one block (inner ==
-// 1) or one thread (inner > 1, reading coalesced across inner) in a fixed order: deterministic.
+// axes into that form (contiguous axes) or transpose first. Each output is reduced in an order that the
+// shape alone fixes (no atomics), so the result is the same on every run and on every GPU:
+// - inner == 1 (rows): a warp per row up to kWarpRowMax long (8 rows to a block), a block per longer row;
+//   lanes stride the row, then a shuffle tree (and, for a block, the warps' totals in order);
+// - inner > 1 (columns): a block of 32 x Y threads per 32 neighbouring outputs of one outer index, thread
+//   (x, y) summing column x over the rows y, y + Y, ... (each row's 32 reads are one coalesced access);
+//   row 0 of the block then adds the Y partial sums in order. Y grows with len (up to 32), so long columns
+//   are read by up to 1024 threads at once instead of one thread each;
+// - except where there are many outputs (kManyOutputs) in narrow columns (inner < 32): there one thread per
+//   output already fills the GPU and a 32-wide tile would leave most of its threads idle.
 #include <cfloat>
 
 #include "providers/cuda/kernels/common.cuh"
@@ -9,68 +17,120 @@ namespace ontrain {
 namespace cuda {
 namespace {
 
-__device__ __forceinline__ float Prep(ReduceOp op, float v) {
+constexpr int64_t kManyOutputs = int64_t{1} << 16;
+constexpr int64_t kMaxOuterBlocks = 1024;  // tiles' grid.y; blocks loop over the rest of outer
+
+// Max, Min and LogSumExp need the extreme value of the line first (LogSumExp subtracts the max).
+__device__ __forceinline__ bool NeedsExtreme(ReduceOp op) {
+  return op == ReduceOp::kMax || op == ReduceOp::kMin || op == ReduceOp::kLogSumExp;
+}
+__device__ __forceinline__ bool OnlyExtreme(ReduceOp op) { return op == ReduceOp::kMax || op == ReduceOp::kMin; }
+__device__ __forceinline__ float ExtremeStart(ReduceOp op) { return op == ReduceOp::kMin ? FLT_MAX : -FLT_MAX; }
+__device__ __forceinline__ float Extreme(ReduceOp op, float a, float b) {
+  return op == ReduceOp::kMin ? fminf(a, b) : fmaxf(a, b);
+}
+
+// The summed term of one element (m: the line's max, for LogSumExp).
+__device__ __forceinline__ float Term(ReduceOp op, float v, float m) {
   switch (op) {
     case ReduceOp::kSumSquare:
     case ReduceOp::kL2: return v * v;
     case ReduceOp::kL1: return fabsf(v);
+    case ReduceOp::kLogSumExp: return expf(v - m);
     default: return v;
   }
 }
 
-__device__ __forceinline__ float Finish(ReduceOp op, float acc, int64_t len, float max) {
+__device__ __forceinline__ float Finish(ReduceOp op, float acc, int64_t len, float m) {
   switch (op) {
     case ReduceOp::kMean: return acc / static_cast<float>(len);
     case ReduceOp::kL2: return sqrtf(acc);
-    case ReduceOp::kLogSumExp: return max + logf(acc);
+    case ReduceOp::kLogSumExp: return m + logf(acc);
     default: return acc;
   }
 }
 
-
-// inner == 1: one block per row.
-__global__ void ReduceRowsKernel(ReduceOp op, const float* x, float* y, int64_t len) {
+// inner == 1: a warp or a block per row.
+template <bool kWarp>
+__global__ void ReduceRowsKernel(ReduceOp op, const float* x, float* y, int64_t rows, int64_t len) {
   __shared__ float shared[32];
-  const float* row = x + blockIdx.x * len;
-  float max = -FLT_MAX;
-  if (op == ReduceOp::kLogSumExp || op == ReduceOp::kMax) {
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) max = fmaxf(max, row[i]);
-    max = BlockMax(max, shared);
+  const RowGroup<kWarp> rg;
+  if (!rg.valid(rows)) return;
+  const float* row = x + rg.row * len;
+  float m = ExtremeStart(op);
+  if (NeedsExtreme(op)) {
+    for (int64_t i = rg.lane; i < len; i += rg.step) m = Extreme(op, m, row[i]);
+    // Min as the max of negations: the row groups' Max is the only extreme they combine.
+    m = op == ReduceOp::kMin ? -rg.Max(-m, shared) : rg.Max(m, shared);
   }
-  if (op == ReduceOp::kMax) {
-    if (threadIdx.x == 0) y[blockIdx.x] = max;
-    return;
+  float result = m;
+  if (!OnlyExtreme(op)) {
+    float acc = 0.0f;
+    for (int64_t i = rg.lane; i < len; i += rg.step) acc += Term(op, row[i], m);
+    result = Finish(op, rg.Sum(acc, shared), len, m);
   }
-  if (op == ReduceOp::kMin) {
-    float min = FLT_MAX;
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) min = fminf(min, row[i]);
-    min = -BlockMax(-min, shared);
-    if (threadIdx.x == 0) y[blockIdx.x] = min;
-    return;
-  }
-  float acc = 0.0f;
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-    acc += op == ReduceOp::kLogSumExp ? expf(row[i] - max) : Prep(op, row[i]);
-  }
-  acc = BlockSum(acc, shared);
-  if (threadIdx.x == 0) y[blockIdx.x] = Finish(op, acc, len, max);
+  if (rg.lane == 0) y[rg.row] = result;
 }
 
-// inner > 1: one thread per output.
+// inner > 1: a block of 32 x blockDim.y threads per 32 outputs (blockIdx.x) of one outer index
+// (blockIdx.y, striding over outer).
+__global__ void ReduceColumnTilesKernel(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len,
+                                        int64_t inner) {
+  __shared__ float part[32][33];  // [y][x], padded against bank conflicts in the column sums
+  const int tx = threadIdx.x, ty = threadIdx.y, rows = blockDim.y;
+  const int64_t c = blockIdx.x * int64_t{32} + tx;
+  const bool live = c < inner;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    const float* p = x + o * len * inner + c;
+    float m = ExtremeStart(op);
+    if (NeedsExtreme(op)) {
+      if (live) {
+        for (int64_t i = ty; i < len; i += rows) m = Extreme(op, m, p[i * inner]);
+      }
+      part[ty][tx] = m;
+      __syncthreads();
+      if (ty == 0) {
+        for (int k = 1; k < rows; ++k) m = Extreme(op, m, part[k][tx]);
+        part[0][tx] = m;
+      }
+      __syncthreads();
+      m = part[0][tx];
+      __syncthreads();  // every thread has read part[0] before it is written again
+    }
+    float result = m;
+    if (!OnlyExtreme(op)) {
+      float acc = 0.0f;
+      if (live) {
+        for (int64_t i = ty; i < len; i += rows) acc += Term(op, p[i * inner], m);
+      }
+      part[ty][tx] = acc;
+      __syncthreads();
+      if (ty == 0) {
+        float total = part[0][tx];
+        for (int k = 1; k < rows; ++k) total += part[k][tx];
+        result = Finish(op, total, len, m);
+      }
+      __syncthreads();  // row 0 has read the partial sums before the next outer index writes them
+    }
+    if (ty == 0 && live) y[o * inner + c] = result;
+  }
+}
+
+// Many narrow columns: one thread per output, summing its column in order.
 __global__ void ReduceColumnsKernel(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len, int64_t inner) {
   ONT_GRID_STRIDE_LOOP(t, outer * inner) {
     const float* p = x + (t / inner) * len * inner + t % inner;
-    float max = -FLT_MAX, min = FLT_MAX, acc = 0.0f;
-    for (int64_t i = 0; i < len; ++i) {
-      max = fmaxf(max, p[i * inner]);
-      min = fminf(min, p[i * inner]);
+    float m = ExtremeStart(op);
+    if (NeedsExtreme(op)) {
+      for (int64_t i = 0; i < len; ++i) m = Extreme(op, m, p[i * inner]);
     }
-    if (op == ReduceOp::kMax) { y[t] = max; continue; }
-    if (op == ReduceOp::kMin) { y[t] = min; continue; }
-    for (int64_t i = 0; i < len; ++i) {
-      acc += op == ReduceOp::kLogSumExp ? expf(p[i * inner] - max) : Prep(op, p[i * inner]);
+    if (OnlyExtreme(op)) {
+      y[t] = m;
+      continue;
     }
-    y[t] = Finish(op, acc, len, max);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < len; ++i) acc += Term(op, p[i * inner], m);
+    y[t] = Finish(op, acc, len, m);
   }
 }
 
@@ -85,10 +145,20 @@ cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t
               : op == ReduceOp::kLogSumExp ? -INFINITY : op == ReduceOp::kMean ? NAN : 0.0f;
     return Fill(y, outer * inner, &v, 4, stream);
   }
-  if (inner == 1 && outer < (int64_t{1} << 31)) {
-    ReduceRowsKernel<<<static_cast<unsigned>(outer), kThreads, 0, stream>>>(op, x, y, len);
-  } else {
+  if (inner == 1 && WarpRows(len) && outer < (int64_t{1} << 33)) {
+    ReduceRowsKernel<true><<<RowBlocks(true, outer), kThreads, 0, stream>>>(op, x, y, outer, len);
+  } else if (inner == 1 && outer < (int64_t{1} << 31)) {
+    const int threads = len >= 16 * kWarpRowMax ? 1024 : kThreads;  // more reads in flight on long rows
+    ReduceRowsKernel<false><<<RowBlocks(false, outer), threads, 0, stream>>>(op, x, y, outer, len);
+  } else if (inner < 32 && outer * inner >= kManyOutputs) {
     ReduceColumnsKernel<<<Blocks(outer * inner), kThreads, 0, stream>>>(op, x, y, outer, len, inner);
+  } else {
+    int rows = 1;  // thread rows per tile: about 8 reads each, at most 32 rows
+    while (rows < 32 && rows * 8 < len) rows *= 2;
+    const int64_t tiles = (inner + 31) / 32;
+    if (tiles > 0x7fffffff) return cudaErrorInvalidValue;
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(outer < kMaxOuterBlocks ? outer : kMaxOuterBlocks));
+    ReduceColumnTilesKernel<<<grid, dim3(32, rows), 0, stream>>>(op, x, y, outer, len, inner);
   }
   return cudaGetLastError();
 }
