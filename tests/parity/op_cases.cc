@@ -486,6 +486,16 @@ void BatchNormCases(Builder& b) {
         {Random(D::kFloat32, x, b.seed()), Random(D::kFloat32, x, b.seed(), -2, 3), Random(D::kFloat32, {3}, b.seed()),
          Random(D::kFloat32, {3}, b.seed()), Random(D::kFloat32, {3}, b.seed(), 0.5, 2)},
         {D::kFloat32, D::kFloat32, D::kFloat32});
+  // batchnorm.cu's 1024-thread blocks: channels of at least 8192 elements (8 x 33 x 33 = 8712).
+  const Shape big = {8, 2, 33, 33};
+  b.Add("BatchNormalization_training_1024_threads", "", "BatchNormalization", 15,
+        {Random(D::kFloat32, big, b.seed(), -2, 3), Random(D::kFloat32, {2}, b.seed(), 0.5, 2),
+         Random(D::kFloat32, {2}, b.seed()), Random(D::kFloat32, {2}, b.seed()), Random(D::kFloat32, {2}, b.seed(), 0.5, 2)},
+        {D::kFloat32, D::kFloat32, D::kFloat32}, {AttrInt("training_mode", 1), AttrFloat("momentum", 0.8f)});
+  b.Add("BatchNormalizationGrad_1024_threads", "com.microsoft", "BatchNormalizationGrad", 1,
+        {Random(D::kFloat32, big, b.seed()), Random(D::kFloat32, big, b.seed(), -2, 3), Random(D::kFloat32, {2}, b.seed()),
+         Random(D::kFloat32, {2}, b.seed()), Random(D::kFloat32, {2}, b.seed(), 0.5, 2)},
+        {D::kFloat32, D::kFloat32, D::kFloat32});
 }
 
 void MoreCases(Builder& b) {

@@ -9,7 +9,7 @@ namespace {
 
 // One block per channel: batch mean and population variance, running and saved statistics; then the
 // channel's normalization.
-__global__ void BatchNormTrainKernel(BatchNormArgs a) {
+__global__ void __launch_bounds__(1024) BatchNormTrainKernel(BatchNormArgs a) {
   __shared__ double shared[32];
   int64_t ch = blockIdx.x, count = a.n * a.inner;
   double s = 0.0;
@@ -50,7 +50,7 @@ __global__ void BatchNormInferKernel(BatchNormArgs a) {
   }
 }
 
-__global__ void BatchNormGradKernel(const float* dy, const float* x, const float* scale, const float* mean,
+__global__ void __launch_bounds__(1024) BatchNormGradKernel(const float* dy, const float* x, const float* scale, const float* mean,
                                     const float* inv_std, float* dx, float* dscale, float* dbias, int64_t n,
                                     int64_t c, int64_t inner) {
   __shared__ double shared[32];
@@ -80,12 +80,16 @@ __global__ void BatchNormGradKernel(const float* dy, const float* x, const float
   }
 }
 
+// Threads per channel's block: a whole block of 1024 where a channel has many elements (a convolution's
+// activations), so that one block keeps enough reads in flight.
+int ChannelThreads(int64_t count) { return count >= 8192 ? 1024 : kThreads; }
+
 }  // namespace
 
 cudaError_t BatchNorm(const BatchNormArgs& a, cudaStream_t stream) {
   if (a.c == 0) return cudaSuccess;
   if (a.training) {
-    BatchNormTrainKernel<<<static_cast<unsigned>(a.c), kThreads, 0, stream>>>(a);
+    BatchNormTrainKernel<<<static_cast<unsigned>(a.c), ChannelThreads(a.n * a.inner), 0, stream>>>(a);
   } else {
     int64_t total = a.n * a.c * a.inner;
     if (total == 0) return cudaSuccess;
@@ -98,7 +102,7 @@ cudaError_t BatchNormGrad(const float* dy, const float* x, const float* scale, c
                           float* dx, float* dscale, float* dbias, int64_t n, int64_t c, int64_t inner,
                           cudaStream_t stream) {
   if (c == 0) return cudaSuccess;
-  BatchNormGradKernel<<<static_cast<unsigned>(c), kThreads, 0, stream>>>(dy, x, scale, mean, inv_std, dx, dscale, dbias,
+  BatchNormGradKernel<<<static_cast<unsigned>(c), ChannelThreads(n * inner), 0, stream>>>(dy, x, scale, mean, inv_std, dx, dscale, dbias,
                                                                             n, c, inner);
   return cudaGetLastError();
 }

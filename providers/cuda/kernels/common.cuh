@@ -11,6 +11,9 @@ namespace ontrain {
 namespace cuda {
 
 constexpr int kThreads = 256;
+// A kernel launched with more threads than kThreads (up to 1024) says so with __launch_bounds__(1024): nvcc
+// then keeps it within 64 registers a thread (an SM has 64K), where otherwise the launch could fail with
+// cudaErrorLaunchOutOfResources on a GPU, which no emulated run would show.
 
 // Blocks for n elements with grid-stride loops: enough to fill the GPU, capped so a grid is never huge.
 inline unsigned Blocks(int64_t n) {

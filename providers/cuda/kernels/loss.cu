@@ -60,7 +60,7 @@ __global__ void LogProbRowsKernel(CrossEntropyArgs a, float* log_prob, float* li
 }
 
 // One block: the sum (and the weight sum for mean) in a fixed order.
-__global__ void SumLossKernel(const float* li, const float* wi, int64_t count, int reduction, float* loss) {
+__global__ void __launch_bounds__(1024) SumLossKernel(const float* li, const float* wi, int64_t count, int reduction, float* loss) {
   __shared__ float shared[32];
   float s = 0.0f, w = 0.0f;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
@@ -72,7 +72,7 @@ __global__ void SumLossKernel(const float* li, const float* wi, int64_t count, i
   if (threadIdx.x == 0) loss[0] = reduction == 2 ? s / w : s;
 }
 
-__global__ void WeightSumKernel(CrossEntropyArgs a, float* out) {
+__global__ void __launch_bounds__(1024) WeightSumKernel(CrossEntropyArgs a, float* out) {
   __shared__ float shared[32];
   float w = 0.0f;
   for (int64_t j = threadIdx.x; j < a.n * a.d; j += blockDim.x) w += WeightAt(a, LabelAt(a, j));

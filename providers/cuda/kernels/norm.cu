@@ -61,7 +61,7 @@ __global__ void LayerNormGradXKernel(const float* dy, const float* x, const floa
 
 // dScale and dBias: a block of 32 x blockDim.y threads per 32 columns; thread (c, r) sums its column over
 // rows r, r + blockDim.y, ..., then row 0 adds the partial sums in order (reduce.cu's column tiles).
-__global__ void LayerNormGradParamsKernel(const float* dy, const float* x, const float* mean, const float* inv_std,
+__global__ void __launch_bounds__(1024) LayerNormGradParamsKernel(const float* dy, const float* x, const float* mean, const float* inv_std,
                                           float* dscale, float* dbias, int64_t rows, int64_t cols) {
   __shared__ float part_s[32][33], part_b[32][33];
   const int tx = threadIdx.x, ty = threadIdx.y, lanes = blockDim.y;

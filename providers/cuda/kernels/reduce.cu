@@ -52,7 +52,7 @@ __device__ __forceinline__ float Finish(ReduceOp op, float acc, int64_t len, flo
 
 // inner == 1: a warp or a block per row.
 template <bool kWarp>
-__global__ void ReduceRowsKernel(ReduceOp op, const float* x, float* y, int64_t rows, int64_t len) {
+__global__ void __launch_bounds__(1024) ReduceRowsKernel(ReduceOp op, const float* x, float* y, int64_t rows, int64_t len) {
   __shared__ float shared[32];
   const RowGroup<kWarp> rg;
   if (!rg.valid(rows)) return;
@@ -74,7 +74,7 @@ __global__ void ReduceRowsKernel(ReduceOp op, const float* x, float* y, int64_t 
 
 // inner > 1: a block of 32 x blockDim.y threads per 32 outputs (blockIdx.x) of one outer index
 // (blockIdx.y, striding over outer).
-__global__ void ReduceColumnTilesKernel(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len,
+__global__ void __launch_bounds__(1024) ReduceColumnTilesKernel(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len,
                                         int64_t inner) {
   __shared__ float part[32][33];  // [y][x], padded against bank conflicts in the column sums
   const int tx = threadIdx.x, ty = threadIdx.y, rows = blockDim.y;

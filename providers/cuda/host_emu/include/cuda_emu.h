@@ -120,6 +120,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 // One instance per block: blocks run one at a time, under the emulator's lock.
 #define __shared__ static
 
