@@ -44,13 +44,16 @@ StatusOr<OptimizerModelInfo> ReadOptimizerModel(const Model& model) {
   // 1. The kind from the optimizer nodes: exactly one, of one kind.
   OptimizerModelInfo info;
   int adamw = 0, sgd = 0;
+  const Node* optimizer = nullptr;
   for (const Node& n : model.graph.nodes) {
     if (n.domain != "com.microsoft") continue;
     if (n.op_type == "AdamWOptimizer") {
       adamw++;
+      optimizer = &n;
       ONT_RETURN_IF_ERROR(ReadAdamW(n, &info.adamw));
     } else if (n.op_type == "SGDOptimizerV2") {
       sgd++;
+      optimizer = &n;
     } else if (n.op_type == "InplaceClipGradNorm") {
       info.clip_max_norm = n.GetFloat("max_norm", 1.0f);
     }
@@ -61,6 +64,11 @@ StatusOr<OptimizerModelInfo> ReadOptimizerModel(const Model& model) {
                            adamw + sgd);
   }
   info.kind = adamw ? OptimizerKind::kAdamW : OptimizerKind::kSGD;
+  // update_signal: AdamWOptimizer's input 6, SGDOptimizerV2's input 3.
+  const size_t signal = info.kind == OptimizerKind::kAdamW ? 6 : 3;
+  const bool no_signal = optimizer->inputs.size() <= signal || optimizer->inputs[signal].empty();
+  info.flag_always_set = no_signal && !model.graph.outputs.empty() && !optimizer->outputs.empty() &&
+                         model.graph.outputs[0].name == optimizer->outputs[0];
   // 2. The input signature ONNX Runtime feeds.
   std::vector<std::string> expected = OptimizerInputNames(info.kind), actual;
   for (const ValueInfo& v : model.graph.inputs) actual.push_back(v.name);

@@ -33,6 +33,10 @@ struct OptimizerModelInfo {
   OptimizerKind kind = OptimizerKind::kAdamW;
   AdamWConfig adamw;            // kAdamW: the node's attributes
   float clip_max_norm = -1.0f;  // > 0 when an InplaceClipGradNorm node is present
+  // The model's first output is the optimizer node's flag and the node has no update_signal input: the
+  // kernels then set the flag at every step, so a caller need not read it back (from a device, that read
+  // would wait for the whole step).
+  bool flag_always_set = false;
 };
 
 // Reads the kind and attributes and checks the signature; the errors are ONNX Runtime's.

@@ -181,6 +181,35 @@ TEST_P(DeviceTrainingTest, SimulatedDeviceMatchesCpuBitForBit) {
   EXPECT_TRUE(sim.checkpoint_after == cpu.checkpoint);
 }
 
+// OptimizerStep on the device queues its work and returns: no synchronization and no copy back (an optimizer
+// node without update_signal always sets its flag, so the flag is not read), yet the step counts. The
+// results stay the CPU's (SimulatedDeviceMatchesCpuBitForBit; on CUDA, whose stream really runs later,
+// tests/parity's training runs).
+TEST(DeviceOptimizerStepTest, QueuesItsWorkWithoutWaitingForTheDevice) {
+  const testing::ArtifactSet& set = testing::FindSet("gen-mlp");
+  std::string why;
+  auto loaded = testing::LoadSet(set, &why);
+  if (!loaded.ok() && !why.empty()) GTEST_SKIP() << why;
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  testing::LoadedSet& l = loaded.value();
+  Devices d = MakeDevices(true);
+  auto created = TrainingSession::Create({d.list}, &l.state, l.train, l.eval, l.optimizer);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  TrainingSession& s = *created.value();
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Tensor> out;
+    ASSERT_TRUE(s.TrainStep(testing::MakeBatch(set, step), &out).ok());
+    const int64_t syncs = d.sim->stats().synchronizations, back = d.sim->stats().copies_to_host,
+                  runs = d.sim->stats().runs, counted = s.optimizer()->step();
+    ASSERT_TRUE(s.OptimizerStep().ok());
+    EXPECT_GT(d.sim->stats().runs, runs) << "the optimizer ran on the host";
+    EXPECT_EQ(d.sim->stats().synchronizations, syncs) << "OptimizerStep waited for the device";
+    EXPECT_EQ(d.sim->stats().copies_to_host, back) << "OptimizerStep copied a result back";
+    EXPECT_EQ(s.optimizer()->step(), counted + 1);
+    s.LazyResetGrad();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sets, DeviceTrainingTest,
                          ::testing::Values("gen-mlp", "gen-cnn", "gen-bn", "gen-encoder", "ort-testdata-mlp",
                                            "srij-transformer-lora", "opt-clip", "opt-sequence-ops", "opt-sgd-clip-lr"),

@@ -90,6 +90,33 @@ TEST(OptimizerTest, SkippedUpdateIsNotCounted) {
   EXPECT_EQ(testing::ToVector(s.parameters.at("w").data), (std::vector<float>{1, 2}));
 }
 
+TEST(OptimizerTest, TheFlagIsReadOnlyWhereTheModelCanClearIt) {
+  // Without update_signal the optimizer node sets its flag at every step, and the step is counted without
+  // reading it back (Optimizer::Step); with one, or with the flag passing through other nodes, it is read.
+  auto always = [](const Model& m) { return ReadOptimizerModel(m).value().flag_always_set; };
+  EXPECT_TRUE(always(SgdModel()));
+  EXPECT_TRUE(always(MakeOptimizerModel(OptimizerKind::kAdamW, AdamWConfig(), 17)));
+  EXPECT_TRUE(always(MakeOptimizerModel(OptimizerKind::kSGD, AdamWConfig(), 17)));
+  Model signal = SgdModel();
+  signal.graph.nodes.insert(signal.graph.nodes.begin(),
+                            MakeNode("Constant", {}, {"yes"}, {AttrTensor("value", Tensor::FromVector<bool>({true}, {1}))}));
+  signal.graph.nodes.back().inputs.push_back("yes");
+  EXPECT_FALSE(always(signal));
+  Model adamw_signal = MakeOptimizerModel(OptimizerKind::kAdamW, AdamWConfig(), 17);
+  adamw_signal.graph.nodes[0].inputs.push_back("yes");
+  adamw_signal.graph.nodes.insert(adamw_signal.graph.nodes.begin(),
+                                  MakeNode("Constant", {}, {"yes"}, {AttrTensor("value", Tensor::FromVector<bool>({true}, {1}))}));
+  EXPECT_FALSE(always(adamw_signal));
+  Model passed = SgdModel();
+  passed.graph.nodes.push_back(MakeNode("Not", {"flag"}, {"not_flag"}));
+  passed.graph.outputs[0].name = "not_flag";
+  EXPECT_FALSE(always(passed));
+  // An empty update_signal name is an omitted input.
+  Model empty = SgdModel();
+  empty.graph.nodes.back().inputs.push_back("");
+  EXPECT_TRUE(always(empty));
+}
+
 TEST(OptimizerTest, RunsLearningRateArithmeticClippingAndSequenceOps) {
   // lr' = lr * 0.5 * step (a warm-up computed in the graph), gradients clipped to norm 1, and the first
   // gradient taken apart with SequenceAt and put back with SequenceInsert/SequenceErase around it (an
