@@ -12,6 +12,12 @@ namespace ontrain {
 namespace cuda {
 
 Status CudaStatus(cudaError_t e, const char* call);
+
+// CUDA_LAUNCH_BLOCKING=1 in the environment (read once), as PyTorch users know it: the provider then waits
+// for each kernel, so that a fault inside one is reported by that kernel's node instead of by a later copy
+// or synchronization (and runs are not recorded as graphs). Without it, CudaStatus adds that advice to the
+// errors that a fault in earlier device work leaves behind (cudaErrorIllegalAddress and its kin).
+bool LaunchBlocking();
 Status CublasStatus(cublasStatus_t e, const char* call);
 Status CudnnStatus(cudnnStatus_t e, const char* call);
 

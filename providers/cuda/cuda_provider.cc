@@ -151,7 +151,7 @@ void CudaExecutionProvider::AbortCapture() {
 
 Status CudaExecutionProvider::Init(const DeviceProviderOptions& options) {
   CudaResources& r = resources_;
-  capture_enabled_ = options.graph_capture;
+  capture_enabled_ = options.graph_capture && !LaunchBlocking();  // a replay would hide which node faulted
   r.device_index = options.device_index;
   r.deterministic = options.deterministic;
   r.allocator = allocator_.get();
@@ -225,8 +225,10 @@ Status CudaExecutionProvider::Run(OpKernel& kernel, KernelContext& ctx) {
   if (k == nullptr) return Internal("the CUDA provider was given a kernel that is not a CUDA kernel");
   ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
   ONT_RETURN_IF_ERROR(k->ComputeCuda(resources_, ctx));
-  // A launch configuration error shows here; a fault inside a kernel shows at a later check.
+  // A launch configuration error shows here; a fault inside a kernel shows at a later check, or here when
+  // CUDA_LAUNCH_BLOCKING=1 has the provider wait for each kernel (never while capturing: capture is off then).
   ONT_CUDA_RETURN_IF_ERROR(cudaPeekAtLastError());
+  if (LaunchBlocking()) ONT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(resources_.stream));
   return Status::OK();
 }
 
