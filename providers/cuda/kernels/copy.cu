@@ -10,7 +10,7 @@ namespace {
 
 template <typename E>
 __global__ void StridedCopyKernel(const E* src, E* dst, StridedSpace s, int64_t n) {
-  ONT_GRID_STRIDE_LOOP(i, n) dst[OffsetOf(s, 0, i)] = src[OffsetOf(s, 1, i)];
+  ONT_GRID_STRIDE_LOOP(i, n) dst[OffsetIn(s, 0, i, n)] = src[OffsetIn(s, 1, i, n)];
 }
 
 template <typename E>

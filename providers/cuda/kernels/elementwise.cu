@@ -85,7 +85,7 @@ __device__ T ApplyBinary(BinaryOp op, T a, T b, T alpha) {
 
 template <typename T>
 __global__ void BinaryKernel(BinaryOp op, const T* a, const T* b, T* out, StridedSpace s, T alpha, int64_t n) {
-  ONT_GRID_STRIDE_LOOP(i, n) out[i] = ApplyBinary(op, a[OffsetOf(s, 1, i)], b[OffsetOf(s, 2, i)], alpha);
+  ONT_GRID_STRIDE_LOOP(i, n) out[i] = ApplyBinary(op, a[OffsetIn(s, 1, i, n)], b[OffsetIn(s, 2, i, n)], alpha);
 }
 
 // Same shapes, no broadcast: no index arithmetic.
@@ -119,7 +119,7 @@ cudaError_t LaunchBinary(BinaryOp op, const T* a, const T* b, T* out, const Stri
 template <typename T>
 __global__ void CompareKernel(CompareOp op, const T* a, const T* b, uint8_t* out, StridedSpace s, int64_t n) {
   ONT_GRID_STRIDE_LOOP(i, n) {
-    T x = a[OffsetOf(s, 1, i)], y = b[OffsetOf(s, 2, i)];
+    T x = a[OffsetIn(s, 1, i, n)], y = b[OffsetIn(s, 2, i, n)];
     bool r = false;
     switch (op) {
       case CompareOp::kEqual: r = x == y; break;
@@ -144,7 +144,7 @@ cudaError_t LaunchCompare(CompareOp op, const T* a, const T* b, uint8_t* out, co
 template <typename E>
 __global__ void WhereKernel(const uint8_t* c, const E* x, const E* y, E* out, StridedSpace s, int64_t n) {
   // Operand strides: 0 cond, 1 x, 2 y; the output is contiguous.
-  ONT_GRID_STRIDE_LOOP(i, n) out[i] = c[OffsetOf(s, 0, i)] ? x[OffsetOf(s, 1, i)] : y[OffsetOf(s, 2, i)];
+  ONT_GRID_STRIDE_LOOP(i, n) out[i] = c[OffsetIn(s, 0, i, n)] ? x[OffsetIn(s, 1, i, n)] : y[OffsetIn(s, 2, i, n)];
 }
 
 template <typename From, typename To>
