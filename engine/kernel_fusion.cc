@@ -42,7 +42,10 @@ class Fuser {
   KernelFusionCounts Run() {
     KernelFusionCounts counts;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      if (Is(i, "", "Conv") && FuseConvRelu(i)) ++counts.conv_relu;
+      if (Is(i, "", "Conv") && FuseActivation(i, "FusedConv")) ++counts.conv_relu;
+    }
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (Is(i, "", "Gemm") && FuseActivation(i, "FusedGemm")) ++counts.gemm_relu;
     }
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (Is(i, "", "MaxPoolGrad") && FuseMaxPoolReluGrad(i)) ++counts.maxpool_relu_grad;
@@ -126,8 +129,9 @@ class Fuser {
     if (m_.OpsetFor(domain) < 1) m_.opset_imports[domain] = 1;
   }
 
-  // Conv -> C -> Relu -> Y, C read otherwise only as ReluGrad's X: FusedConv -> Y, those ReluGrads read Y.
-  bool FuseConvRelu(size_t conv) {
+  // Conv (or Gemm) -> C -> Relu -> Y, C read otherwise only as ReluGrad's X: FusedConv (FusedGemm) -> Y, those
+  // ReluGrads read Y.
+  bool FuseActivation(size_t conv, const char* fused) {
     Node& c = g_.nodes[conv];
     if (c.outputs.size() != 1) return false;
     const std::vector<Use>* readers = Readers(c.outputs[0]);
@@ -144,9 +148,9 @@ class Fuser {
       }
     }
     if (relu < 0 || Provider(relu) != Provider(conv)) return false;
-    if (!Runs(Provider(conv), kMs, "FusedConv", TypeOf(c.inputs[0]))) return false;
+    if (!Runs(Provider(conv), kMs, fused, TypeOf(c.inputs[0]))) return false;
     const std::string y = g_.nodes[relu].outputs[0];
-    c.op_type = "FusedConv";
+    c.op_type = fused;
     c.domain = kMs;
     c.attributes["activation"] = AttrString("activation", "Relu");
     c.outputs[0] = y;

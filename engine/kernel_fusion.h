@@ -31,6 +31,10 @@
 //   exact GELU's exp and erfc are computed once per element instead of twice (the benchmark transformer's
 //   GeluGrad: 0.97 ms of a 17 ms step). The derivative takes 8 bytes per element where X took 4.
 //
+// - Gemm + Relu -> com.microsoft FusedGemm (activation "Relu"), as ONNX Runtime fuses them, with the
+//   ReluGrads that read the Gemm's output moved to the Relu's as for FusedConv: a linear layer and its
+//   activation in one kernel (on CUDA, cuBLASLt's ReLU-bias epilogue: one launch instead of two), and the
+//   pre-activation never written.
 // - FusedMatMul + Add of a bias [N] to its product's rows -> ai.ontrain MatMulBias, which adds the bias
 //   inside the product (in its register tiles on the AVX-512 panels, else after each chunk while it is in
 //   cache) instead of in a pass of its own over the product (the benchmark transformer's and GPT's linear
@@ -61,9 +65,10 @@ struct KernelFusionCounts {
   int compact_pool_indices = 0;
   int gelu_slope = 0;
   int matmul_bias = 0;
+  int gemm_relu = 0;
   int total() const {
     return conv_relu + maxpool_relu_grad + clip_grad + conv_max_pool + max_pool_relu_conv_grad + batch_norm_act +
-           compact_pool_indices + gelu_slope + matmul_bias;
+           compact_pool_indices + gelu_slope + matmul_bias + gemm_relu;
   }
 };
 

@@ -70,7 +70,7 @@ int64_t ConvPassFlops(int64_t batch, int64_t out_channels, int64_t spatial, cons
 int64_t MatrixFlops(const Node& n, KernelContext& ctx) {
   const std::string& op = n.op_type;
   if (op == "MatMul" || op == "FusedMatMul" || op == "MatMulBias") return MatMulFlops(n, ctx);
-  if (op == "Gemm") return GemmFlops(n, ctx);
+  if (op == "Gemm" || op == "FusedGemm") return GemmFlops(n, ctx);
   if (op == "Conv" || op == "FusedConv" || op == "FusedConvMaxPool") {
     const Tensor *x = ctx.input(0), *w = ctx.input(1);
     if (x == nullptr || w == nullptr || x->shape().size() < 3 || w->shape().size() != x->shape().size()) return 0;

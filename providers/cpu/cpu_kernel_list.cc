@@ -196,6 +196,7 @@ std::vector<KernelDef> CpuKernelList() {
       {kMs, "FastGelu", 1, 1, kFloat, kMsFastGelu},
       {kMs, "FastGeluGrad", 1, 1, kFloat, kFastGeluGrad},
       {kMs, "FusedConv", 1, 1, kConvTypes, kFusedConv},
+      {kMs, "FusedGemm", 1, 1, kConvTypes, kFusedGemm},
       {kMs, "FusedMatMul", 1, 1, kConvTypes, kFusedMatMul},
       {kMs, "GRUGrad", 1, 1, kConvTypes, kGruGrad, 0, Host({4})},
       {kMs, "GRUTraining", 1, 1, kConvTypes, kGruTraining, 0, Host({4})},

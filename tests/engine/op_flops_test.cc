@@ -88,6 +88,10 @@ TEST(OpFlopsTest, MatrixProducts) {
   EXPECT_EQ(OneNode("Gemm", "", {{4, 3}, {5, 4}, {5}}, {"y"}, {AttrInt("transA", 1), AttrInt("transB", 1)}),
             2 * 3 * 5 * 4);
   EXPECT_EQ(OneNode("Gemm", "", {{6, 7}, {7, 2}}, {"y"}, {}), 2 * 6 * 2 * 7);
+  // FusedGemm (the fused Gemm + Relu): Gemm's, the ReLU adding nothing.
+  EXPECT_EQ(OneNode("FusedGemm", "com.microsoft", {{6, 7}, {2, 7}, {2}}, {"y"},
+                    {AttrInt("transB", 1), AttrString("activation", "Relu")}),
+            2 * 6 * 2 * 7);
 }
 
 TEST(OpFlopsTest, Convolutions) {

@@ -250,6 +250,36 @@ TEST(CudaFusionTest, LinearLayerBiasFusesOnCudaInFloat32) {
   }
 }
 
+// Gemm + Relu placed on "cuda,cpu" becomes FusedGemm on CUDA (cuBLASLt's ReLU-bias epilogue), in float32
+// and float64 alike (CUDA's FusedGemm row takes both; float64 runs the Gemm then the Relu kernel).
+TEST(CudaFusionTest, LinearLayerReluFusesOnCuda) {
+  auto api = LoadCudaProviderLibrary();
+  if (!api.ok()) GTEST_SKIP() << "this build has no CUDA provider library: " << api.status().message();
+  ProviderListOptions o;
+  o.plan_only = true;
+  auto providers = CreateProviders("cuda,cpu", o);
+  ASSERT_TRUE(providers.ok()) << providers.status().ToString();
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(DTypeName(t));
+    Model m;
+    m.opset_imports[""] = 17;
+    m.graph.inputs = {TensorInfo("a", t, {3, 4}), TensorInfo("w", t, {5, 4}), TensorInfo("bias", t, {5})};
+    m.graph.outputs = {TensorInfo("y", t, {3, 5})};
+    m.graph.nodes = {MakeNode("Gemm", {"a", "w", "bias"}, {"h"}, {AttrInt("transB", 1)}, "fc"),
+                     MakeNode("Relu", {"h"}, {"y"}, {}, "relu")};
+    PrepareForPlanning(&m, providers->ordered);
+    auto part = PartitionGraph(m, providers->ordered);
+    ASSERT_TRUE(part.ok()) << part.status().ToString();
+    KernelFusionCounts fused = FuseKernels(&m, part.value(), providers->ordered);
+    EXPECT_EQ(fused.gemm_relu, 1);
+    ASSERT_EQ(m.graph.nodes.size(), 1u);
+    EXPECT_EQ(m.graph.nodes[0].op_type, "FusedGemm");
+    auto again = PartitionGraph(m, providers->ordered);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->nodes[0].provider, 0) << again->nodes[0].why_fallback;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sets, CudaCoverageTest, ::testing::ValuesIn(CoveredSets()),
                          [](const ::testing::TestParamInfo<testing::ArtifactSet>& info) {
                            std::string n = info.param.name;

@@ -173,6 +173,21 @@ void GemmCases(Builder& b) {
             {D::kFloat32}, {AttrInt("transB", tb)});
     }
   }
+  // com.microsoft FusedGemm (the executor's Gemm + Relu): cuBLASLt's ReLU-bias epilogue for a bias row at
+  // beta 1 in float32; else the Gemm then the Relu kernel (a full C, no C, beta 1.5, float64).
+  for (D t : kF32F64) {
+    for (const Shape& c : {Shape{17}, Shape{1, 17}, Shape{33, 17}, Shape{}}) {
+      std::vector<Value> in = {Random(t, {33, 65}, b.seed()), Random(t, {17, 65}, b.seed())};
+      if (!c.empty()) in.push_back(Random(t, c, b.seed()));
+      for (float beta : {1.0f, 1.5f}) {
+        if (beta != 1.0f && (c.empty() || t != D::kFloat32)) continue;
+        b.Add(StrCat("FusedGemm_", DTypeName(t), c.empty() ? "_noC" : "_c" + ShapeName(c), beta != 1.0f ? "_beta" : ""),
+              "com.microsoft",
+              "FusedGemm", 1, in, {t},
+              {AttrInt("transB", 1), AttrFloat("beta", beta), AttrString("activation", "Relu")});
+      }
+    }
+  }
   // ai.ontrain MatMulBias (the executor's FusedMatMul + Add of a bias [N]): one call with cuBLASLt's epilogue
   // where A's batch folds into rows or there is none, else the bias rows written first (transposed batched
   // A, batched B), and the empty sum (K = 0: every row the bias).

@@ -136,6 +136,7 @@ extern KernelFactory kNegativeLogLikelihoodLoss;
 // matmul.cc
 extern KernelFactory kMatMul;
 extern KernelFactory kGemm;
+extern KernelFactory kFusedGemm;  // com.microsoft FusedGemm, activation "Relu" only
 
 // norm.cc
 extern KernelFactory kBatchNormalization;

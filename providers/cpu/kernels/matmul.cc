@@ -1,4 +1,6 @@
-// MatMul (numpy semantics: batch broadcasting, 1-D promotion) and Gemm.
+// MatMul (numpy semantics: batch broadcasting, 1-D promotion) and Gemm; com.microsoft FusedGemm with
+// activation "Relu" (the engine's Gemm + Relu fusion, engine/kernel_fusion.h; ONNX Runtime writes the same
+// node) is Gemm then Relu's own expression over the output, so it gives the two nodes' bits.
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
@@ -90,9 +92,14 @@ class GemmKernel : public OpKernel {
       : trans_a_(info.node->GetInt("transA", 0) != 0),
         trans_b_(info.node->GetInt("transB", 0) != 0),
         alpha_(info.node->GetFloat("alpha", 1.0f)),
-        beta_(info.node->GetFloat("beta", 1.0f)) {}
+        beta_(info.node->GetFloat("beta", 1.0f)),
+        relu_(info.node->op_type == "FusedGemm"),
+        activation_(info.node->GetString("activation", "")) {}
 
   Status Prepare(KernelContext& ctx) override {
+    if (relu_ && activation_ != "Relu") {
+      return InvalidArgument("FusedGemm activation \"", activation_, "\" is not supported (only Relu)");
+    }
     ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
     ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
     if (a->rank() != 2 || b->rank() != 2) {
@@ -141,6 +148,11 @@ class GemmKernel : public OpKernel {
       }
       Gemm<T>(trans_a_, trans_b_, m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), beta, py,
               ctx.thread_pool(), ctx.scratch(), bias);
+      if (relu_) {  // Relu's expression (unary.cc): NaN and -0 become +0
+        ParallelFor(ctx.thread_pool(), m_, static_cast<double>(n_), [&](int64_t r0, int64_t r1) {
+          for (int64_t i = r0 * n_; i < r1 * n_; ++i) py[i] = py[i] > T(0) ? py[i] : T(0);
+        });
+      }
       return Status::OK();
     });
   }
@@ -148,6 +160,8 @@ class GemmKernel : public OpKernel {
  private:
   bool trans_a_, trans_b_;
   float alpha_, beta_;
+  bool relu_;
+  std::string activation_;
   int64_t m_ = 0, n_ = 0, k_ = 0;
 };
 
@@ -155,6 +169,7 @@ class GemmKernel : public OpKernel {
 
 KernelFactory kMatMul = MakeKernel<MatMulKernel>;
 KernelFactory kGemm = MakeKernel<GemmKernel>;
+KernelFactory kFusedGemm = MakeKernel<GemmKernel>;
 
 }  // namespace cpu
 }  // namespace ontrain

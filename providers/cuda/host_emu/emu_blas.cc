@@ -242,7 +242,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
       int32_t v;
       std::memcpy(&v, buf, sizeof v);
       if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) {
-        if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS) return CUBLAS_STATUS_NOT_SUPPORTED;
+        if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS && v != CUBLASLT_EPILOGUE_RELU &&
+            v != CUBLASLT_EPILOGUE_RELU_BIAS) {
+          return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
         d->epilogue = v;
       } else {
         if (v != CUBLAS_OP_N && v != CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
@@ -354,7 +357,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
       if (reinterpret_cast<uintptr_t>(ptrs[i]) % align[i] != 0) return CUBLAS_STATUS_INVALID_VALUE;
     }
   }
-  if (dd->epilogue == CUBLASLT_EPILOGUE_BIAS && dd->bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  const bool with_bias = dd->epilogue == CUBLASLT_EPILOGUE_BIAS || dd->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+  if (with_bias && dd->bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   const Desc dv = *dd;  // the descriptor's values at the call (a captured launch keeps them)
   const Layout A = *la, B = *lb, C = *lc, D = *ld;
   float al, be;
@@ -362,7 +366,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   std::memcpy(&be, beta, sizeof be);
   cuda_emu::Enqueue(stream, [=] {
     const bool ta = dv.transa != CUBLAS_OP_N, tb = dv.transb != CUBLAS_OP_N;
-    const bool bias = dv.epilogue == CUBLASLT_EPILOGUE_BIAS;
+    const bool bias = dv.epilogue == CUBLASLT_EPILOGUE_BIAS || dv.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+    const bool relu = dv.epilogue == CUBLASLT_EPILOGUE_RELU || dv.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
     if (!cuda_emu::DeviceRange(a, Span(A.rows, A.cols, A.ld, 4)) || !cuda_emu::DeviceRange(b, Span(B.rows, B.cols, B.ld, 4)) ||
         (be != 0.0f && !cuda_emu::DeviceRange(c, Span(C.rows, C.cols, C.ld, 4))) ||
         !cuda_emu::DeviceRange(d, Span(D.rows, D.cols, D.ld, 4)) || (bias && !cuda_emu::DeviceRange(dv.bias, 4 * m))) {
@@ -373,6 +378,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                 static_cast<const float*>(a), A.ld, static_cast<const float*>(b), B.ld, be,
                 static_cast<const float*>(c), C.ld, static_cast<float*>(d), D.ld,
                 bias ? static_cast<const float*>(dv.bias) : nullptr);  // the bias vector runs along D's rows
+    if (relu) {  // after the bias; NaN and -0 become +0 (unverified against the library, which says max(x, 0))
+      float* out = static_cast<float*>(d);
+      for (uint64_t j = 0; j < n; ++j) {
+        for (uint64_t i = 0; i < m; ++i) {
+          float& v = out[j * D.ld + i];
+          v = v > 0.0f ? v : 0.0f;
+        }
+      }
+    }
   });
   return CUBLAS_STATUS_SUCCESS;
 }

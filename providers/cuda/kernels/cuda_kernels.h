@@ -65,7 +65,7 @@ const char* RecurrentRejects(const Node& n);
 extern KernelFactory kPow, kSum, kMax, kMin, kDivGrad, kDropout, kDropoutGrad;
 
 // matmul.cc
-extern KernelFactory kMatMul, kFusedMatMul, kMatMulBias, kGemm;
+extern KernelFactory kMatMul, kFusedMatMul, kMatMulBias, kGemm, kFusedGemm;
 
 // reduce_kernels.cc
 extern KernelFactory kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceSumSquare, kReduceL1, kReduceL2,

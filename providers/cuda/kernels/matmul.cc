@@ -9,6 +9,9 @@
 // (or the product is batched in a way one call cannot fold), the bias rows are written into the output
 // first and the product added to them (beta 1), as Gemm does with any C.
 //
+// com.microsoft FusedGemm with activation "Relu" (the executor's Gemm + Relu fusion) is Gemm with
+// cuBLASLt's ReLU-bias epilogue where the bias is a row, else Gemm followed by the Relu kernel in place.
+//
 // Results are deterministic: one stream, the default math mode (no TF32), no split-K atomics requested.
 #include <algorithm>
 #include <cstdint>
@@ -65,17 +68,17 @@ uint32_t Alignment(const void* p) {
 }
 
 // Row-major Y (m x n) = alpha op(A) op(B) + bias, float32, the bias (n floats) added to every row by
-// cuBLASLt's bias epilogue. The descriptors (no heap: cuBLASLt's opaque structs, initialized in place) and
+// cuBLASLt's bias epilogue (relu: its ReLU-bias epilogue, max(. , 0) after the bias). The descriptors (no heap: cuBLASLt's opaque structs, initialized in place) and
 // the heuristic's algorithm are kept for the last shape and operand alignments, planned again when either
 // changes; only the bias address is set at every call.
 class LtBiasGemm {
  public:
   // *ran is false, with nothing queued, where cuBLASLt offers no algorithm for the call.
   Status Run(const CudaResources& r, const GemmShape& g, float alpha, const float* a, const float* b,
-             const float* bias, float* y, bool* ran) {
+             const float* bias, float* y, bool relu, bool* ran) {
     *ran = false;
     if (g.m == 0 || g.n == 0 || g.k == 0 || r.cublaslt == nullptr) return Status::OK();
-    Key key{g.ta, g.tb, g.m, g.n, g.k, {Alignment(a), Alignment(b), Alignment(y), Alignment(bias)}};
+    Key key{g.ta, g.tb, relu, g.m, g.n, g.k, {Alignment(a), Alignment(b), Alignment(y), Alignment(bias)}};
     if (!key_.has_value() || !(*key_ == key)) {
       key_.reset();
       ONT_RETURN_IF_ERROR(Plan(r, key, bias));
@@ -93,11 +96,11 @@ class LtBiasGemm {
 
  private:
   struct Key {
-    bool ta, tb;
+    bool ta, tb, relu;
     int64_t m, n, k;
     uint32_t align[4];  // A, B, Y, bias
     bool operator==(const Key& o) const {
-      return ta == o.ta && tb == o.tb && m == o.m && n == o.n && k == o.k && align[0] == o.align[0] &&
+      return ta == o.ta && tb == o.tb && relu == o.relu && m == o.m && n == o.n && k == o.k && align[0] == o.align[0] &&
              align[1] == o.align[1] && align[2] == o.align[2] && align[3] == o.align[3];
     }
   };
@@ -108,7 +111,7 @@ class LtBiasGemm {
     if (key.m > INT32_MAX || key.n > INT32_MAX || key.k > INT32_MAX) return Status::OK();
     ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescInit(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ob = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N, oa = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtEpilogue_t epilogue = key.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ob, sizeof ob));
     ONT_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(&desc_, CUBLASLT_MATMUL_DESC_TRANSB, &oa, sizeof oa));
     ONT_CUBLAS_RETURN_IF_ERROR(
@@ -206,7 +209,7 @@ class MatMulKernel : public DelegatingKernel {
       if constexpr (std::is_same_v<T, float>) {
         if (fold || batches == 1) {
           bool ran = false;
-          ONT_RETURN_IF_ERROR(lt_.Run(r, g, alpha, pa, pb, bias->data<float>(), py, &ran));
+          ONT_RETURN_IF_ERROR(lt_.Run(r, g, alpha, pa, pb, bias->data<float>(), py, false, &ran));
           if (ran) return Status::OK();
         }
       }
@@ -242,7 +245,8 @@ class MatMulKernel : public DelegatingKernel {
   LtBiasGemm lt_;
 };
 
-// Gemm: Y = alpha op(A) op(B) + beta C, C broadcast to [M, N] (copied into Y first).
+// Gemm: Y = alpha op(A) op(B) + beta C, C broadcast to [M, N] (copied into Y first); FusedGemm: relu(Y)
+// (its activation checked by the CPU kernel's Prepare).
 class GemmKernel : public DelegatingKernel {
  public:
   GemmKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
@@ -250,16 +254,24 @@ class GemmKernel : public DelegatingKernel {
         ta_(info.node->GetInt("transA", 0) != 0),
         tb_(info.node->GetInt("transB", 0) != 0),
         alpha_(info.node->GetFloat("alpha", 1.0f)),
-        beta_(info.node->GetFloat("beta", 1.0f)) {}
+        beta_(info.node->GetFloat("beta", 1.0f)),
+        relu_(info.node->op_type == "FusedGemm") {}
 
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
-    if (ctx.input(0)->dtype() == DType::kFloat64) return Run<double>(r, ctx);
-    return Run<float>(r, ctx);
+    const bool f64 = ctx.input(0)->dtype() == DType::kFloat64;
+    bool activated = false;  // the ReLU already applied, in cuBLASLt's epilogue
+    ONT_RETURN_IF_ERROR(f64 ? Run<double>(r, ctx, &activated) : Run<float>(r, ctx, &activated));
+    if (!relu_ || activated) return Status::OK();
+    Tensor* y = ctx.output(0);
+    if (y->NumElements() == 0) return Status::OK();
+    return CudaStatus(f64 ? Unary(UnaryOp::kRelu, y->data<double>(), y->data<double>(), y->NumElements(), 0.0f, r.stream)
+                          : Unary(UnaryOp::kRelu, y->data<float>(), y->data<float>(), y->NumElements(), 0.0f, r.stream),
+                      "Unary(Relu)");
   }
 
  private:
   template <typename T>
-  Status Run(const CudaResources& r, KernelContext& ctx) {
+  Status Run(const CudaResources& r, KernelContext& ctx, bool* activated) {
     const Tensor &a = *ctx.input(0), &b = *ctx.input(1);
     const Tensor* c = ctx.input(2);
     Tensor* y = ctx.output(0);
@@ -275,7 +287,8 @@ class GemmKernel : public DelegatingKernel {
         if (row && beta_ == 1.0f) {
           bool ran = false;
           ONT_RETURN_IF_ERROR(lt_.Run(r, g, alpha_, a.data<float>(), b.data<float>(), c->data<float>(),
-                                      y->data<float>(), &ran));
+                                      y->data<float>(), relu_, &ran));
+          *activated = ran && relu_;
           if (ran) return Status::OK();
         }
       }
@@ -287,6 +300,7 @@ class GemmKernel : public DelegatingKernel {
 
   bool ta_, tb_;
   float alpha_, beta_;
+  bool relu_;
   LtBiasGemm lt_;
 };
 
@@ -296,6 +310,7 @@ KernelFactory kMatMul = Wrap<MatMulKernel, &cpu::kMatMul>;
 KernelFactory kFusedMatMul = Wrap<MatMulKernel, &cpu::kFusedMatMul>;
 KernelFactory kMatMulBias = Wrap<MatMulKernel, &cpu::kMatMulBias>;
 KernelFactory kGemm = Wrap<GemmKernel, &cpu::kGemm>;
+KernelFactory kFusedGemm = Wrap<GemmKernel, &cpu::kFusedGemm>;
 
 }  // namespace cuda
 }  // namespace ontrain

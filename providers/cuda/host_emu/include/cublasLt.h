@@ -1,5 +1,6 @@
 // cuBLASLt as the emulated device provides it (cuda_emu.h): matmul descriptors in cuBLASLt's caller-owned
-// opaque structs, the heuristic query and cublasLtMatmul with the default and bias epilogues, float32.
+// opaque structs, the heuristic query and cublasLtMatmul with the default, bias, ReLU and ReLU-bias epilogues,
+// float32.
 #pragma once
 
 #include "cublas_v2.h"
@@ -38,7 +39,9 @@ typedef enum {
 } cublasLtMatmulDescAttributes_t;
 typedef enum {
   CUBLASLT_EPILOGUE_DEFAULT = 1,
+  CUBLASLT_EPILOGUE_RELU = 2,
   CUBLASLT_EPILOGUE_BIAS = 4,
+  CUBLASLT_EPILOGUE_RELU_BIAS = 6,
 } cublasLtEpilogue_t;
 typedef enum {
   CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
