@@ -595,6 +595,14 @@ void OptimizerCases(Builder& b) {
         {Tensor::FromVector<float>({0.05f}, {}), seq(-1, 1), seq(-1, 1)}, {D::kBool});
   b.Add("InplaceClipGradNorm", "com.microsoft", "InplaceClipGradNorm", 1, {seq(-1, 1)}, {},
         {AttrFloat("max_norm", 0.5f)});
+  // Tensors past one piece (kClipPieceElements, 32768): 70000 elements in 3 pieces, the small ones in 3
+  // pieces of which two are empty.
+  std::vector<Tensor> big;
+  for (const Shape& s : {Shape{70000}, Shape{3, 4}, Shape{2}, Shape{200, 200}}) {
+    big.push_back(Random(D::kFloat32, s, b.seed(), -1, 1));
+  }
+  b.Add("InplaceClipGradNorm_pieces", "com.microsoft", "InplaceClipGradNorm", 1, {Seq(big)}, {},
+        {AttrFloat("max_norm", 0.5f)});
 }
 
 }  // namespace

@@ -287,7 +287,13 @@ cudaError_t Sgd(const TensorSlot* slots, const int64_t* starts, int count, int64
                 cudaStream_t stream);
 // The sum of squares of every g (in double, fixed order: per-tensor block partials, then one block), then
 // g *= min(max_norm / (sqrt(sum) + 1e-6), 1). `partials` holds `count` doubles.
-cudaError_t ClipGradNorm(const TensorSlot* slots, int count, float max_norm, double* partials, cudaStream_t stream);
+// Each tensor is cut into `pieces` equal parts, one block each (ClipPieces: from the largest tensor's size, so
+// the order of the sums depends on the shapes only); partials holds count * pieces doubles.
+constexpr int64_t kClipPieceElements = 32768;
+constexpr int kMaxClipPieces = 1024;
+int ClipPieces(int64_t largest);
+cudaError_t ClipGradNorm(const TensorSlot* slots, int count, int pieces, float max_norm, double* partials,
+                         cudaStream_t stream);
 // flag[0..n) = value.
 cudaError_t SetFlags(uint8_t* flags, int64_t n, bool value, cudaStream_t stream);
 

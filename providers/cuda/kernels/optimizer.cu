@@ -1,7 +1,8 @@
 // The optimizer step on the device: AdamW and SGD update every tensor of a step in one launch (a thread
 // finds its tensor by binary search over the running offsets), with the CPU kernels' exact formulas
 // (providers/cpu/kernels/training_optimizers.cc); the gradient-norm clip sums squares in double in a
-// fixed order.
+// fixed order: each tensor in up to kMaxClipPieces contiguous pieces, a block each, so that one large tensor
+// (an embedding) is not summed and scaled by a single block.
 #include "providers/cuda/kernels/common.cuh"
 
 namespace ontrain {
@@ -63,24 +64,37 @@ __global__ void SgdKernel(const TensorSlot* slots, const int64_t* starts, int co
   }
 }
 
-// One block per tensor: its sum of squares, in double.
-__global__ void SumSquaresKernel(const TensorSlot* slots, double* partials) {
-  __shared__ double shared[32];
-  TensorSlot s = slots[blockIdx.x];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < s.n; i += blockDim.x) acc += static_cast<double>(s.w[i]) * s.w[i];
-  acc = BlockSum(acc, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+// The range of tensor s that piece `piece` of `pieces` covers: equal contiguous parts (the last ones empty
+// where the tensor has fewer elements than pieces).
+__device__ __forceinline__ void PieceOf(int64_t n, int piece, int pieces, int64_t* begin, int64_t* end) {
+  const int64_t size = (n + pieces - 1) / pieces;
+  *begin = size * piece < n ? size * piece : n;
+  *end = *begin + size < n ? *begin + size : n;
 }
 
-// One block per tensor: sums the partials in tensor order (every block gets the same total), then scales.
-__global__ void ClipKernel(const TensorSlot* slots, int count, float max_norm, const double* partials) {
+// Block (piece, tensor): the sum of squares of its piece, in double.
+__global__ void SumSquaresKernel(const TensorSlot* slots, double* partials) {
+  __shared__ double shared[32];
+  const TensorSlot s = slots[blockIdx.y];
+  int64_t begin, end;
+  PieceOf(s.n, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), &begin, &end);
+  double acc = 0.0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc += static_cast<double>(s.w[i]) * s.w[i];
+  acc = BlockSum(acc, shared);
+  if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = acc;
+}
+
+// Block (piece, tensor): sums every partial in order (tensor by tensor, piece by piece; each block gets the
+// same total), then scales its piece.
+__global__ void ClipKernel(const TensorSlot* slots, int partial_count, float max_norm, const double* partials) {
   double sum = 0.0;
-  for (int k = 0; k < count; ++k) sum += partials[k];
+  for (int k = 0; k < partial_count; ++k) sum += partials[k];
   float norm = static_cast<float>(sqrt(sum));
   float coef = fminf(max_norm / (norm + 1e-6f), 1.0f);
-  TensorSlot s = slots[blockIdx.x];
-  for (int64_t i = threadIdx.x; i < s.n; i += blockDim.x) s.w[i] *= coef;
+  const TensorSlot s = slots[blockIdx.y];
+  int64_t begin, end;
+  PieceOf(s.n, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x), &begin, &end);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) s.w[i] *= coef;
 }
 
 __global__ void SetFlagsKernel(uint8_t* flags, int64_t n, uint8_t value) {
@@ -103,12 +117,20 @@ cudaError_t Sgd(const TensorSlot* slots, const int64_t* starts, int count, int64
   return cudaGetLastError();
 }
 
-cudaError_t ClipGradNorm(const TensorSlot* slots, int count, float max_norm, double* partials, cudaStream_t stream) {
+int ClipPieces(int64_t largest) {
+  const int64_t pieces = (largest + kClipPieceElements - 1) / kClipPieceElements;
+  return static_cast<int>(pieces < 1 ? 1 : pieces > kMaxClipPieces ? kMaxClipPieces : pieces);
+}
+
+cudaError_t ClipGradNorm(const TensorSlot* slots, int count, int pieces, float max_norm, double* partials,
+                         cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  SumSquaresKernel<<<count, kThreads, 0, stream>>>(slots, partials);
+  if (count > 65535 || pieces < 1 || pieces > kMaxClipPieces) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(pieces), static_cast<unsigned>(count));
+  SumSquaresKernel<<<grid, kThreads, 0, stream>>>(slots, partials);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  ClipKernel<<<count, kThreads, 0, stream>>>(slots, count, max_norm, partials);
+  ClipKernel<<<grid, kThreads, 0, stream>>>(slots, count * pieces, max_norm, partials);
   return cudaGetLastError();
 }
 

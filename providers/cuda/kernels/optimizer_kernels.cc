@@ -4,6 +4,7 @@
 // session's state (placed once) is the first step only. The optimizers read the learning rate and the step
 // count on the device (their rows make them device inputs), so a recorded optimizer run replays with each
 // step's values.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -173,10 +174,16 @@ class ClipKernel : public DelegatingKernel {
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const TensorSequence& g = *ctx.input_sequence(0);
     std::vector<TensorSlot>& slots = table_.Slots();
-    for (const Tensor& t : g) slots.push_back({Mutable(t), nullptr, nullptr, nullptr, t.NumElements()});
+    int64_t largest = 0;
+    for (const Tensor& t : g) {
+      slots.push_back({Mutable(t), nullptr, nullptr, nullptr, t.NumElements()});
+      largest = std::max(largest, t.NumElements());
+    }
     ONT_RETURN_IF_ERROR(table_.Upload(r));
-    ONT_ASSIGN_OR_RETURN(void* partials, partials_.Get(sizeof(double) * g.size(), r.allocator));
-    return CudaStatus(ClipGradNorm(table_.slots(), table_.count(), max_norm_, static_cast<double*>(partials), r.stream),
+    const int pieces = ClipPieces(largest);
+    ONT_ASSIGN_OR_RETURN(void* partials, partials_.Get(sizeof(double) * g.size() * pieces, r.allocator));
+    return CudaStatus(ClipGradNorm(table_.slots(), table_.count(), pieces, max_norm_, static_cast<double*>(partials),
+                                   r.stream),
                       "ClipGradNorm");
   }
 
