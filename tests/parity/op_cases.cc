@@ -136,6 +136,16 @@ void MovementCases(Builder& b) {
   b.Add("GatherGrad_axis1", "com.microsoft", "GatherGrad", 1,
         {Ints({2, 5, 3}, {3}), Ints({4, 4, 0}, {3}, D::kInt32), Random(D::kFloat32, {2, 3, 3}, b.seed())},
         {D::kFloat32}, {AttrInt("axis", 1)});
+  // An embedding's gradient: 300 tokens into 257 rows of 33 (rows used many times, rows never used,
+  // negative indices), and no tokens at all (every row 0).
+  {
+    std::vector<int64_t> tokens(300);
+    for (size_t j = 0; j < tokens.size(); ++j) tokens[j] = j % 7 == 0 ? -1 - static_cast<int64_t>(j % 5) : (j * j) % 200;
+    b.Add("GatherGrad_embedding", "com.microsoft", "GatherGrad", 1,
+          {Ints({257, 33}, {2}), Ints(tokens, {4, 75}), Random(D::kFloat32, {4, 75, 33}, b.seed())}, {D::kFloat32});
+    b.Add("GatherGrad_no_tokens", "com.microsoft", "GatherGrad", 1,
+          {Ints({5, 3}, {2}), Ints({}, {0}), Random(D::kFloat32, {0, 3}, b.seed())}, {D::kFloat32});
+  }
 }
 
 void GemmCases(Builder& b) {

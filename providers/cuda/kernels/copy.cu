@@ -77,17 +77,44 @@ __global__ void GatherKernel(const E* data, const void* indices, bool indices64,
   }
 }
 
-// One thread per (outer, column): walks every index in order, so sums are deterministic.
-__global__ void GatherGradKernel(const float* dy, const void* indices, bool indices64, float* out, int64_t rows,
-                                 int64_t inner, int64_t n, int64_t outer) {
-  ONT_GRID_STRIDE_LOOP(t, outer * inner) {
-    int64_t o = t / inner, k = t % inner;
-    for (int64_t r = 0; r < rows; ++r) out[(o * rows + r) * inner + k] = 0.0f;
+// GatherGrad in two passes, deterministic and without atomics:
+// 1. one thread per row r of the output: the positions j (ascending) whose index is r, written to
+//    pos[start[r] .. start[r] + count[r]), where start[r] counts the valid indices below r. Every thread reads
+//    the same index at the same time (one broadcast load for a warp), so the n x rows comparisons are cheap
+//    next to the old one thread per column, which read and wrote the output n times in sequence.
+// 2. one thread per output element (o, r, k): dy's rows at its positions summed in order from 0, the CPU
+//    kernel's order (so the same bits), reading consecutive k across a warp.
+__device__ __forceinline__ int64_t IndexAt(const void* indices, bool indices64, int64_t j, int64_t rows) {
+  int64_t idx = indices64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
+  if (idx < 0) idx += rows;
+  return idx >= 0 && idx < rows ? idx : -1;  // out of range: no row (the CPU kernel's Prepare refuses it)
+}
+
+__global__ void GatherGradPositionsKernel(const void* indices, bool indices64, int64_t rows, int64_t n, int64_t* pos,
+                                          int64_t* start, int64_t* count) {
+  ONT_GRID_STRIDE_LOOP(r, rows) {
+    int64_t below = 0;
     for (int64_t j = 0; j < n; ++j) {
-      int64_t idx = indices64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
-      if (idx < 0) idx += rows;
-      if (idx >= 0 && idx < rows) out[(o * rows + idx) * inner + k] += dy[(o * n + j) * inner + k];
+      const int64_t idx = IndexAt(indices, indices64, j, rows);
+      below += idx >= 0 && idx < r;
     }
+    int64_t c = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      if (IndexAt(indices, indices64, j, rows) == r) pos[below + c++] = j;
+    }
+    start[r] = below;
+    count[r] = c;
+  }
+}
+
+__global__ void GatherGradSumKernel(const float* dy, const int64_t* pos, const int64_t* start, const int64_t* count,
+                                    float* out, int64_t rows, int64_t inner, int64_t n, int64_t outer) {
+  ONT_GRID_STRIDE_LOOP(t, outer * rows * inner) {
+    const int64_t k = t % inner, r = (t / inner) % rows, o = t / (inner * rows);
+    const int64_t* p = pos + start[r];
+    float acc = 0.0f;
+    for (int64_t c = 0; c < count[r]; ++c) acc += dy[(o * n + p[c]) * inner + k];
+    out[t] = acc;
   }
 }
 
@@ -190,9 +217,14 @@ cudaError_t GatherElementsGrad(const float* dy, const void* indices, bool indice
 }
 
 cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,
-                       int64_t n, int64_t outer, cudaStream_t stream) {
-  if (outer * inner == 0) return cudaSuccess;
-  GatherGradKernel<<<Blocks(outer * inner), kThreads, 0, stream>>>(dy, indices, indices64, out, rows, inner, n, outer);
+                       int64_t n, int64_t outer, int64_t* workspace, cudaStream_t stream) {
+  if (outer * rows * inner == 0) return cudaSuccess;
+  int64_t *pos = workspace, *start = workspace + n, *count = start + rows;
+  GatherGradPositionsKernel<<<Blocks(rows), kThreads, 0, stream>>>(indices, indices64, rows, n, pos, start, count);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  GatherGradSumKernel<<<Blocks(outer * rows * inner), kThreads, 0, stream>>>(dy, pos, start, count, out, rows, inner, n,
+                                                                              outer);
   return cudaGetLastError();
 }
 

@@ -108,9 +108,11 @@ cudaError_t Fill(void* dst, int64_t n, const void* pattern, int elem_size, cudaS
 cudaError_t Gather(const void* data, const void* indices, bool indices64, void* out, int64_t outer, int64_t axis_len,
                    int64_t inner, int64_t n, int elem_size, int* bad, cudaStream_t stream);
 // GatherGrad: out [outer, rows, inner] = 0, then out[o, idx[j], k] += dy[o, j, k] for j in order
-// (deterministic: each thread owns one (o, k) column and walks the indices in order).
+// (deterministic: each row's positions listed in order, then each output element sums its own). workspace:
+// GatherGradWorkspace(rows, n) int64s on the device.
+inline int64_t GatherGradWorkspace(int64_t rows, int64_t n) { return n + 2 * rows; }
 cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,
-                       int64_t n, int64_t outer, cudaStream_t stream);
+                       int64_t n, int64_t outer, int64_t* workspace, cudaStream_t stream);
 
 // GatherElementsGrad: dX (dims `x`, rank <= kMaxDims) = 0, then dX[q with axis coord idx[q]] += dY[q] for
 // every q of dY (dims `y`); as a gather, each dX element walks its line of dY in order. Indices int32 or

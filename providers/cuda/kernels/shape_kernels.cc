@@ -364,10 +364,16 @@ class GatherGradKernel : public DelegatingKernel {
       if (d < axis) outer *= dx->dim(d);
       if (d > axis) inner *= dx->dim(d);
     }
+    const int64_t rows = dx->dim(axis), n = idx.NumElements();
+    ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(sizeof(int64_t) * static_cast<size_t>(GatherGradWorkspace(rows, n)),
+                                                  r.allocator));
     return CudaStatus(GatherGrad(dy.data<float>(), idx.raw_data(), idx.dtype() == DType::kInt64, dx->data<float>(),
-                                 dx->dim(axis), inner, idx.NumElements(), outer, r.stream),
+                                 rows, inner, n, outer, static_cast<int64_t*>(ws), r.stream),
                       "GatherGrad");
   }
+
+ private:
+  DeviceBuffer workspace_;
 };
 
 
