@@ -122,6 +122,7 @@ std::vector<KernelDef> CudaKernelList() {
       {kMs, "DropoutGrad", 1, 1, kF32, kDropoutGrad, 0, Host({2, 3})},
       {kMs, "FastGelu", 1, 1, kF32, kMsFastGelu},
       {kMs, "FastGeluGrad", 1, 1, kF32, kFastGeluGrad},
+      {kMs, "FusedConv", 1, 1, kF32, kFusedConv, 0, {}, ConvRejects},
       {kMs, "FusedGemm", 1, 1, kF32F64, kFusedGemm},
       {kMs, "FusedMatMul", 1, 1, kF32F64, kFusedMatMul},
       {kMs, "GatherGrad", 1, 1, kF32, kGatherGrad, 2, Host({0})},

@@ -280,6 +280,32 @@ TEST(CudaFusionTest, LinearLayerReluFusesOnCuda) {
   }
 }
 
+// Conv + Relu placed on "cuda,cpu" becomes FusedConv on CUDA (the bias and ReLU in one pass after cuDNN).
+TEST(CudaFusionTest, ConvReluFusesOnCuda) {
+  auto api = LoadCudaProviderLibrary();
+  if (!api.ok()) GTEST_SKIP() << "this build has no CUDA provider library: " << api.status().message();
+  ProviderListOptions o;
+  o.plan_only = true;
+  auto providers = CreateProviders("cuda,cpu", o);
+  ASSERT_TRUE(providers.ok()) << providers.status().ToString();
+  Model m;
+  m.opset_imports[""] = 17;
+  m.graph.inputs = {TensorInfo("x", DType::kFloat32, {2, 3, 8, 8}), TensorInfo("w", DType::kFloat32, {4, 3, 3, 3}),
+                    TensorInfo("b", DType::kFloat32, {4})};
+  m.graph.outputs = {TensorInfo("y", DType::kFloat32, {2, 4, 6, 6})};
+  m.graph.nodes = {MakeNode("Conv", {"x", "w", "b"}, {"c"}, {}, "conv"), MakeNode("Relu", {"c"}, {"y"}, {}, "relu")};
+  PrepareForPlanning(&m, providers->ordered);
+  auto part = PartitionGraph(m, providers->ordered);
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  KernelFusionCounts fused = FuseKernels(&m, part.value(), providers->ordered);
+  EXPECT_EQ(fused.conv_relu, 1);
+  ASSERT_EQ(m.graph.nodes.size(), 1u);
+  EXPECT_EQ(m.graph.nodes[0].op_type, "FusedConv");
+  auto again = PartitionGraph(m, providers->ordered);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->nodes[0].provider, 0) << again->nodes[0].why_fallback;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sets, CudaCoverageTest, ::testing::ValuesIn(CoveredSets()),
                          [](const ::testing::TestParamInfo<testing::ArtifactSet>& info) {
                            std::string n = info.param.name;

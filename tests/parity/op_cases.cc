@@ -421,6 +421,11 @@ void ConvPoolCases(Builder& b) {
       std::vector<Value> in = {Random(D::kFloat32, c.x, b.seed()), Random(D::kFloat32, c.w, b.seed())};
       if (bias) in.push_back(Random(D::kFloat32, {c.w[0]}, b.seed()));
       b.Add(StrCat("Conv_", c.name, bias ? "_bias" : ""), "", "Conv", 13, in, {D::kFloat32}, c.attrs);
+      // com.microsoft FusedConv (the executor's Conv + Relu): the bias and ReLU in one pass on CUDA.
+      A fused = c.attrs;
+      fused.push_back(AttrString("activation", "Relu"));
+      b.Add(StrCat("FusedConv_", c.name, bias ? "_bias" : ""), "com.microsoft", "FusedConv", 1, in, {D::kFloat32},
+            fused);
     }
     // The gradient's dY has the forward output's shape: run the CPU geometry by hand for these cases.
     Shape y = {c.x[0], c.w[0]};

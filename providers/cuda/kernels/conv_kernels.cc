@@ -158,24 +158,33 @@ class ConvPlan {
   bool planned_ = false;
 };
 
-// Y += B along the channel dim (dim 1), in place; nothing when B is absent.
-Status AddChannelBias(const CudaResources& r, const Tensor* b, Tensor* y) {
-  if (b == nullptr) return Status::OK();
+// Y += B along the channel dim (dim 1), in place; nothing when B is absent. relu: then Y = Y > 0 ? Y : 0 in
+// the same pass (FusedConv; Relu's expression, so the bits of Conv then Relu).
+Status AddChannelBias(const CudaResources& r, const Tensor* b, Tensor* y, bool relu = false) {
+  if (b == nullptr) {
+    if (!relu) return Status::OK();
+    return CudaStatus(Unary(UnaryOp::kRelu, y->data<float>(), y->data<float>(), y->NumElements(), 0.0f, r.stream),
+                      "Unary(Relu)");
+  }
   if (y->rank() < 2 || b->NumElements() != y->dim(1)) {
     return InvalidArgument("a bias of ", b->NumElements(), " values for output ", ShapeToString(y->shape()));
   }
   // B steps along dim 1 only (no shape list built: this runs at every step).
   ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(y->shape(), {y->shape(), y->shape()}));
   for (int d = 0; d < s.rank; ++d) s.strides[2][d] = d == 1 ? 1 : 0;
-  return CudaStatus(Binary(BinaryOp::kAdd, y->data<float>(), b->data<float>(), y->data<float>(), s, 0, r.stream),
+  return CudaStatus(Binary(relu ? BinaryOp::kAddRelu : BinaryOp::kAdd, y->data<float>(), b->data<float>(),
+                           y->data<float>(), s, 0, r.stream),
                     "Binary(Add)");
 }
 
-// Conv(X, W, B?) -> Y.
+// Conv(X, W, B?) -> Y; com.microsoft FusedConv (activation "Relu", the executor's Conv + Relu fusion; the
+// CPU kernel's Prepare checks the activation): relu(Y), in the bias's pass.
 class ConvKernel : public DelegatingKernel {
  public:
   ConvKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
-      : DelegatingKernel(info, std::move(cpu)), group_(info.node->GetInt("group", 1)) {}
+      : DelegatingKernel(info, std::move(cpu)),
+        group_(info.node->GetInt("group", 1)),
+        relu_(info.node->op_type == "FusedConv") {}
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
     Tensor* y = ctx.output(0);
@@ -186,11 +195,12 @@ class ConvKernel : public DelegatingKernel {
     ONT_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(r.cudnn, &one, plan_.x_, x.raw_data(), plan_.w_, w.raw_data(),
                                                       plan_.conv_, plan_.fwd_, ws, plan_.workspace_, &zero, plan_.y_,
                                                       y->raw_data()));
-    return AddChannelBias(r, ctx.input(2), y);
+    return AddChannelBias(r, ctx.input(2), y, relu_);
   }
 
  private:
   int64_t group_;
+  bool relu_;
   ConvPlan plan_;
   DeviceBuffer workspace_;
 };
@@ -470,6 +480,7 @@ const char* PoolRejects(const Node& n) {
 }
 
 KernelFactory kConv = Wrap<ConvKernel, &cpu::kConv>;
+KernelFactory kFusedConv = Wrap<ConvKernel, &cpu::kFusedConv>;
 KernelFactory kConvTranspose = Wrap<ConvTransposeKernel, &cpu::kConvTranspose>;
 KernelFactory kConvGrad = Wrap<ConvGradKernel, &cpu::kConvGrad>;
 KernelFactory kMaxPool = Wrap<MaxPoolKernel, &cpu::kMaxPool>;

@@ -80,7 +80,7 @@ extern KernelFactory kSoftmax, kLogSoftmax, kSoftmaxGrad, kSoftmaxGrad13, kLogSo
 extern KernelFactory kLayerNormalization, kLayerNormalizationGrad;
 
 // conv_kernels.cc
-extern KernelFactory kConv, kConvTranspose, kConvGrad, kMaxPool, kMaxPoolGrad, kAveragePool, kAveragePoolGrad, kGlobalAveragePool,
+extern KernelFactory kConv, kFusedConv, kConvTranspose, kConvGrad, kMaxPool, kMaxPoolGrad, kAveragePool, kAveragePoolGrad, kGlobalAveragePool,
     kBatchNormalization, kBatchNormInternal, kBatchNormalizationGrad;
 
 // optimizer_kernels.cc

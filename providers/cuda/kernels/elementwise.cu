@@ -79,6 +79,10 @@ __device__ T ApplyBinary(BinaryOp op, T a, T b, T alpha) {
     case BinaryOp::kDiv: return a / b;
     case BinaryOp::kDivBySquare: return a / (b * b);
     case BinaryOp::kNegMul: return -(a * b);
+    case BinaryOp::kAddRelu: {
+      const T t = a + b;
+      return t > T(0) ? t : T(0);
+    }
     default: return a;
   }
 }

@@ -44,6 +44,7 @@ enum class BinaryOp {
   kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,
   kDivBySquare,  // a / (b * b)
   kNegMul,       // -(a * b)
+  kAddRelu,      // (a + b) > 0 ? a + b : 0: a bias and ReLU in one pass (FusedConv)
   // gradients (a = dY, b = the forward input or output the gradient reads)
   kReluGrad, kSigmoidGrad, kTanhGrad, kGeluGrad, kFastGeluGrad, kLeakyReluGrad,
 };
