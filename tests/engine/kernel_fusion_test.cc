@@ -459,6 +459,25 @@ TEST(KernelFusionTest, ClipGradientNotFusedWhereItCouldDiffer) {
   }
 }
 
+// The training model GenerateArtifacts makes of `fwd` (MSE loss, the accumulated gradients exposed as
+// outputs), run fused and node by node on seeded inputs (sizes of unknown dims 4, a true lazy-reset flag).
+void RunGeneratedTraining(const Model& fwd, uint32_t seed, bool zeros, Runs* r) {
+  ArtifactOptions options;
+  options.loss = LossKind::kMSE;
+  auto a = GenerateArtifacts(fwd, options);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Model training = a.value().training;
+  testing::ExposeAccumulatedGradients(&training);
+  NamedTensors feeds;
+  for (const ValueInfo& v : training.graph.inputs) {
+    Shape s;
+    for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 4);
+    if (v.dtype == DType::kBool) feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
+    else feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed, zeros), s)});
+  }
+  *r = RunBoth(training, feeds);
+}
+
 // The pattern is the one autodiff writes: a training model made from a ReLU6 layer runs ClipGrad.
 TEST(KernelFusionTest, ClipGradientOfAGeneratedTrainingModelIsFused) {
   Model fwd;
@@ -469,21 +488,8 @@ TEST(KernelFusionTest, ClipGradientOfAGeneratedTrainingModelIsFused) {
   fwd.graph.AddInitializer("hi", Tensor::FromVector<float>({0.5f}, {}));
   fwd.graph.nodes = {MakeNode("MatMul", {"x", "w"}, {"h"}, {}, "mm"), MakeNode("Clip", {"h", "lo", "hi"}, {"y"}, {}, "relu6")};
   fwd.graph.outputs = {TensorInfo("y", DType::kFloat32, {4, 5})};
-  ArtifactOptions options;
-  options.loss = LossKind::kMSE;
-  auto a = GenerateArtifacts(fwd, options);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
-  Model training = a.value().training;
-  testing::ExposeAccumulatedGradients(&training);
-  NamedTensors feeds;
-  uint32_t seed = 30;
-  for (const ValueInfo& v : training.graph.inputs) {
-    Shape s;
-    for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 4);
-    if (v.dtype == DType::kBool) feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
-    else feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed, false), s)});
-  }
-  Runs r = RunBoth(training, feeds);
+  Runs r;
+  ASSERT_NO_FATAL_FAILURE(RunGeneratedTraining(fwd, 30, false, &r));
   EXPECT_EQ(Count(r, "ai.ontrain::ClipGrad"), 1);
   EXPECT_EQ(Count(r, "::Where") + Count(r, "::And") + Count(r, "::GreaterOrEqual") + Count(r, "::LessOrEqual"), 0);
   ExpectSameBits(r);
@@ -552,21 +558,8 @@ TEST(KernelFusionTest, LinearReluOfAGeneratedTrainingModelIsFused) {
                      MakeNode("Relu", {"h"}, {"r"}, {}, "relu"),
                      MakeNode("Gemm", {"r", "w2"}, {"y"}, {AttrInt("transB", 1)}, "fc2")};
   fwd.graph.outputs = {TensorInfo("y", DType::kFloat32, {4, 3})};
-  ArtifactOptions options;
-  options.loss = LossKind::kMSE;
-  auto a = GenerateArtifacts(fwd, options);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
-  Model training = a.value().training;
-  testing::ExposeAccumulatedGradients(&training);
-  NamedTensors feeds;
-  uint32_t seed = 40;
-  for (const ValueInfo& v : training.graph.inputs) {
-    Shape s;
-    for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 4);
-    if (v.dtype == DType::kBool) feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
-    else feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed, true), s)});
-  }
-  Runs r = RunBoth(training, feeds);
+  Runs r;
+  ASSERT_NO_FATAL_FAILURE(RunGeneratedTraining(fwd, 40, true, &r));
   EXPECT_EQ(Count(r, "com.microsoft::FusedGemm"), 1);
   EXPECT_EQ(Count(r, "::Relu"), 0);
   EXPECT_EQ(Count(r, "com.microsoft::ReluGrad"), 1);

@@ -211,16 +211,39 @@ TEST_P(CudaCoverageTest, CudaPlacementRecordsTheTrainingStep) {
   EXPECT_EQ(on_sim.train.replayed, kCaptureSteps - 4) << on_sim.train_status;
 }
 
-// The executor's fusions follow the CUDA kernel list as they follow the CPU's: a linear layer's FusedMatMul
-// + Add of its bias placed on "cuda,cpu" becomes MatMulBias on CUDA (cuBLASLt's bias epilogue) in float32,
-// and stays two nodes in float64, which CUDA's MatMulBias row does not take.
-TEST(CudaFusionTest, LinearLayerBiasFusesOnCudaInFloat32) {
-  auto api = LoadCudaProviderLibrary();
-  if (!api.ok()) GTEST_SKIP() << "this build has no CUDA provider library: " << api.status().message();
+// `m` planned on "cuda,cpu" (without a device) with every node on CUDA, then fused: the fusion counts, the
+// fused graph, and whether each of its nodes is placed on CUDA again.
+struct CudaFusion {
+  KernelFusionCounts counts;
+  Model fused;
+  std::vector<bool> on_cuda;
+};
+void FuseOnCuda(Model m, CudaFusion* out) {
   ProviderListOptions o;
   o.plan_only = true;
   auto providers = CreateProviders("cuda,cpu", o);
   ASSERT_TRUE(providers.ok()) << providers.status().ToString();
+  PrepareForPlanning(&m, providers->ordered);
+  auto part = PartitionGraph(m, providers->ordered);
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  for (const NodePlacement& n : part->nodes) ASSERT_EQ(n.provider, 0) << n.why_fallback;
+  out->counts = FuseKernels(&m, part.value(), providers->ordered);
+  auto again = PartitionGraph(m, providers->ordered);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  for (const NodePlacement& n : again->nodes) out->on_cuda.push_back(n.provider == 0);
+  out->fused = std::move(m);
+}
+
+#define ONT_SKIP_WITHOUT_CUDA_LIBRARY()                                                                   \
+  if (auto api = LoadCudaProviderLibrary(); !api.ok()) {                                                  \
+    GTEST_SKIP() << "this build has no CUDA provider library: " << api.status().message();                \
+  }
+
+// The executor's fusions follow the CUDA kernel list as they follow the CPU's: a linear layer's FusedMatMul
+// + Add of its bias placed on "cuda,cpu" becomes MatMulBias on CUDA (cuBLASLt's bias epilogue) in float32,
+// and stays two nodes in float64, which CUDA's MatMulBias row does not take.
+TEST(CudaFusionTest, LinearLayerBiasFusesOnCudaInFloat32) {
+  ONT_SKIP_WITHOUT_CUDA_LIBRARY();
   for (DType t : {DType::kFloat32, DType::kFloat64}) {
     SCOPED_TRACE(DTypeName(t));
     Model m;
@@ -230,35 +253,24 @@ TEST(CudaFusionTest, LinearLayerBiasFusesOnCudaInFloat32) {
     m.graph.outputs = {TensorInfo("y", t, {2, 3, 5})};
     m.graph.nodes = {MakeNode("FusedMatMul", {"a", "w"}, {"p"}, {AttrInt("transB", 1)}, "mm", "com.microsoft"),
                      MakeNode("Add", {"p", "bias"}, {"y"}, {}, "add")};
-    PrepareForPlanning(&m, providers->ordered);
-    auto part = PartitionGraph(m, providers->ordered);
-    ASSERT_TRUE(part.ok()) << part.status().ToString();
-    ASSERT_EQ(part->nodes[0].provider, 0) << part->nodes[0].why_fallback;
-    ASSERT_EQ(part->nodes[1].provider, 0) << part->nodes[1].why_fallback;
-    KernelFusionCounts fused = FuseKernels(&m, part.value(), providers->ordered);
+    CudaFusion f;
+    ASSERT_NO_FATAL_FAILURE(FuseOnCuda(std::move(m), &f));
     if (t == DType::kFloat64) {
-      EXPECT_EQ(fused.matmul_bias, 0);
-      EXPECT_EQ(m.graph.nodes.size(), 2u);
+      EXPECT_EQ(f.counts.matmul_bias, 0);
+      EXPECT_EQ(f.fused.graph.nodes.size(), 2u);
       continue;
     }
-    EXPECT_EQ(fused.matmul_bias, 1);
-    ASSERT_EQ(m.graph.nodes.size(), 1u);
-    EXPECT_EQ(m.graph.nodes[0].op_type, "MatMulBias");
-    auto again = PartitionGraph(m, providers->ordered);
-    ASSERT_TRUE(again.ok()) << again.status().ToString();
-    EXPECT_EQ(again->nodes[0].provider, 0) << again->nodes[0].why_fallback;
+    EXPECT_EQ(f.counts.matmul_bias, 1);
+    ASSERT_EQ(f.fused.graph.nodes.size(), 1u);
+    EXPECT_EQ(f.fused.graph.nodes[0].op_type, "MatMulBias");
+    EXPECT_TRUE(f.on_cuda[0]);
   }
 }
 
 // Gemm + Relu placed on "cuda,cpu" becomes FusedGemm on CUDA (cuBLASLt's ReLU-bias epilogue), in float32
 // and float64 alike (CUDA's FusedGemm row takes both; float64 runs the Gemm then the Relu kernel).
 TEST(CudaFusionTest, LinearLayerReluFusesOnCuda) {
-  auto api = LoadCudaProviderLibrary();
-  if (!api.ok()) GTEST_SKIP() << "this build has no CUDA provider library: " << api.status().message();
-  ProviderListOptions o;
-  o.plan_only = true;
-  auto providers = CreateProviders("cuda,cpu", o);
-  ASSERT_TRUE(providers.ok()) << providers.status().ToString();
+  ONT_SKIP_WITHOUT_CUDA_LIBRARY();
   for (DType t : {DType::kFloat32, DType::kFloat64}) {
     SCOPED_TRACE(DTypeName(t));
     Model m;
@@ -267,43 +279,30 @@ TEST(CudaFusionTest, LinearLayerReluFusesOnCuda) {
     m.graph.outputs = {TensorInfo("y", t, {3, 5})};
     m.graph.nodes = {MakeNode("Gemm", {"a", "w", "bias"}, {"h"}, {AttrInt("transB", 1)}, "fc"),
                      MakeNode("Relu", {"h"}, {"y"}, {}, "relu")};
-    PrepareForPlanning(&m, providers->ordered);
-    auto part = PartitionGraph(m, providers->ordered);
-    ASSERT_TRUE(part.ok()) << part.status().ToString();
-    KernelFusionCounts fused = FuseKernels(&m, part.value(), providers->ordered);
-    EXPECT_EQ(fused.gemm_relu, 1);
-    ASSERT_EQ(m.graph.nodes.size(), 1u);
-    EXPECT_EQ(m.graph.nodes[0].op_type, "FusedGemm");
-    auto again = PartitionGraph(m, providers->ordered);
-    ASSERT_TRUE(again.ok()) << again.status().ToString();
-    EXPECT_EQ(again->nodes[0].provider, 0) << again->nodes[0].why_fallback;
+    CudaFusion f;
+    ASSERT_NO_FATAL_FAILURE(FuseOnCuda(std::move(m), &f));
+    EXPECT_EQ(f.counts.gemm_relu, 1);
+    ASSERT_EQ(f.fused.graph.nodes.size(), 1u);
+    EXPECT_EQ(f.fused.graph.nodes[0].op_type, "FusedGemm");
+    EXPECT_TRUE(f.on_cuda[0]);
   }
 }
 
 // Conv + Relu placed on "cuda,cpu" becomes FusedConv on CUDA (the bias and ReLU in one pass after cuDNN).
 TEST(CudaFusionTest, ConvReluFusesOnCuda) {
-  auto api = LoadCudaProviderLibrary();
-  if (!api.ok()) GTEST_SKIP() << "this build has no CUDA provider library: " << api.status().message();
-  ProviderListOptions o;
-  o.plan_only = true;
-  auto providers = CreateProviders("cuda,cpu", o);
-  ASSERT_TRUE(providers.ok()) << providers.status().ToString();
+  ONT_SKIP_WITHOUT_CUDA_LIBRARY();
   Model m;
   m.opset_imports[""] = 17;
   m.graph.inputs = {TensorInfo("x", DType::kFloat32, {2, 3, 8, 8}), TensorInfo("w", DType::kFloat32, {4, 3, 3, 3}),
                     TensorInfo("b", DType::kFloat32, {4})};
   m.graph.outputs = {TensorInfo("y", DType::kFloat32, {2, 4, 6, 6})};
   m.graph.nodes = {MakeNode("Conv", {"x", "w", "b"}, {"c"}, {}, "conv"), MakeNode("Relu", {"c"}, {"y"}, {}, "relu")};
-  PrepareForPlanning(&m, providers->ordered);
-  auto part = PartitionGraph(m, providers->ordered);
-  ASSERT_TRUE(part.ok()) << part.status().ToString();
-  KernelFusionCounts fused = FuseKernels(&m, part.value(), providers->ordered);
-  EXPECT_EQ(fused.conv_relu, 1);
-  ASSERT_EQ(m.graph.nodes.size(), 1u);
-  EXPECT_EQ(m.graph.nodes[0].op_type, "FusedConv");
-  auto again = PartitionGraph(m, providers->ordered);
-  ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_EQ(again->nodes[0].provider, 0) << again->nodes[0].why_fallback;
+  CudaFusion f;
+  ASSERT_NO_FATAL_FAILURE(FuseOnCuda(std::move(m), &f));
+  EXPECT_EQ(f.counts.conv_relu, 1);
+  ASSERT_EQ(f.fused.graph.nodes.size(), 1u);
+  EXPECT_EQ(f.fused.graph.nodes[0].op_type, "FusedConv");
+  EXPECT_TRUE(f.on_cuda[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, CudaCoverageTest, ::testing::ValuesIn(CoveredSets()),
