@@ -6,7 +6,9 @@
 #   1. the parity suite passes on the emulated device (no case skipped for want of a device);
 #   2. `ontrain bench --provider cuda` writes its rows and profiles (one small model, a few steps);
 #   3. with a fault injected into one kernel (ONTRAIN_CUDA_EMU_FAULT_AT), run_gtest.py names that case as a
-#      fault and the cases after it still pass in a fresh process.
+#      fault and the cases after it still pass in a fresh process, and it reruns faulting cases alone with
+#      CUDA_LAUNCH_BLOCKING=1;
+#   4. a fault that recurs when its case runs alone is then named by its node.
 # Usage: tools/gpu/rehearse.sh [OUT_DIR]   (packs the bundle first, so that what is rehearsed is what a GPU
 # session would be sent)
 set -euo pipefail
@@ -44,6 +46,10 @@ filter='Ops/OpParityTest.*Relu*:Ops/OpParityTest.*Sigmoid*'
   python3 "$B/run_gtest.py" "$B/bin/op_parity_test" --filter "$filter" --batch 400 --timeout 200 \
   --json "$out/fault.json" --log "$out/fault.log") > "$out/fault.txt" 2>&1 || true
 cat "$out/fault.txt" | tail -5
+grep "^blocking " "$out/fault.txt" | head -3
+if ! grep -q "^blocking " "$out/fault.txt"; then
+  echo "rehearse: run_gtest.py did not rerun a faulting case with CUDA_LAUNCH_BLOCKING=1"; fail=1
+fi
 python3 - "$out/fault.json" <<'EOF' || fail=1
 import json, sys
 data = json.load(open(sys.argv[1]))
@@ -56,6 +62,15 @@ print(f"rehearse: {len(cases)} cases: {len(faults)} named as faults, {len(ok)} p
 if not faults or not ok or others:
     sys.exit("rehearse: run_gtest.py did not isolate the injected faults: " + ", ".join(others[:5]))
 EOF
+
+echo "== 4: a fault that recurs in the case alone is named by its node under CUDA_LAUNCH_BLOCKING=1"
+(cd "$B/ontrain" && ONTRAIN_CUDA_PROVIDER="$emu" ONTRAIN_CUDA_EMU_FAULT_AT=1 \
+  python3 "$B/run_gtest.py" "$B/bin/op_parity_test" --filter 'Ops/OpParityTest.*/Relu_float32_3x5x4' \
+  --batch 400 --timeout 200 --blocking 1 --log "$out/blocking.log") > "$out/blocking.txt" 2>&1 || true
+grep "^blocking " "$out/blocking.txt" || true
+if ! grep -q '^blocking .*node ".*cudaErrorIllegalAddress' "$out/blocking.txt"; then
+  echo "rehearse: the blocking rerun did not name the faulting node"; fail=1
+fi
 rm -rf "$B"
 [ $fail -eq 0 ] && echo "rehearse: ok (results in $out)" || echo "rehearse: FAILED (results in $out)"
 exit $fail

@@ -8,14 +8,18 @@ dies inside a case, that case is recorded as the fault and the cases after it in
 fresh process. Each batch has a time limit; a batch that overruns marks its running case as a hang.
 
   run_gtest.py BINARY [--filter F] [--batch N] [--timeout S] [--json FILE] [--log FILE] [--sanitize N]
+               [--blocking N]
 
---sanitize N reruns the first N faulting cases alone under compute-sanitizer (memcheck), when it exists,
-and appends its report to the log.
+--blocking N (default 3) reruns the first N faulting cases alone with CUDA_LAUNCH_BLOCKING=1, under which
+the CUDA provider waits for each kernel, so the error names the node whose kernel faulted (without it a
+later copy reports the fault); prints that line. --sanitize N reruns the first N faulting cases alone under
+compute-sanitizer (memcheck), when it exists, and appends its report to the log.
 
 Prints one line per failing case and a closing count; --json writes {"cases": {name: {"result", "message"}}}.
 """
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -85,6 +89,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--log")
     ap.add_argument("--sanitize", type=int, default=0)
+    ap.add_argument("--blocking", type=int, default=3)
     a = ap.parse_args()
     log = open(a.log, "a") if a.log else sys.stdout
     cases = list_cases(a.binary, a.filter)
@@ -124,6 +129,22 @@ def main():
         if r not in ("OK", "SKIPPED"):
             first = next((l.strip() for l in msg.splitlines() if l.strip() and "Failure" not in l), "")
             print(f"{r:7s} {n}: {first[:300]}")
+    for n in faults[:a.blocking]:
+        log.write(f"---- CUDA_LAUNCH_BLOCKING=1 {n}\n")
+        try:
+            p = subprocess.run([a.binary, "--gtest_filter=" + n], capture_output=True, text=True, timeout=180,
+                               errors="replace", env=dict(os.environ, CUDA_LAUNCH_BLOCKING="1"))
+            out = p.stdout + p.stderr
+        except subprocess.TimeoutExpired:
+            out = "timed out"
+        log.write(out[-20000:])
+        named = [l.strip() for l in out.splitlines() if 'node "' in l and STICKY.search(l)]
+        if named:
+            print(f"blocking {n}: {named[0][:400]}")
+        elif "[  PASSED  ] 1 test" in out:
+            print(f"blocking {n}: passed when run alone (the fault did not recur)")
+        else:
+            print(f"blocking {n}: no node named; see the log")
     if a.sanitize and faults and shutil.which("compute-sanitizer"):
         for n in faults[:a.sanitize]:
             log.write(f"---- compute-sanitizer {n}\n")
