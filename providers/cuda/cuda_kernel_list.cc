@@ -158,6 +158,7 @@ std::vector<KernelDef> CudaKernelList() {
       {kMs, "TanhGrad", 1, 1, kF32, kTanhGrad},
       // ai.ontrain: fused ops the executor substitutes where this provider has them
       {kOntrain, "MatMulBias", 1, 1, kF32, kMatMulBias},
+      {kOntrain, "MaxPoolReluGrad", 1, 1, kF32, kMaxPoolReluGrad, 0, {}, MaxPoolReluGradRejects},
   };
 }
 

@@ -305,6 +305,28 @@ TEST(CudaFusionTest, ConvReluFusesOnCuda) {
   EXPECT_TRUE(f.on_cuda[0]);
 }
 
+// MaxPoolGrad + ReluGrad (a pooled ReLU layer's gradient) placed on "cuda,cpu" becomes MaxPoolReluGrad on
+// CUDA: the mask from the pooled values, in the gradient's one pass.
+TEST(CudaFusionTest, MaxPoolReluGradFusesOnCuda) {
+  ONT_SKIP_WITHOUT_CUDA_LIBRARY();
+  Model m;
+  m.opset_imports[""] = 17;
+  m.opset_imports["com.microsoft"] = 1;
+  m.graph.inputs = {TensorInfo("x", DType::kFloat32, {2, 3, 8, 8}), TensorInfo("dz", DType::kFloat32, {2, 3, 4, 4})};
+  m.graph.outputs = {TensorInfo("z", DType::kFloat32, {2, 3, 4, 4}), TensorInfo("dx", DType::kFloat32, {2, 3, 8, 8})};
+  const std::vector<onnx::AttributeProto> pool = {AttrInts("kernel_shape", {2, 2}), AttrInts("strides", {2, 2})};
+  m.graph.nodes = {MakeNode("Relu", {"x"}, {"p"}, {}, "relu"), MakeNode("MaxPool", {"p"}, {"z", "i"}, pool, "pool"),
+                   MakeNode("MaxPoolGrad", {"dz", "i"}, {"g"}, pool, "pool_grad"),
+                   MakeNode("ReluGrad", {"g", "x"}, {"dx"}, {}, "relu_grad", "com.microsoft")};
+  m.graph.value_infos.push_back(TensorInfo("g", DType::kFloat32, {2, 3, 8, 8}));
+  CudaFusion f;
+  ASSERT_NO_FATAL_FAILURE(FuseOnCuda(std::move(m), &f));
+  EXPECT_EQ(f.counts.maxpool_relu_grad, 1);
+  ASSERT_EQ(f.fused.graph.nodes.size(), 3u);
+  EXPECT_EQ(f.fused.graph.nodes[2].op_type, "MaxPoolReluGrad");
+  for (size_t i = 0; i < f.on_cuda.size(); ++i) EXPECT_TRUE(f.on_cuda[i]) << f.fused.graph.nodes[i].op_type;
+}
+
 INSTANTIATE_TEST_SUITE_P(Sets, CudaCoverageTest, ::testing::ValuesIn(CoveredSets()),
                          [](const ::testing::TestParamInfo<testing::ArtifactSet>& info) {
                            std::string n = info.param.name;

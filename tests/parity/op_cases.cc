@@ -469,6 +469,13 @@ void ConvPoolCases(Builder& b) {
     b.Add("MaxPoolGrad_" + n, "", "MaxPoolGrad", 9, {Random(D::kFloat32, y, b.seed()), PoolIndices(x, p.k, p.s, p.p, y, b.seed())},
           {D::kFloat32}, attrs)
         .output_shapes = {x};
+    // ai.ontrain MaxPoolReluGrad (the executor's MaxPoolGrad + ReluGrad): pooled values Y of both signs and
+    // zeros mask the windows.
+    Tensor pooled = Random(D::kFloat32, y, b.seed(), -1, 1);
+    for (int64_t i = 0; i < pooled.NumElements(); i += 5) pooled.data<float>()[i] = 0.0f;
+    b.Add("MaxPoolReluGrad_" + n, "ai.ontrain", "MaxPoolReluGrad", 1,
+          {Random(D::kFloat32, y, b.seed()), PoolIndices(x, p.k, p.s, p.p, y, b.seed()), pooled}, {D::kFloat32}, attrs)
+        .output_shapes = {x};
     for (int include : {0, 1}) {
       A avg = attrs;
       avg.push_back(AttrInt("count_include_pad", include));

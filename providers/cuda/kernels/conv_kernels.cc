@@ -342,18 +342,25 @@ class MaxPoolKernel : public DelegatingKernel {
   PoolPlan plan_;
 };
 
+// MaxPoolGrad(dY, Indices), and ai.ontrain MaxPoolReluGrad(dY, Indices, Y) (the executor's MaxPoolGrad +
+// ReluGrad fusion): only the windows whose pooled value Y is positive (the CPU kernel's comment says why
+// that is ReluGrad's mask). Its window-code form (compact_indices) follows a FusedConvMaxPool, which CUDA
+// does not run (MaxPoolReluGradRejects).
 class MaxPoolGradKernel : public DelegatingKernel {
  public:
-  using DelegatingKernel::DelegatingKernel;
+  MaxPoolGradKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
+      : DelegatingKernel(info, std::move(cpu)), masked_(info.node->op_type == "MaxPoolReluGrad") {}
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     Tensor* dx = ctx.output(0);
     ONT_ASSIGN_OR_RETURN(Pool2D g, plan_.Get(node_, dx->shape()));
-    return CudaStatus(MaxPool2DGrad(ctx.input(0)->data<float>(), ctx.input(1)->data<int64_t>(), dx->data<float>(), g,
+    const float* y = masked_ ? ctx.input(2)->data<float>() : nullptr;
+    return CudaStatus(MaxPool2DGrad(ctx.input(0)->data<float>(), ctx.input(1)->data<int64_t>(), y, dx->data<float>(), g,
                                     r.stream),
                       "MaxPool2DGrad");
   }
 
  private:
+  bool masked_;
   PoolPlan plan_;
 };
 
@@ -479,12 +486,18 @@ const char* PoolRejects(const Node& n) {
   return n.GetInts("kernel_shape").size() > 2 ? "pooling over more than 2 spatial dims" : nullptr;
 }
 
+const char* MaxPoolReluGradRejects(const Node& n) {
+  if (n.GetInt("compact_indices", 0) != 0) return "window-code Indices (compact_indices)";
+  return PoolRejects(n);
+}
+
 KernelFactory kConv = Wrap<ConvKernel, &cpu::kConv>;
 KernelFactory kFusedConv = Wrap<ConvKernel, &cpu::kFusedConv>;
 KernelFactory kConvTranspose = Wrap<ConvTransposeKernel, &cpu::kConvTranspose>;
 KernelFactory kConvGrad = Wrap<ConvGradKernel, &cpu::kConvGrad>;
 KernelFactory kMaxPool = Wrap<MaxPoolKernel, &cpu::kMaxPool>;
 KernelFactory kMaxPoolGrad = Wrap<MaxPoolGradKernel, &cpu::kMaxPoolGrad>;
+KernelFactory kMaxPoolReluGrad = Wrap<MaxPoolGradKernel, &cpu::kMaxPoolReluGrad>;
 KernelFactory kAveragePool = Wrap<AveragePoolKernel, &cpu::kAveragePool>;
 KernelFactory kAveragePoolGrad = Wrap<AveragePoolGradKernel, &cpu::kAveragePoolGrad>;
 KernelFactory kGlobalAveragePool = Wrap<GlobalAveragePoolKernel, &cpu::kGlobalAveragePool>;

@@ -46,6 +46,7 @@ const char* CastRejects(const Node& n);
 const char* ConvRejects(const Node& n);
 const char* ConvTransposeRejects(const Node& n);
 const char* PoolRejects(const Node& n);
+const char* MaxPoolReluGradRejects(const Node& n);
 
 // shape_kernels.cc
 extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTranspose, kExpand, kTile, kConcat,
@@ -80,7 +81,7 @@ extern KernelFactory kSoftmax, kLogSoftmax, kSoftmaxGrad, kSoftmaxGrad13, kLogSo
 extern KernelFactory kLayerNormalization, kLayerNormalizationGrad;
 
 // conv_kernels.cc
-extern KernelFactory kConv, kFusedConv, kConvTranspose, kConvGrad, kMaxPool, kMaxPoolGrad, kAveragePool, kAveragePoolGrad, kGlobalAveragePool,
+extern KernelFactory kConv, kFusedConv, kConvTranspose, kConvGrad, kMaxPool, kMaxPoolGrad, kMaxPoolReluGrad, kAveragePool, kAveragePoolGrad, kGlobalAveragePool,
     kBatchNormalization, kBatchNormInternal, kBatchNormalizationGrad;
 
 // optimizer_kernels.cc

@@ -237,7 +237,9 @@ struct Pool2D {
 // MaxPool with ONNX's Indices (flat over the whole input; nullable); the first maximum of a window wins.
 cudaError_t MaxPool2D(const float* x, float* y, int64_t* indices, const Pool2D& g, cudaStream_t stream);
 // dX[i] = sum of dY over the outputs whose index is i, in output order (a gather, so no atomics).
-cudaError_t MaxPool2DGrad(const float* dy, const int64_t* indices, float* dx, const Pool2D& g, cudaStream_t stream);
+// y (nullable): ai.ontrain MaxPoolReluGrad's pooled values; only windows whose y is positive contribute.
+cudaError_t MaxPool2DGrad(const float* dy, const int64_t* indices, const float* y, float* dx, const Pool2D& g,
+                          cudaStream_t stream);
 cudaError_t AvgPool2D(const float* x, float* y, const Pool2D& g, cudaStream_t stream);
 cudaError_t AvgPool2DGrad(const float* dy, float* dx, const Pool2D& g, cudaStream_t stream);
 

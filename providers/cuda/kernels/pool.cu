@@ -51,7 +51,9 @@ __device__ __forceinline__ void OutputRange(int64_t pos, int64_t pad, int64_t k,
   if (*hi > out - 1) *hi = out - 1;
 }
 
-__global__ void MaxPoolGradKernel(const float* dy, const int64_t* indices, float* dx, Pool2D g) {
+// dX at each input position: the dY of the windows whose maximum it was, in window order (with y: only the
+// windows whose pooled value is positive, MaxPoolReluGrad's mask).
+__global__ void MaxPoolGradKernel(const float* dy, const int64_t* indices, const float* y, float* dx, Pool2D g) {
   ONT_GRID_STRIDE_LOOP(i, g.planes * g.h * g.w) {
     int64_t w = i % g.w, h = (i / g.w) % g.h, p = i / (g.w * g.h);
     int64_t me = StorageIndex(g, p, h, w);
@@ -62,7 +64,7 @@ __global__ void MaxPoolGradKernel(const float* dy, const int64_t* indices, float
     for (int64_t oh = h0; oh <= h1; ++oh) {
       for (int64_t ow = w0; ow <= w1; ++ow) {
         int64_t o = (p * g.oh + oh) * g.ow + ow;
-        if (indices[o] == me) acc += dy[o];
+        if (indices[o] == me && (y == nullptr || y[o] > 0.0f)) acc += dy[o];
       }
     }
     dx[i] = acc;
@@ -130,10 +132,11 @@ cudaError_t MaxPool2D(const float* x, float* y, int64_t* indices, const Pool2D& 
   return cudaGetLastError();
 }
 
-cudaError_t MaxPool2DGrad(const float* dy, const int64_t* indices, float* dx, const Pool2D& g, cudaStream_t stream) {
+cudaError_t MaxPool2DGrad(const float* dy, const int64_t* indices, const float* y, float* dx, const Pool2D& g,
+                          cudaStream_t stream) {
   int64_t n = g.planes * g.h * g.w;
   if (n == 0) return cudaSuccess;
-  MaxPoolGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, indices, dx, g);
+  MaxPoolGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, indices, y, dx, g);
   return cudaGetLastError();
 }
 
