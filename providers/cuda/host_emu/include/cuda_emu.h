@@ -17,8 +17,8 @@
 //   destination holds NaN bytes until then). Stream capture records work into graphs that replay it with
 //   the arguments frozen at recording, and refuses what CUDA refuses while capturing (synchronizing the
 //   stream, copies between the device and pageable host memory).
-// - cuBLAS, cuBLASLt (the bias epilogue) and cuDNN's convolutions are reference loops with the argument
-//   checks the libraries document.
+// - cuBLAS, cuBLASLt (the bias, ReLU and ReLU-bias epilogues) and cuDNN's convolutions are reference loops
+//   with the argument checks the libraries document.
 // Environment: ONTRAIN_CUDA_EMU_DEVICES (the device count, default 1; 0 for no device, "nodriver" for a
 // machine without a driver) and ONTRAIN_CUDA_EMU_FAULT_AT=N (the N-th kernel to run faults with an illegal
 // address, to rehearse fault handling). Only the API the provider uses is declared.
