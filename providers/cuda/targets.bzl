@@ -14,6 +14,16 @@ PROVIDER_SRCS = [
     "cuda_provider.cc",
 ]
 
+# What the provider's code links against besides the CUDA libraries (or the emulated ones).
+PROVIDER_DEPS = [
+    ":device_plans",
+    "//core:random",
+    "//core:tensor",
+    "//providers:provider",
+    "//providers:provider_library",
+    "//providers/cpu:kernels",
+]
+
 PROVIDER_HDRS = [
     "cuda_allocator.h",
     "cuda_check.h",
@@ -39,13 +49,7 @@ def cuda_provider_targets():
         srcs = PROVIDER_SRCS + [":device_code"] + provider_kernel_srcs(),
         hdrs = PROVIDER_HDRS,
         copts = COPTS,
-        deps = [
-            ":device_plans",
-            "//core:random",
-            "//core:tensor",
-            "//providers:provider",
-            "//providers:provider_library",
-            "//providers/cpu:kernels",
+        deps = PROVIDER_DEPS + [
             "@local_cuda//:headers",
             "@local_cuda//:libraries",
         ],

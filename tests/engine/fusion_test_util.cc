@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "graph/artifacts.h"
 #include "graph/builder.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
@@ -67,6 +68,23 @@ void ExposeAccumulatedGradients(Model* training) {
     v.dtype = DType::kFloat32;
     training->graph.outputs.push_back(v);
   }
+}
+
+void RunGeneratedTraining(const Model& fwd, uint32_t seed, bool zeros, FusionRuns* r) {
+  ArtifactOptions options;
+  options.loss = LossKind::kMSE;
+  auto a = GenerateArtifacts(fwd, options);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Model training = a.value().training;
+  testing::ExposeAccumulatedGradients(&training);
+  NamedTensors feeds;
+  for (const ValueInfo& v : training.graph.inputs) {
+    Shape s;
+    for (const Dim& d : v.dims) s.push_back(d.known() ? d.value : 4);
+    if (v.dtype == DType::kBool) feeds.push_back({v.name, Tensor::FromVector<bool>({true}, s)});
+    else feeds.push_back({v.name, Tensor::FromVector(Values(ShapeNumElements(s), ++seed, zeros), s)});
+  }
+  *r = RunBoth(training, feeds);
 }
 
 int Count(const FusionRuns& r, const std::string& op) {

@@ -33,6 +33,11 @@ void ExpectSameBits(const FusionRuns& r);
 // each accumulated gradient a graph output too, so that a comparison of outputs covers it.
 void ExposeAccumulatedGradients(Model* training);
 
+// The training model GenerateArtifacts makes of `fwd` (MSE loss, the accumulated gradients exposed as
+// outputs), run fused and node by node on seeded inputs (unknown dims 4, a true lazy-reset flag; `zeros`
+// as Values has it).
+void RunGeneratedTraining(const Model& fwd, uint32_t seed, bool zeros, FusionRuns* r);
+
 // How many nodes of the fused graph are `op` ("domain::op").
 int Count(const FusionRuns& r, const std::string& op);
 

@@ -1,6 +1,7 @@
-// The executor's fusions for transformer layers (engine/kernel_fusion.h): Gelu with its GeluGrad, and a
-// linear layer's FusedMatMul with the Add of its bias, each with the same bits as the nodes it replaces, at
-// one and two threads; values read elsewhere, and biases that broadcast otherwise, keep the nodes apart.
+// The executor's fusions for linear and transformer layers (engine/kernel_fusion.h): Gelu with its GeluGrad,
+// a linear layer's FusedMatMul with the Add of its bias, and Gemm with its Relu (FusedGemm), each with the
+// same bits as the nodes it replaces; values read elsewhere, and biases that broadcast otherwise, keep the
+// nodes apart; FusedGemm with an activation the CPU lacks is a clear error.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "engine/executor.h"
 #include "graph/builder.h"
+#include "providers/cpu/cpu_provider.h"
 #include "gtest/gtest.h"
 #include "tests/engine/fusion_test_util.h"
 #include "tests/test_util.h"
@@ -131,6 +133,97 @@ TEST(KernelFusionTest, LinearLayerBiasAddFusesWithTheSameBits) {
       ExpectSameBits(r);
     }
   }
+}
+
+// FusedGemm (Gemm + Relu) against the two nodes on every path of the Gemm kernel: a bias row in the
+// product ([N] and [1, N]), a full C, no C, alpha and beta other than 1, transposed operands, float64; NaN
+// inputs, whose outputs ReLU makes 0.
+TEST(KernelFusionTest, FusedGemmMatchesGemmThenRelu) {
+  struct Case {
+    int64_t m, k, n;
+    bool ta, tb;
+    Shape c;  // {}: no C
+    float alpha, beta;
+    DType dtype;
+  };
+  const Case cases[] = {
+      {64, 784, 128, false, true, {128}, 1.0f, 1.0f, DType::kFloat32},
+      {33, 17, 65, false, false, {1, 65}, 1.0f, 1.0f, DType::kFloat32},
+      {9, 12, 7, true, true, {9, 7}, 0.5f, 2.0f, DType::kFloat32},
+      {5, 6, 8, false, true, {}, 1.5f, 1.0f, DType::kFloat32},
+      {6, 5, 4, true, false, {4}, 1.0f, 1.0f, DType::kFloat64},
+  };
+  for (const Case& t : cases) {
+    SCOPED_TRACE(std::to_string(t.m) + "x" + std::to_string(t.k) + "x" + std::to_string(t.n) + " C rank " +
+                 std::to_string(t.c.size()));
+    Model md;
+    md.opset_imports[""] = 17;
+    const Shape as = t.ta ? Shape{t.k, t.m} : Shape{t.m, t.k}, bs = t.tb ? Shape{t.n, t.k} : Shape{t.k, t.n};
+    md.graph.inputs = {TensorInfo("a", t.dtype, as), TensorInfo("b", t.dtype, bs)};
+    std::vector<std::string> in = {"a", "b"};
+    if (!t.c.empty()) {
+      md.graph.inputs.push_back(TensorInfo("c", t.dtype, t.c));
+      in.push_back("c");
+    }
+    md.graph.nodes.push_back(MakeNode("Gemm", in, {"h"},
+                                      {AttrInt("transA", t.ta), AttrInt("transB", t.tb), AttrFloat("alpha", t.alpha),
+                                       AttrFloat("beta", t.beta)},
+                                      "fc"));
+    md.graph.nodes.push_back(MakeNode("Relu", {"h"}, {"y"}, {}, "relu"));
+    md.graph.outputs = {TensorInfo("y", t.dtype, {})};
+    auto tensor = [&](std::vector<float> v, const Shape& s) {
+      if (t.dtype == DType::kFloat32) return Tensor::FromVector(v, s);
+      return Tensor::FromVector(std::vector<double>(v.begin(), v.end()), s);
+    };
+    std::vector<float> a = Values(ShapeNumElements(as), 1);
+    a[1] = std::numeric_limits<float>::quiet_NaN();  // a row (or column) of NaN outputs
+    NamedTensors feeds = {{"a", tensor(a, as)}, {"b", tensor(Values(ShapeNumElements(bs), 2), bs)}};
+    if (!t.c.empty()) feeds.push_back({"c", tensor(Values(ShapeNumElements(t.c), 3), t.c)});
+    Runs r = RunBoth(md, feeds);
+    EXPECT_EQ(r.fused_ops, std::vector<std::string>{"com.microsoft::FusedGemm"});
+    ExpectSameBits(r);
+  }
+}
+
+// A linear layer with ReLU in a training model made by autodiff: the Gemm and Relu fuse, its ReluGrad reads
+// the Relu's output instead of the Gemm's, and every output (the gradients included) keeps its bits.
+TEST(KernelFusionTest, LinearReluOfAGeneratedTrainingModelIsFused) {
+  Model fwd;
+  fwd.opset_imports[""] = 17;
+  fwd.graph.inputs = {TensorInfo("x", DType::kFloat32, {4, 6})};
+  fwd.graph.AddInitializer("w1", Tensor::FromVector(Values(5 * 6, 21, false), {5, 6}));
+  fwd.graph.AddInitializer("b1", Tensor::FromVector(Values(5, 22, false), {5}));
+  fwd.graph.AddInitializer("w2", Tensor::FromVector(Values(3 * 5, 23, false), {3, 5}));
+  fwd.graph.nodes = {MakeNode("Gemm", {"x", "w1", "b1"}, {"h"}, {AttrInt("transB", 1)}, "fc1"),
+                     MakeNode("Relu", {"h"}, {"r"}, {}, "relu"),
+                     MakeNode("Gemm", {"r", "w2"}, {"y"}, {AttrInt("transB", 1)}, "fc2")};
+  fwd.graph.outputs = {TensorInfo("y", DType::kFloat32, {4, 3})};
+  Runs r;
+  ASSERT_NO_FATAL_FAILURE(testing::RunGeneratedTraining(fwd, 40, true, &r));
+  EXPECT_EQ(Count(r, "com.microsoft::FusedGemm"), 1);
+  EXPECT_EQ(Count(r, "::Relu"), 0);
+  EXPECT_EQ(Count(r, "com.microsoft::ReluGrad"), 1);
+  ExpectSameBits(r);
+}
+
+// ONNX Runtime writes FusedGemm with other activations too; the CPU provider runs only Relu and says so.
+TEST(KernelFusionTest, FusedGemmWithAnotherActivationIsAClearError) {
+  Model md;
+  md.opset_imports[""] = 17;
+  md.opset_imports["com.microsoft"] = 1;
+  md.graph.inputs = {TensorInfo("a", DType::kFloat32, {2, 3}), TensorInfo("b", DType::kFloat32, {3, 4})};
+  md.graph.outputs = {TensorInfo("y", DType::kFloat32, {})};
+  md.graph.nodes.push_back(MakeNode("FusedGemm", {"a", "b"}, {"y"}, {AttrString("activation", "LeakyRelu")}, "fg",
+                                    "com.microsoft"));
+  auto cpu = CpuExecutionProvider::Create({}).value();
+  auto ex = Executor::Create(md, cpu.get());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  std::vector<Tensor> out;
+  Status s = ex.value()->Run({{"a", Tensor::FromVector(Values(6, 1), {2, 3})}, {"b", Tensor::FromVector(Values(12, 2), {3, 4})}},
+                             {"y"}, &out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("activation \"LeakyRelu\" is not supported"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.ToString().find("fg"), std::string::npos) << s.ToString();
 }
 
 }  // namespace

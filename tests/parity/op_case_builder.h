@@ -40,6 +40,10 @@ class Builder {
   uint64_t seed_ = 0;
 };
 
+// op_cases_conv.cc
+void ConvPoolCases(Builder& b);     // Conv, FusedConv, ConvGrad, ConvTranspose, pooling and their gradients
+void BatchNormCases(Builder& b);    // BatchNormalization, BatchNormInternal and the gradient
+
 // op_cases_indexing.cc
 void IndexOpCases(Builder& b);      // ConstantOfShape, Einsum, Resize, ResizeGrad, Upsample
 void RecurrentCases(Builder& b);    // RNN, GRU, LSTM and their training and gradient ops
