@@ -9,7 +9,7 @@
                                    loss.item(): the host sees every loss, as `ontrain bench` does) and prints
                                    one JSON line per model.
 
-Workloads: the CPU benchmark's (tools/bench_workloads.py: mlp_small, mlp_large, cnn, transformer, resnet,
+Workloads: the CPU benchmark's (tools/bench_modules.py: mlp_small, mlp_large, cnn, transformer, resnet,
 mobilenet, gpt) at larger batches (GPU_BATCH), exported in training mode as the CPU benchmark does.
 """
 import json

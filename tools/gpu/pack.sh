@@ -65,7 +65,7 @@ for m in $(/usr/bin/python3 -c "import json; print(' '.join(json.load(open('$B/b
 done
 
 # 5. One compressed file; tools/gpu/run.sh (which travels with the working tree) unpacks and runs it.
-cp tools/gpu/bench_models.py tools/gpu/run_gtest.py tools/bench_workloads.py "$B/"
+cp tools/gpu/bench_models.py tools/gpu/run_gtest.py tools/bench_modules.py tools/bench_workloads.py "$B/"
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
 tar -C "$B" -cJf "$OUTDIR/bundle.tar.xz" .
