@@ -60,10 +60,12 @@ Status MetricsLog::Write(const std::string& fields) {
   ssize_t w = ::write(fd_, line.data(), line.size());
   if (w == static_cast<ssize_t>(line.size())) return Status::OK();
   int err = w < 0 ? errno : ENOSPC;
-  if (w > 0) (void)::ftruncate(fd_, ::lseek(fd_, 0, SEEK_END) - w);  // no partial line
+  // No partial line: cut back what was written.
+  const bool cut = w <= 0 || ::ftruncate(fd_, ::lseek(fd_, 0, SEEK_END) - w) == 0;
   ::close(fd_);
   fd_ = -1;
-  return IoError("writing metrics file \"", path_, "\" failed: ", std::strerror(err));
+  return IoError("writing metrics file \"", path_, "\" failed: ", std::strerror(err),
+                 cut ? "" : " (and its last line is incomplete: cutting it off failed too)");
 }
 
 std::string MetricsLog::Number(double v) {
