@@ -29,8 +29,15 @@ Status CopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers,
     *host = t;
     return Status::OK();
   }
-  IDataTransfer* transfer = FindTransfer(transfers, t.device());
-  if (transfer == nullptr) {
+  IDataTransfer* transfer = nullptr;
+  ONT_RETURN_IF_ERROR(QueueCopyToHost(t, transfers, host, &transfer));
+  return transfer->Synchronize();
+}
+
+Status QueueCopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers, Tensor* host,
+                       IDataTransfer** transfer) {
+  *transfer = FindTransfer(transfers, t.device());
+  if (*transfer == nullptr) {
     return FailedPrecondition("a tensor lives on ", t.device().ToString(),
                               " and nothing that can copy from that device was given");
   }
@@ -39,8 +46,7 @@ Status CopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers,
   if (!reuse) {
     ONT_ASSIGN_OR_RETURN(*host, Tensor::Allocate(t.dtype(), t.shape(), HostAllocator()));
   }
-  ONT_RETURN_IF_ERROR(transfer->CopyTensor(t, host));
-  return transfer->Synchronize();
+  return (*transfer)->CopyTensor(t, host);
 }
 
 }  // namespace ontrain

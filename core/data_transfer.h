@@ -37,4 +37,9 @@ StatusOr<Tensor> CopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& 
 // into a new host tensor otherwise. A host `t` is shared, not copied.
 Status CopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers, Tensor* host);
 
+// CopyToHost's copy of a device tensor `t`, queued without waiting for it: *host is readable once
+// `*transfer` (set to t's device's transfer) has synchronized, so that several copies wait once.
+Status QueueCopyToHost(const Tensor& t, const std::vector<IDataTransfer*>& transfers, Tensor* host,
+                       IDataTransfer** transfer);
+
 }  // namespace ontrain

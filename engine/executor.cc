@@ -551,6 +551,10 @@ Status Executor::ToHost(const Tensor& t, Tensor* host) const {
   return CopyToHost(t, transfers_, host);
 }
 
+Status Executor::QueueToHost(const Tensor& t, Tensor* host, IDataTransfer** transfer) const {
+  return QueueCopyToHost(t, transfers_, host, transfer);
+}
+
 std::string Executor::PoolChoice() const {
   if (!tunable_pool_) return "not tuned";
   if (leader_ != nullptr) return "follows the " + leader_->name_;

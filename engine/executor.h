@@ -87,6 +87,8 @@ class Executor {
   StatusOr<Tensor> ToHost(const Tensor& t) const;
   // The same into *host, reusing it when it fits and nothing else holds it (core/data_transfer.h).
   Status ToHost(const Tensor& t, Tensor* host) const;
+  // That copy of a device tensor queued, not waited for: *host is readable once *transfer has synchronized.
+  Status QueueToHost(const Tensor& t, Tensor* host, IDataTransfer** transfer) const;
 
   // Graph inputs that must be fed (those without a default initializer), in graph order.
   const std::vector<std::string>& required_inputs() const { return required_inputs_; }

@@ -395,9 +395,10 @@ Status TrainingSession::FeedUserInputs(const std::vector<std::string>& names, co
 }
 
 Status TrainingSession::OutputsToHost(const Executor& ex, const std::vector<Tensor>& out, std::vector<Tensor>* cache,
-                                      std::vector<Tensor>* outputs) const {
+                                      std::vector<Tensor>* outputs) {
   outputs->clear();
   cache->resize(out.size());
+  output_waits_.clear();
   for (size_t i = 0; i < out.size(); ++i) {
     const Tensor& t = out[i];
     if (t.device().is_host()) {
@@ -412,10 +413,16 @@ Status TrainingSession::OutputsToHost(const Executor& ex, const std::vector<Tens
       outputs->push_back(c);
       continue;
     }
-    // From the device into last step's host copy when nothing else holds that one any more.
-    ONT_RETURN_IF_ERROR(ex.ToHost(t, &(*cache)[i]));
+    // From the device into last step's host copy when nothing else holds that one any more; every copy is
+    // queued first, then each device waited for once.
+    IDataTransfer* transfer = nullptr;
+    ONT_RETURN_IF_ERROR(ex.QueueToHost(t, &(*cache)[i], &transfer));
+    if (std::find(output_waits_.begin(), output_waits_.end(), transfer) == output_waits_.end()) {
+      output_waits_.push_back(transfer);
+    }
     outputs->push_back((*cache)[i]);
   }
+  for (IDataTransfer* t : output_waits_) ONT_RETURN_IF_ERROR(t->Synchronize());
   return Status::OK();
 }
 

@@ -154,7 +154,7 @@ class TrainingSession {
   Status FeedUserInputs(const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
                         NamedValues* feeds) const;
   Status OutputsToHost(const Executor& ex, const std::vector<Tensor>& out, std::vector<Tensor>* cache,
-                       std::vector<Tensor>* outputs) const;
+                       std::vector<Tensor>* outputs);
   IDataTransfer* TransferFor(Device d) const;
 
   CheckpointState* state_ = nullptr;
@@ -205,6 +205,7 @@ class TrainingSession {
   // go of them).
   NamedValues train_feeds_, eval_feeds_;
   std::vector<Tensor> train_out_, eval_out_, train_host_, eval_host_;
+  std::vector<IDataTransfer*> output_waits_;  // OutputsToHost: the devices its queued copies wait for
 };
 
 }  // namespace ontrain

@@ -53,7 +53,7 @@ PinnedStaging::~PinnedStaging() {
 
 Status PinnedStaging::Init() {
   void* p = nullptr;
-  if (cudaHostAlloc(&p, kSlots * kSlotBytes, cudaHostAllocDefault) != cudaSuccess) {
+  if (cudaHostAlloc(&p, kSlots * kSlotBytes + kReadbackBytes, cudaHostAllocDefault) != cudaSuccess) {
     cudaGetLastError();  // no page-locked memory to be had: copies go directly
     return Status::OK();
   }
@@ -72,6 +72,27 @@ Status PinnedStaging::CopyToDevice(void* dst, const void* src, size_t bytes, cud
   ONT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, buffer, bytes, cudaMemcpyHostToDevice, stream));
   ONT_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_[slot], stream));
   return Status::OK();
+}
+
+StatusOr<bool> PinnedStaging::QueueReadback(const Tensor& dst, const void* src, size_t bytes, cudaStream_t stream) {
+  const size_t offset = (readback_used_ + 63) & ~size_t{63};
+  if (base_ == nullptr || num_readbacks_ == kMaxReadbacks || offset + bytes > kReadbackBytes) return false;
+  char* area = base_ + kSlots * kSlotBytes;
+  ONT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(area + offset, src, bytes, cudaMemcpyDeviceToHost, stream));
+  readbacks_[num_readbacks_++] = {dst, offset, bytes};
+  readback_used_ = offset + bytes;
+  return true;
+}
+
+void PinnedStaging::FinishReadbacks(bool done) {
+  const char* area = base_ + kSlots * kSlotBytes;
+  for (int i = 0; i < num_readbacks_; ++i) {
+    Readback& r = readbacks_[i];
+    if (done) std::memcpy(r.dst.raw_data(), area + r.offset, r.bytes);
+    r.dst = Tensor();  // lets go of the destination's storage
+  }
+  num_readbacks_ = 0;
+  readback_used_ = 0;
 }
 
 // A CUDA graph instantiated from a captured stream, launched on that stream.
@@ -181,7 +202,7 @@ CudaExecutionProvider::~CudaExecutionProvider() {
   AbortCapture();
   if (r.stream != nullptr) {
     cudaSetDevice(r.device_index);
-    cudaStreamSynchronize(r.stream);
+    staging_.FinishReadbacks(cudaStreamSynchronize(r.stream) == cudaSuccess);
   }
   if (r.cudnn != nullptr) cudnnDestroy(r.cudnn);
   if (r.cublaslt != nullptr) cublasLtDestroy(r.cublaslt);
@@ -214,6 +235,10 @@ Status CudaExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {
   if (kind == cudaMemcpyHostToDevice && staging_.enabled() && bytes <= PinnedStaging::kSlotBytes) {
     return staging_.CopyToDevice(dst->raw_data(), src.raw_data(), bytes, resources_.stream);
   }
+  if (kind == cudaMemcpyDeviceToHost) {
+    ONT_ASSIGN_OR_RETURN(bool queued, staging_.QueueReadback(*dst, src.raw_data(), bytes, resources_.stream));
+    if (queued) return Status::OK();
+  }
   // From pageable host memory the call returns once the source has been staged, so the caller may reuse
   // it; into pageable host memory it returns when the copy is done.
   ONT_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst->raw_data(), src.raw_data(), bytes, kind, resources_.stream));
@@ -235,8 +260,9 @@ Status CudaExecutionProvider::Run(OpKernel& kernel, KernelContext& ctx) {
 Status CudaExecutionProvider::Synchronize() {
   if (capturing_) return FailedPrecondition("the CUDA provider cannot synchronize while capturing");
   ONT_CUDA_RETURN_IF_ERROR(cudaSetDevice(resources_.device_index));
-  ONT_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(resources_.stream));
-  return Status::OK();
+  const cudaError_t e = cudaStreamSynchronize(resources_.stream);
+  staging_.FinishReadbacks(e == cudaSuccess);
+  return CudaStatus(e, "cudaStreamSynchronize(resources_.stream)");
 }
 
 }  // namespace cuda

@@ -7,8 +7,10 @@
 //   host is complete only after Synchronize, as IDataTransfer says (the planner inserts it).
 // - Copies from the host go through pinned staging (PinnedStaging): the source is copied into one of a few
 //   page-locked slots and the transfer is queued from there, so the host goes on queuing work while the
-//   transfer runs (from pageable memory the driver stages synchronously). Copies larger than a slot, and
-//   every copy where page-locked memory could not be had, go directly.
+//   transfer runs (from pageable memory the driver stages synchronously). Small copies to the host are
+//   queued into its page-locked readback area and land in their destinations at Synchronize. Copies larger
+//   than a slot or than the readback area's room, and every copy where page-locked memory could not be had,
+//   go directly.
 // - Errors: a failing CUDA, cuBLAS or cuDNN call becomes a Status naming the call; the executor adds the
 //   node. An asynchronous fault surfaces at the next call that checks, at the latest at Synchronize.
 // - Graph capture (when DeviceProviderOptions::graph_capture): between BeginCapture and EndCapture the
@@ -37,12 +39,19 @@ std::vector<KernelDef> CudaKernelList();
 // The number of devices, or why there is none: no driver, a driver too old for this build, no device.
 Status CountDevices(int* count);
 
-// A ring of page-locked host buffers for copies to the device. A slot is reused once the transfer queued
-// from it has finished (an event per slot), so the caller's source may change as soon as a copy returns.
+// Page-locked host memory for small copies in both directions.
+// - To the device: a ring of slots. A slot is reused once the transfer queued from it has finished (an event
+//   per slot), so the caller's source may change as soon as a copy returns.
+// - To the host: a readback area. CUDA copies into pageable memory synchronously (the call returns when the
+//   copy is done, so each fetched output waited for the device on its own); a copy into the readback area is
+//   queued instead, and written into its destination after the stream has finished, by the Synchronize that
+//   IDataTransfer requires before the host reads it. A step's fetched outputs then cost one wait in all.
 class PinnedStaging {
  public:
   static constexpr int kSlots = 4;
   static constexpr size_t kSlotBytes = size_t{4} << 20;
+  static constexpr size_t kReadbackBytes = size_t{64} << 10;  // in all, between two Synchronize calls
+  static constexpr int kMaxReadbacks = 64;
 
   PinnedStaging() = default;
   PinnedStaging(const PinnedStaging&) = delete;
@@ -54,11 +63,27 @@ class PinnedStaging {
   bool enabled() const { return base_ != nullptr; }
   // Queues a copy of `bytes` (at most kSlotBytes) from host `src` to device `dst` on `stream`.
   Status CopyToDevice(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+  // Queues a copy of `bytes` from device `src` into the readback area on `stream`, for FinishReadbacks to
+  // write into host tensor `dst` (whose storage it holds until then); false, with nothing queued, when the
+  // area has no room left (the caller copies directly).
+  StatusOr<bool> QueueReadback(const Tensor& dst, const void* src, size_t bytes, cudaStream_t stream);
+  // After the stream has been waited for: with `done`, writes every queued readback into its destination (in
+  // the order queued); without (the wait failed), leaves the destinations as they were. Empties the area.
+  void FinishReadbacks(bool done);
+  int pending_readbacks() const { return num_readbacks_; }
 
  private:
-  char* base_ = nullptr;
+  struct Readback {
+    Tensor dst;
+    size_t offset = 0;
+    size_t bytes = 0;
+  };
+  char* base_ = nullptr;  // kSlots slots, then the readback area
   cudaEvent_t done_[kSlots] = {};
   int next_ = 0;
+  Readback readbacks_[kMaxReadbacks];
+  int num_readbacks_ = 0;
+  size_t readback_used_ = 0;
 };
 
 class CudaExecutionProvider : public IExecutionProvider {

@@ -6,12 +6,15 @@
 // saved while the state is on the device. Also asserted per set: where the state lives (and that it comes
 // back to the host when the session ends), one copy per value and destination device, shape values that
 // never leave the host, and no allocation on either device in steady-state steps.
+#include <cmath>
 #include <cstring>
 #include <set>
 
 #include "checkpoint/checkpoint_io.h"
 #include "core/file_io.h"
 #include "engine/training_session.h"
+#include "graph/artifacts.h"
+#include "graph/model_zoo.h"
 #include "gtest/gtest.h"
 #include "providers/cpu/cpu_provider.h"
 #include "providers/sim/sim_provider.h"
@@ -207,6 +210,71 @@ TEST(DeviceOptimizerStepTest, QueuesItsWorkWithoutWaitingForTheDevice) {
     EXPECT_EQ(d.sim->stats().copies_to_host, back) << "OptimizerStep copied a result back";
     EXPECT_EQ(s.optimizer()->step(), counted + 1);
     s.LazyResetGrad();
+  }
+}
+
+// A step's outputs on the device are copied to the host with one wait for the device, not one per output:
+// the copies are queued, then the device synchronized once (on CUDA each copy lands in page-locked memory,
+// providers/cuda/cuda_provider.h). An MLP whose training and eval models also output the logits: both
+// outputs are the CPU's, bit for bit (the simulated device fills a destination with NaN until the wait).
+TEST(DeviceOutputsTest, AreCopiedBackWithOneWait) {
+  ArtifactOptions o;
+  o.extra_outputs = {"logits"};
+  auto a = GenerateArtifacts(MakeMlpClassifier(12, {16}, 5, 3), o);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const std::string dir = ::testing::TempDir() + "/device_outputs";
+  ASSERT_TRUE(WriteArtifacts(a.value(), dir).ok());
+  std::vector<std::vector<Tensor>> results[2];
+  for (bool on_sim : {false, true}) {
+    CheckpointState state = LoadCheckpoint(dir + "/checkpoint").value();
+    Devices d = MakeDevices(on_sim);
+    if (on_sim) {  // the whole graph on the device, the loss too (as on CUDA): no copy in the middle of a step
+      SimProviderOptions all;
+      all.ops = AllCpuOps();
+      d.sim = SimExecutionProvider::Create(all).value();
+      d.list[0] = d.sim.get();
+    }
+    auto created = TrainingSession::Create({d.list}, &state, ModelSource::FromPath(dir + "/training_model.onnx"),
+                                           ModelSource::FromPath(dir + "/eval_model.onnx"),
+                                           ModelSource::FromPath(dir + "/optimizer_model.onnx"));
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+    TrainingSession& s = *created.value();
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> x(4 * 12);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.3 * i + step));
+      const std::vector<Tensor> batch = {Tensor::FromVector(x, {4, 12}),
+                                         Tensor::FromVector(std::vector<int64_t>{0, 1, 2, step}, {4})};
+      const int64_t syncs = on_sim ? d.sim->stats().synchronizations : 0;
+      const int64_t back = on_sim ? d.sim->stats().copies_to_host : 0;
+      std::vector<Tensor> out, eval;
+      ASSERT_TRUE(s.TrainStep(batch, &out).ok());
+      ASSERT_EQ(out.size(), 2u);
+      if (on_sim) {
+        EXPECT_EQ(d.sim->stats().copies_to_host - back, 2) << "the loss and the logits";
+        EXPECT_EQ(d.sim->stats().synchronizations - syncs, 1) << "TrainStep waited once per output";
+      }
+      ASSERT_TRUE(s.OptimizerStep().ok());
+      s.LazyResetGrad();
+      ASSERT_TRUE(s.EvalStep(batch, &eval).ok());
+      ASSERT_EQ(eval.size(), 2u);
+      for (const std::vector<Tensor>* r : {&out, &eval}) {
+        std::vector<Tensor> copies;
+        for (const Tensor& t : *r) {
+          ASSERT_TRUE(t.device().is_host());
+          copies.push_back(t.Clone());
+        }
+        results[on_sim].push_back(copies);
+      }
+    }
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    for (size_t k = 0; k < results[0][i].size(); ++k) {
+      const Tensor &c = results[0][i][k], &sim = results[1][i][k];
+      ASSERT_EQ(c.SizeInBytes(), sim.SizeInBytes());
+      EXPECT_EQ(std::memcmp(c.raw_data(), sim.raw_data(), c.SizeInBytes()), 0) << "result " << i << " output " << k;
+      for (int64_t e = 0; e < sim.NumElements(); ++e) ASSERT_FALSE(std::isnan(sim.data<float>()[e]));
+    }
   }
 }
 
