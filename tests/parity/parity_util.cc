@@ -24,10 +24,10 @@ const std::string& CudaUnavailableReason() {
 
 StatusOr<ProviderList> MakeProviders(bool cuda) { return MakeProviders(std::string(cuda ? "cuda" : "")); }
 
-StatusOr<ProviderList> MakeProviders(const std::string& device, bool graph_capture) {
+StatusOr<ProviderList> MakeProviders(const std::string& device, bool graph_capture, bool deterministic) {
   ProviderListOptions o;
   o.threads = 2;
-  o.deterministic = true;
+  o.deterministic = deterministic;
   o.graph_capture = graph_capture;
   return CreateProviders(device.empty() ? std::vector<std::string>{"cpu"} : std::vector<std::string>{device, "cpu"}, o);
 }

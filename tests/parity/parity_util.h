@@ -22,7 +22,7 @@ const std::string& CudaUnavailableReason();
 // {cpu} or {cuda, cpu}; deterministic mode, two CPU threads, graph capture on.
 StatusOr<ProviderList> MakeProviders(bool cuda);
 // {device, cpu} for a provider name ("cuda", "sim"), or {cpu} for "".
-StatusOr<ProviderList> MakeProviders(const std::string& device, bool graph_capture = true);
+StatusOr<ProviderList> MakeProviders(const std::string& device, bool graph_capture = true, bool deterministic = true);
 
 // Seeded random values: floats uniform in [lo, hi); integers in [lo, hi); bools half true; other dtypes
 // (float16, bfloat16) from float values. The same (dtype, shape, seed) always gives the same tensor.

@@ -39,8 +39,8 @@ struct TrainRun {
 // Trains `steps` steps of `set` from `state` on {device, cpu} ("": the CPU alone), starting at batch
 // `first_step`.
 void Train(const testing::ArtifactSet& set, testing::LoadedSet* l, const std::string& device, int first_step, int steps,
-           TrainRun* r, bool graph_capture = true) {
-  auto providers = MakeProviders(device, graph_capture);
+           TrainRun* r, bool graph_capture = true, bool deterministic = true) {
+  auto providers = MakeProviders(device, graph_capture, deterministic);
   ASSERT_TRUE(providers.ok()) << providers.status().ToString();
   auto created = TrainingSession::Create({providers->ordered}, &l->state, l->train, l->eval, l->optimizer);
   ASSERT_TRUE(created.ok()) << created.status().ToString();
@@ -142,13 +142,13 @@ class TrainingParityTest : public ::testing::TestWithParam<std::string> {};
 // LazyResetGrad) and EvalSteps take nothing from the device provider's allocator, and nothing reaches that
 // memory's source (cudaMalloc on CUDA: it synchronizes the device). The warm-up must have allocated, or the
 // counters would prove nothing.
-void CheckSteadyState(const std::string& name, const std::string& device) {
+void CheckSteadyState(const std::string& name, const std::string& device, bool deterministic = true) {
   const testing::ArtifactSet& set = testing::FindSet(name);
   std::string why;
   auto loaded = testing::LoadSet(set, &why);
   if (!loaded.ok() && !why.empty()) GTEST_SKIP() << why;
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  auto providers = MakeProviders(device);
+  auto providers = MakeProviders(device, true, deterministic);
   ASSERT_TRUE(providers.ok()) << providers.status().ToString();
   const AllocatorStats* counters = providers->ordered[0]->allocator()->counters();
   ASSERT_NE(counters, nullptr) << device << "'s allocator keeps no counters";
@@ -210,6 +210,32 @@ TEST_P(TrainingParityTest, CudaReplaysMatchEagerBitForBit) {
   EXPECT_EQ(runs[0].losses, runs[1].losses);
   EXPECT_EQ(Compare(runs[1].params, runs[0].params, {0, 0}), "");
   EXPECT_EQ(Compare(runs[1].eval, runs[0].eval, {0, 0}), "");
+}
+
+// Nondeterministic mode (`--nondeterministic`): cuDNN's convolution algorithms are timed on the first run at
+// each shape (cudnnFind*AlgorithmEx, which overwrites the outputs it times into) and the fastest kept. The
+// two convolutional sets still train like the CPU, within the same tolerances, and the search's temporary
+// workspace is taken at the first steps only.
+TEST(CudaNondeterministicTest, TimedConvolutionAlgorithmsTrainLikeCpu) {
+  if (!CudaUnavailableReason().empty()) GTEST_SKIP() << CudaUnavailableReason();
+  for (const char* name : {"gen-cnn", "gen-bn"}) {
+    const testing::ArtifactSet& set = testing::FindSet(name);
+    std::string why;
+    TrainRun runs[2];  // CPU, CUDA nondeterministic
+    for (int i = 0; i < 2; ++i) {
+      auto loaded = testing::LoadSet(set, &why);
+      if (!loaded.ok() && !why.empty()) GTEST_SKIP() << why;
+      ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+      ASSERT_NO_FATAL_FAILURE(Train(set, &loaded.value(), i == 0 ? "" : "cuda", 0, kSteps, &runs[i], true, false));
+    }
+    std::string diff = Compare(Losses(runs[0].losses), Losses(runs[1].losses), kLossTol);
+    EXPECT_TRUE(diff.empty()) << name << " losses: " << diff;
+    diff = Compare(runs[0].params, runs[1].params, kParamTol);
+    EXPECT_TRUE(diff.empty()) << name << " final parameters: " << diff;
+    diff = Compare(runs[0].eval, runs[1].eval, kParamTol);
+    EXPECT_TRUE(diff.empty()) << name << " eval output: " << diff;
+    ASSERT_NO_FATAL_FAILURE(CheckSteadyState(name, "cuda", false));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, TrainingParityTest,

@@ -75,7 +75,7 @@ Status Bench(const std::vector<std::string>& args) {
   ONT_ASSIGN_OR_RETURN(Flags f, Flags::Parse(args, {"artifacts", "provider", "batch-size", "steps", "warmup", "threads",
                                                     "json"},
                                              {"profile", "profile-shapes", "gemm", "no-pool-tuning", "no-graph-capture",
-                                              "flush-denormals"}));
+                                              "flush-denormals", "nondeterministic"}));
   ONT_ASSIGN_OR_RETURN(int64_t batch, f.GetInt("batch-size", 64));
   ONT_ASSIGN_OR_RETURN(int64_t steps, f.GetInt("steps", 200));
   ONT_ASSIGN_OR_RETURN(int64_t warmup, f.GetInt("warmup", 40));
@@ -87,6 +87,7 @@ Status Bench(const std::vector<std::string>& args) {
   oo.tune_pool = !f.Has("no-pool-tuning");
   oo.graph_capture = !f.Has("no-graph-capture");
   oo.flush_denormals = f.Has("flush-denormals");
+  oo.deterministic = !f.Has("nondeterministic");
   oo.providers = f.Get("provider", "cpu");
   ONT_ASSIGN_OR_RETURN(OpenSession o, OpenArtifacts(f.Get("artifacts"), oo));
   ONT_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, SyntheticInputs(o, batch));
@@ -194,7 +195,7 @@ Status Bench(const std::vector<std::string>& args) {
                               ", \"allocs_per_step\": ", allocs_per_step, ", \"last_loss\": ", loss,
                               ", \"train_runs_replayed\": ", o.session->train_executor().capture_stats().replayed,
                               ", \"optimizer_runs_replayed\": ", o.session->optimizer()->executor().capture_stats().replayed,
-                              profile_json, "}\n");
+                              ", \"deterministic\": ", oo.deterministic ? "true" : "false", profile_json, "}\n");
     ONT_RETURN_IF_ERROR(WriteFileAtomically(f.Get("json"), json));
   }
   return Status::OK();

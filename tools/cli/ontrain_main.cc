@@ -18,7 +18,7 @@ const char* kUsage =
     "  train    --artifacts DIR --data SPEC [--eval-data SPEC] [--batch-size N]\n"
     "           [--epochs N | --steps N] [--lr X] [--scheduler constant|linear|cosine|step|exponential]\n"
     "           [--warmup N] [--seed S] [--no-shuffle] [--threads N] [--no-pool-tuning] [--no-graph-capture]\n"
-    "           [--flush-denormals] [--out DIR] [--resume]\n"
+    "           [--flush-denormals] [--nondeterministic] [--out DIR] [--resume]\n"
     "           [--checkpoint-every N] [--stop-after N] [--metrics FILE]\n"
     "           [--export FILE --export-outputs a,b] [--provider LIST] [--memory-limit-mb N]\n"
     "           SPEC: fashion-mnist | fashion-mnist:test | idx:IMAGES,LABELS | FILE.npz | FILE.npy | FILE.csv\n"
@@ -30,7 +30,7 @@ const char* kUsage =
     "           uint8-64, bool); bfloat16, which numpy lacks, is written as float32 (exactly)\n"
     "  bench    --artifacts DIR [--provider LIST] [--batch-size N] [--steps N] [--warmup N] [--threads N]\n"
     "           [--json FILE] [--profile] [--profile-shapes] [--no-pool-tuning] [--no-graph-capture]\n"
-    "           [--flush-denormals]\n"
+    "           [--flush-denormals] [--nondeterministic]\n"
     "                                      time full training steps on synthetic inputs\n"
     "  bench    --gemm [--threads N]   the CPU's FP32 FMA peak and the GEMM's share of it\n"
     "  LIST: providers in priority order, comma-separated, ending with cpu (appended when missing):\n"
@@ -41,7 +41,10 @@ const char* kUsage =
     "        recording a step once its shapes have been seen and replaying it as one launch\n"
     "  --flush-denormals: CPU kernels flush subnormal floats to zero (x86 FTZ/DAZ, as torch.set_flush_denormal):\n"
     "        faster where values sink below 1e-38 on CPUs that slow down on them (Intel's), but results\n"
-    "        differ from IEEE arithmetic and PyTorch's default there\n";
+    "        differ from IEEE arithmetic and PyTorch's default there\n"
+    "  --nondeterministic: a device provider (cuda) may use algorithms whose results vary in the last bits\n"
+    "        between runs, and times cuDNN's convolution algorithms at the first step of each shape to keep\n"
+    "        the fastest (as PyTorch's cudnn.benchmark); by default it keeps to fixed, deterministic ones\n";
 
 }  // namespace
 

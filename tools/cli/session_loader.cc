@@ -23,6 +23,7 @@ StatusOr<OpenSession> OpenArtifacts(const std::string& dir, const OpenOptions& o
   po.tune_pool = options.tune_pool;
   po.graph_capture = options.graph_capture;
   po.flush_denormals = options.flush_denormals;
+  po.deterministic = options.deterministic;
   ONT_ASSIGN_OR_RETURN(o.providers, CreateProviders(options.providers, po).WithContext("--provider"));
   const std::string ckpt = options.checkpoint.empty() ? dir + "/checkpoint" : options.checkpoint;
   ONT_ASSIGN_OR_RETURN(CheckpointState state, LoadCheckpoint(ckpt));

@@ -26,6 +26,7 @@ struct OpenOptions {
   bool tune_pool = true;          // ProviderListOptions' (false: --no-pool-tuning)
   bool graph_capture = true;      // ProviderListOptions' (false: --no-graph-capture)
   bool flush_denormals = false;   // ProviderListOptions' (--flush-denormals)
+  bool deterministic = true;      // ProviderListOptions' (false: --nondeterministic)
   std::string checkpoint;         // overrides the folder's own checkpoint (e.g. a resumed run's)
   std::string providers = "cpu";  // "sim,cpu", ...
   Communicator* communicator = nullptr;  // data-parallel training when set (it outlives the session)

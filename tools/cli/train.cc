@@ -84,7 +84,7 @@ Status Train(const std::vector<std::string>& args) {
                                                     "stop-after", "provider", "accumulate", "distributed", "bucket-kb",
                                                     "memory-limit-mb"},
                                              {"no-shuffle", "resume", "no-overlap", "no-pool-tuning", "no-graph-capture",
-                                              "flush-denormals"}));
+                                              "flush-denormals", "nondeterministic"}));
   // Data parallel when asked (--distributed mpi|nccl) or when started by a launcher with more than one rank.
   std::string kind = f.Get("distributed", "");
   if (kind.empty() && LauncherWorldSize() > 1) {
@@ -133,6 +133,7 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   open.tune_pool = !f.Has("no-pool-tuning");
   open.graph_capture = !f.Has("no-graph-capture");
   open.flush_denormals = f.Has("flush-denormals");
+  open.deterministic = !f.Has("nondeterministic");
   open.checkpoint = resume ? ckpt_path : "";
   open.providers = providers;
   open.communicator = comm;

@@ -75,14 +75,18 @@ batch_of() { python3 -c "import json; print(json.load(open('$B/bench/models.json
   : > "$OUT/bench.jsonl"
   for m in $models; do
     batch=$(batch_of "$m")
-    # CUDA with graph capture (the default) and without, then the CPU.
-    for p in cuda cuda:eager cpu; do
+    # CUDA with graph capture (the default) and without, the convolutional models also with cuDNN's
+    # algorithms timed (--nondeterministic, PyTorch's cudnn.benchmark), then the CPU.
+    variants="cuda cuda:eager cpu"
+    case "$m" in cnn|resnet|mobilenet) variants="cuda cuda:eager cuda:nondet cpu" ;; esac
+    for p in $variants; do
       steps=${BENCH_STEPS:-200}
       [ "$p" = cpu ] && steps=20
       flags=""
       [ "$p" = cuda:eager ] && flags="--no-graph-capture"
+      [ "$p" = cuda:nondet ] && flags="--nondeterministic"
       [ "$(left 600)" -lt 40 ] && { echo "deadline: $m on $p not run"; continue; }
-      timeout "$(left 120)" "$B/bin/ontrain" bench --artifacts "$B/bench/$m/artifacts" --provider "${p%:eager}" \
+      timeout "$(left 120)" "$B/bin/ontrain" bench --artifacts "$B/bench/$m/artifacts" --provider "${p%:*}" \
         --batch-size "$batch" --steps "$steps" --warmup 10 $flags --json "$TEST_TMPDIR/b.json" 2>&1 \
         && cat "$TEST_TMPDIR/b.json" >> "$OUT/bench.jsonl"
     done

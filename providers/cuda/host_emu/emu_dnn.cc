@@ -197,6 +197,43 @@ cudnnStatus_t Algorithms(int requested, int* returned, Perf* perf) {
   return CUDNN_STATUS_SUCCESS;
 }
 
+
+// A timed search (cudnnFind*AlgorithmEx): the pass is run for real on the caller's buffers (so a bad pointer
+// faults as it would), its output then overwritten with NaN bytes, as the last algorithm timed leaves an
+// output that the caller must compute again; the stream is waited for, as the search is blocking. The
+// "times" put the deterministic FMA algorithm first, then the nondeterministic one, then the tensor-core
+// one: the reverse of the heuristic's order, so that a caller taking the first usable result must filter
+// as it does for the heuristic. An algorithm whose workspace the caller's does not cover is reported with
+// a status other than success, as cuDNN does (which code cuDNN 9 uses is not relied on).
+template <typename Perf>
+cudnnStatus_t TimedSearch(cudnnHandle_t h, Pass pass, const cudnnTensorStruct* xd, const cudnnFilterStruct* wd,
+                          const cudnnConvolutionStruct* cd, const cudnnTensorStruct* yd, const void* in1,
+                          const void* in2, void* out, int requested, int* returned, Perf* perf, void* workspace,
+                          size_t workspace_bytes, const char* name) {
+  EMU_LOCK;
+  if (h == nullptr || requested < 1 || returned == nullptr || perf == nullptr) return CUDNN_STATUS_BAD_PARAM;
+  if (workspace_bytes > 0 && !cuda_emu::DeviceRange(workspace, workspace_bytes)) return CUDNN_STATUS_BAD_PARAM;
+  if (cudnnStatus_t s = Algorithms(requested, returned, perf); s != CUDNN_STATUS_SUCCESS) return s;
+  for (int i = 0, j = *returned - 1; i < j; ++i, --j) std::swap(perf[i], perf[j]);
+  for (int i = 0; i < *returned; ++i) {
+    perf[i].time = 0.5f * static_cast<float>(i + 1);
+    if (perf[i].memory > workspace_bytes) perf[i].status = CUDNN_STATUS_NOT_SUPPORTED;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  void* spare = nullptr;  // the pass's own workspace where the caller's is too small for it
+  if (workspace_bytes < kWorkspace && cudaMalloc(&spare, kWorkspace) != cudaSuccess) return CUDNN_STATUS_INTERNAL_ERROR;
+  cudnnStatus_t s = Convolve(h, pass, xd, wd, cd, yd, &one, &zero, in1, in2, out, spare ? spare : workspace,
+                             kWorkspace, name);
+  if (s == CUDNN_STATUS_SUCCESS) {
+    const size_t no = Elements(pass == Pass::kForward ? yd->dims : pass == Pass::kData ? xd->dims : wd->dims);
+    cuda_emu::Enqueue(h->stream, [out, no] { std::memset(out, 0xff, 4 * no); });
+    cudaStreamSynchronize(h->stream);
+    if (cuda_emu::StickyFault() != cudaSuccess) s = CUDNN_STATUS_EXECUTION_FAILED;
+  }
+  if (spare != nullptr) cudaFree(spare);
+  return s;
+}
+
 }  // namespace
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
@@ -352,4 +389,34 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              const cudnnFilterDescriptor_t dw_desc, void* dw) {
   return Convolve(handle, Pass::kFilter, x_desc, dw_desc, conv, dy_desc, alpha, beta, x, dy, dw, workspace,
                   workspace_bytes, "cudnnConvolutionBackwardFilter");
+}
+
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t handle, const cudnnTensorDescriptor_t x_desc,
+                                                     const void* x, const cudnnFilterDescriptor_t w_desc, const void* w,
+                                                     const cudnnConvolutionDescriptor_t conv,
+                                                     const cudnnTensorDescriptor_t y_desc, void* y, int requested,
+                                                     int* returned, cudnnConvolutionFwdAlgoPerf_t* perf,
+                                                     void* workspace, size_t workspace_bytes) {
+  return TimedSearch(handle, Pass::kForward, x_desc, w_desc, conv, y_desc, x, w, y, requested, returned, perf,
+                     workspace, workspace_bytes, "cudnnFindConvolutionForwardAlgorithmEx");
+}
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(cudnnHandle_t handle, const cudnnFilterDescriptor_t w_desc,
+                                                          const void* w, const cudnnTensorDescriptor_t dy_desc,
+                                                          const void* dy, const cudnnConvolutionDescriptor_t conv,
+                                                          const cudnnTensorDescriptor_t dx_desc, void* dx,
+                                                          int requested, int* returned,
+                                                          cudnnConvolutionBwdDataAlgoPerf_t* perf, void* workspace,
+                                                          size_t workspace_bytes) {
+  return TimedSearch(handle, Pass::kData, dx_desc, w_desc, conv, dy_desc, w, dy, dx, requested, returned, perf,
+                     workspace, workspace_bytes, "cudnnFindConvolutionBackwardDataAlgorithmEx");
+}
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnnHandle_t handle, const cudnnTensorDescriptor_t x_desc,
+                                                            const void* x, const cudnnTensorDescriptor_t dy_desc,
+                                                            const void* dy, const cudnnConvolutionDescriptor_t conv,
+                                                            const cudnnFilterDescriptor_t dw_desc, void* dw,
+                                                            int requested, int* returned,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t* perf, void* workspace,
+                                                            size_t workspace_bytes) {
+  return TimedSearch(handle, Pass::kFilter, x_desc, dw_desc, conv, dy_desc, x, dy, dw, requested, returned, perf,
+                     workspace, workspace_bytes, "cudnnFindConvolutionBackwardFilterAlgorithmEx");
 }

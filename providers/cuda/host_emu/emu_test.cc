@@ -420,6 +420,38 @@ TEST_F(EmuTest, CudnnConvolutionsAreTheirDefinitionAndItsAdjoints) {
   // A workspace smaller than the algorithm asked for is refused.
   EXPECT_EQ(cudnnConvolutionForward(h, &one, xd, dx_, wd, dw_, cd, perf[0].algo, ws_mem, 0, &zero, yd, dyo),
             CUDNN_STATUS_BAD_PARAM);
+  // The timed searches: fastest first (here the reverse of the heuristic's order), the output they timed
+  // into left as garbage (NaN bytes), an algorithm whose workspace is not covered reported unusable, and a
+  // workspace that is not device memory refused.
+  cudnnConvolutionFwdAlgoPerf_t timed[8];
+  int nt = 0;
+  ASSERT_EQ(cudnnFindConvolutionForwardAlgorithmEx(h, xd, dx_, wd, dw_, cd, yd, dyo, 8, &nt, timed, ws_mem,
+                                                   perf[0].memory),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(nt, n);
+  for (int i = 0; i < nt; ++i) {
+    EXPECT_EQ(timed[i].algo, perf[n - 1 - i].algo) << i;
+    EXPECT_EQ(timed[i].status, CUDNN_STATUS_SUCCESS) << i;
+    if (i > 0) EXPECT_GE(timed[i].time, timed[i - 1].time) << i;
+  }
+  for (float v : Host(dyo, 24)) EXPECT_TRUE(std::isnan(v));
+  ASSERT_EQ(cudnnFindConvolutionForwardAlgorithmEx(h, xd, dx_, wd, dw_, cd, yd, dyo, 8, &nt, timed, ws_mem, 0),
+            CUDNN_STATUS_SUCCESS);
+  for (int i = 0; i < nt; ++i) EXPECT_NE(timed[i].status, CUDNN_STATUS_SUCCESS) << "no workspace given: " << i;
+  float host_ws[4];
+  EXPECT_EQ(cudnnFindConvolutionForwardAlgorithmEx(h, xd, dx_, wd, dw_, cd, yd, dyo, 8, &nt, timed, host_ws,
+                                                   sizeof host_ws),
+            CUDNN_STATUS_BAD_PARAM);
+  cudnnConvolutionBwdDataAlgoPerf_t dtimed[8];
+  cudnnConvolutionBwdFilterAlgoPerf_t ftimed[8];
+  ASSERT_EQ(cudnnFindConvolutionBackwardDataAlgorithmEx(h, wd, dw_, yd, ddy, cd, xd, dxo, 8, &nt, dtimed, ws_mem,
+                                                        perf[0].memory),
+            CUDNN_STATUS_SUCCESS);
+  for (float v : Host(dxo, 40)) EXPECT_TRUE(std::isnan(v));
+  ASSERT_EQ(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, xd, dx_, yd, ddy, cd, wd, dwo, 8, &nt, ftimed, ws_mem,
+                                                          perf[0].memory),
+            CUDNN_STATUS_SUCCESS);
+  for (float v : Host(dwo, 24)) EXPECT_TRUE(std::isnan(v));
   cudnnDestroyTensorDescriptor(xd);
   cudnnDestroyTensorDescriptor(yd);
   cudnnDestroyFilterDescriptor(wd);

@@ -2,9 +2,12 @@
 // float32; shapes and window geometry are the CPU kernels' (their Prepare, providers/cpu/kernels/
 // conv_geometry.h).
 //
-// Conv and ConvGrad keep cuDNN descriptors and algorithms per input shape. In deterministic mode only
-// algorithms cuDNN reports deterministic are used; FMA math (no TF32) keeps float32 results comparable
-// with the CPU's. The bias gradient is our own ordered reduction. cuDNN needs symmetric padding; ONNX's
+// Conv and ConvGrad keep cuDNN descriptors and algorithms per input shape. In deterministic mode (the
+// default) the algorithm is cuDNN's heuristic choice among those it reports deterministic, the same on
+// every run; otherwise cuDNN times every algorithm on the first run at a shape (cudnnFind*AlgorithmEx, as
+// PyTorch's cudnn.benchmark and ONNX Runtime's exhaustive search do) and the fastest is kept, falling back
+// to the heuristic's where the search fails. FMA math (no TF32) keeps float32 results comparable with the
+// CPU's either way. The bias gradient is our own ordered reduction. cuDNN needs symmetric padding; ONNX's
 // asymmetric padding (some SAME cases) is reported as unimplemented on CUDA.
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/conv_geometry.h"
@@ -67,6 +70,22 @@ Status SetTensor(cudnnTensorDescriptor_t d, const std::vector<int>& dims) {
                      "cudnnSetTensorNdDescriptor");
 }
 
+// One run's device buffers, for timing algorithms on (nondeterministic mode): the inputs are read, the
+// outputs overwritten (the run then computes them). Null where the run has none (a gradient not wanted):
+// that pass keeps the heuristic's algorithm.
+struct ConvBuffers {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* dy = nullptr;
+  void* y = nullptr;
+  void* dx = nullptr;
+  void* dw = nullptr;
+};
+
+// The most device memory a timed search offers the algorithms as workspace; those needing more are not
+// timed.
+constexpr size_t kMaxSearchWorkspace = size_t{256} << 20;
+
 // Descriptors and algorithms for one (x, w) shape pair.
 class ConvPlan {
  public:
@@ -78,7 +97,8 @@ class ConvPlan {
   }
 
   // Rebuilds for new shapes; a no-op when they are the ones planned.
-  Status Plan(const CudaResources& r, const Node& node, const Shape& x, const Shape& w, int64_t group, bool backward) {
+  Status Plan(const CudaResources& r, const Node& node, const Shape& x, const Shape& w, int64_t group, bool backward,
+              const ConvBuffers& run) {
     if (x == x_shape_ && w == w_shape_ && planned_) return Status::OK();
     ONT_ASSIGN_OR_RETURN(ConvGeometry g, MakeGeometry(node, x, w, group));
     if (!x_) {
@@ -96,7 +116,7 @@ class ConvPlan {
                                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     ONT_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionGroupCount(conv_, g.group));
     ONT_CUDNN_RETURN_IF_ERROR(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH));
-    ONT_RETURN_IF_ERROR(backward ? ChooseBackward(r) : ChooseForward(r));
+    ONT_RETURN_IF_ERROR(backward ? ChooseBackward(r, run) : ChooseForward(r, run));
     y_shape_.assign(g.y.begin(), g.y.end());
     if (x.size() == 3) y_shape_.erase(y_shape_.begin() + 2);  // the added H = 1
     x_shape_ = x;
@@ -125,21 +145,64 @@ class ConvPlan {
     return nullptr;
   }
 
-  Status ChooseForward(const CudaResources& r) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  // The largest workspace the heuristic's candidates ask for, capped: what a timed search is given.
+  template <typename Perf>
+  static size_t SearchWorkspace(const Perf* perf, int n) {
+    size_t bytes = 0;
+    for (int i = 0; i < n; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxSearchWorkspace) {
+        bytes = std::max(bytes, perf[i].memory);
+      }
+    }
+    return bytes;
+  }
+
+  // A timed search's choice, or `heuristic` where the search cannot run or finds nothing usable. `find`
+  // runs the search with (workspace, bytes, perf out, count out).
+  template <typename Perf, typename Find>
+  static const Perf* Timed(const CudaResources& r, const Perf* heuristic, size_t workspace_bytes, Perf* timed,
+                           int count, Find find) {
+    DeviceBuffer workspace;  // freed back to the caching allocator when the search is done
+    auto ws = workspace.Get(std::max<size_t>(workspace_bytes, 1), r.allocator);
+    if (!ws.ok()) return heuristic;
+    int n = 0;
+    if (find(ws.value(), workspace_bytes, count, &n, timed) != CUDNN_STATUS_SUCCESS) {
+      cudaGetLastError();
+      return heuristic;
+    }
+    for (int i = 0; i < n; ++i) {  // fastest first; float32 arithmetic, within the workspace given
+      if (timed[i].status == CUDNN_STATUS_SUCCESS && timed[i].mathType != CUDNN_TENSOR_OP_MATH &&
+          timed[i].memory <= workspace_bytes) {
+        return &timed[i];
+      }
+    }
+    return heuristic;
+  }
+
+  Status ChooseForward(const CudaResources& r, const ConvBuffers& run) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT], timed[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int n = 0;
     ONT_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionForwardAlgorithm_v7(r.cudnn, x_, w_, conv_, y_,
                                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
     const auto* p = Pick(perf, n, r.deterministic);
     if (p == nullptr) return Unimplemented("cuDNN offers no forward algorithm for this convolution");
+    if (!r.deterministic && run.x && run.w && run.y) {
+      p = Timed(r, p, SearchWorkspace(perf, n), timed, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                [&](void* ws, size_t bytes, int count, int* found, cudnnConvolutionFwdAlgoPerf_t* out) {
+                  return cudnnFindConvolutionForwardAlgorithmEx(r.cudnn, x_, run.x, w_, run.w, conv_, y_, run.y, count,
+                                                                found, out, ws, bytes);
+                });
+    }
     fwd_ = p->algo;
     workspace_ = p->memory;
     return Status::OK();
   }
 
-  Status ChooseBackward(const CudaResources& r) {
-    cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    cudnnConvolutionBwdFilterAlgoPerf_t fperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  Status ChooseBackward(const CudaResources& r, const ConvBuffers& run) {
+    cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT],
+        dtimed[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t fperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT],
+        ftimed[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int nd = 0, nf = 0;
     ONT_CUDNN_RETURN_IF_ERROR(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         r.cudnn, w_, y_, conv_, x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dperf));
@@ -148,6 +211,20 @@ class ConvPlan {
     const auto* d = Pick(dperf, nd, r.deterministic);
     const auto* f = Pick(fperf, nf, r.deterministic);
     if (d == nullptr || f == nullptr) return Unimplemented("cuDNN offers no deterministic backward algorithm here");
+    if (!r.deterministic && run.w && run.dy && run.dx) {
+      d = Timed(r, d, SearchWorkspace(dperf, nd), dtimed, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                [&](void* ws, size_t bytes, int count, int* found, cudnnConvolutionBwdDataAlgoPerf_t* out) {
+                  return cudnnFindConvolutionBackwardDataAlgorithmEx(r.cudnn, w_, run.w, y_, run.dy, conv_, x_,
+                                                                     run.dx, count, found, out, ws, bytes);
+                });
+    }
+    if (!r.deterministic && run.x && run.dy && run.dw) {
+      f = Timed(r, f, SearchWorkspace(fperf, nf), ftimed, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                [&](void* ws, size_t bytes, int count, int* found, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
+                  return cudnnFindConvolutionBackwardFilterAlgorithmEx(r.cudnn, x_, run.x, y_, run.dy, conv_, w_,
+                                                                       run.dw, count, found, out, ws, bytes);
+                });
+    }
     bwd_data_ = d->algo;
     bwd_filter_ = f->algo;
     workspace_ = std::max(d->memory, f->memory);
@@ -189,7 +266,9 @@ class ConvKernel : public DelegatingKernel {
     const Tensor &x = *ctx.input(0), &w = *ctx.input(1);
     Tensor* y = ctx.output(0);
     if (y->NumElements() == 0) return Status::OK();
-    ONT_RETURN_IF_ERROR(plan_.Plan(r, node_, x.shape(), w.shape(), group_, false));
+    ConvBuffers run;
+    run.x = x.raw_data(), run.w = w.raw_data(), run.y = y->raw_data();
+    ONT_RETURN_IF_ERROR(plan_.Plan(r, node_, x.shape(), w.shape(), group_, false, run));
     ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(plan_.workspace_, r.allocator));
     const float one = 1.0f, zero = 0.0f;
     ONT_CUDNN_RETURN_IF_ERROR(cudnnConvolutionForward(r.cudnn, &one, plan_.x_, x.raw_data(), plan_.w_, w.raw_data(),
@@ -220,7 +299,9 @@ class ConvTransposeKernel : public DelegatingKernel {
       return Unimplemented("ConvTranspose with auto_pad ", auto_pad, " or output_shape on CUDA");
     }
     if (y->NumElements() == 0) return Status::OK();
-    ONT_RETURN_IF_ERROR(plan_.Plan(r, node_, y->shape(), w.shape(), group_, true));
+    ConvBuffers run;  // the data gradient of the convolution from Y to X: X is its dy, Y its dx
+    run.w = w.raw_data(), run.dy = x.raw_data(), run.dx = y->raw_data();
+    ONT_RETURN_IF_ERROR(plan_.Plan(r, node_, y->shape(), w.shape(), group_, true, run));
     if (plan_.y_shape_ != x.shape()) {
       return Unimplemented("ConvTranspose geometry (output_padding or pads) that cuDNN cannot express: X ",
                            ShapeToString(x.shape()), " vs ", ShapeToString(plan_.y_shape_));
@@ -248,7 +329,10 @@ class ConvGradKernel : public DelegatingKernel {
     const Tensor &dy = *ctx.input(0), &x = *ctx.input(1), &w = *ctx.input(2);
     Tensor *dx = ctx.output(0), *dw = ctx.output(1), *db = ctx.output(2);
     if (dy.NumElements() == 0 || x.NumElements() == 0) return ZeroGrads(r, dx, dw, db);
-    ONT_RETURN_IF_ERROR(plan_.Plan(r, node_, x.shape(), w.shape(), group_, true));
+    ConvBuffers run;
+    run.x = x.raw_data(), run.w = w.raw_data(), run.dy = dy.raw_data();
+    run.dx = dx ? dx->raw_data() : nullptr, run.dw = dw ? dw->raw_data() : nullptr;
+    ONT_RETURN_IF_ERROR(plan_.Plan(r, node_, x.shape(), w.shape(), group_, true, run));
     ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(plan_.workspace_, r.allocator));
     const float one = 1.0f, zero = 0.0f;
     if (dx) {

@@ -98,6 +98,28 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle
                                                             const cudnnFilterDescriptor_t dw, int requested,
                                                             int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf);
 
+// The timed searches: each algorithm run on the caller's buffers (the output is overwritten), fastest first.
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t handle, const cudnnTensorDescriptor_t x_desc,
+                                                     const void* x, const cudnnFilterDescriptor_t w_desc, const void* w,
+                                                     const cudnnConvolutionDescriptor_t conv,
+                                                     const cudnnTensorDescriptor_t y_desc, void* y, int requested,
+                                                     int* returned, cudnnConvolutionFwdAlgoPerf_t* perf,
+                                                     void* workspace, size_t workspace_bytes);
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(cudnnHandle_t handle, const cudnnFilterDescriptor_t w_desc,
+                                                          const void* w, const cudnnTensorDescriptor_t dy_desc,
+                                                          const void* dy, const cudnnConvolutionDescriptor_t conv,
+                                                          const cudnnTensorDescriptor_t dx_desc, void* dx,
+                                                          int requested, int* returned,
+                                                          cudnnConvolutionBwdDataAlgoPerf_t* perf, void* workspace,
+                                                          size_t workspace_bytes);
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnnHandle_t handle, const cudnnTensorDescriptor_t x_desc,
+                                                            const void* x, const cudnnTensorDescriptor_t dy_desc,
+                                                            const void* dy, const cudnnConvolutionDescriptor_t conv,
+                                                            const cudnnFilterDescriptor_t dw_desc, void* dw,
+                                                            int requested, int* returned,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t* perf, void* workspace,
+                                                            size_t workspace_bytes);
+
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t x_desc,
                                       const void* x, const cudnnFilterDescriptor_t w_desc, const void* w,
                                       const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
