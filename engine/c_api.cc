@@ -23,6 +23,7 @@ struct OtSessionOptions {
   int threads = 0;
   bool graph_capture = true;
   bool flush_denormals = false;
+  bool deterministic = true;
   std::vector<std::string> providers;
   std::string data_parallel;  // "", "mpi" or "nccl"
   int64_t memory_limit = 0;   // bytes; 0: none
@@ -96,6 +97,7 @@ OtStatus* MakeSession(const OtSessionOptions* options, OtCheckpointState* state,
   provider_options.threads = options ? options->threads : 0;
   provider_options.graph_capture = options ? options->graph_capture : true;
   provider_options.flush_denormals = options ? options->flush_denormals : false;
+  provider_options.deterministic = options ? options->deterministic : true;
   auto providers = ontrain::CreateProviders(names, provider_options);
   if (!providers.ok()) return Wrap(providers.status());
   session->providers = std::move(providers).value();
@@ -176,6 +178,11 @@ OtStatus* OtSessionOptionsSetIntraOpThreads(OtSessionOptions* options, int threa
 OtStatus* OtSessionOptionsSetGraphCapture(OtSessionOptions* options, int enabled) {
   OT_REQUIRE(options, "options");
   options->graph_capture = enabled != 0;
+  return nullptr;
+}
+OtStatus* OtSessionOptionsSetDeterministic(OtSessionOptions* options, int enabled) {
+  OT_REQUIRE(options, "options");
+  options->deterministic = enabled != 0;
   return nullptr;
 }
 OtStatus* OtSessionOptionsSetFlushDenormals(OtSessionOptions* options, int enabled) {

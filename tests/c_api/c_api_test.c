@@ -316,6 +316,22 @@ int main(void) {
     OtReleaseCheckpointState(st);
   }
   CHECK(memcmp(capture_losses[0], capture_losses[1], sizeof capture_losses[0]) == 0);
+  /* Deterministic mode off reaches the session; the simulated device and the CPU are deterministic anyway,
+   * so the losses are the same bits. */
+  OtStatus* null_det = OtSessionOptionsSetDeterministic(NULL, 0);
+  CHECK(null_det != NULL && strstr(OtStatusMessage(null_det), "options") != NULL);
+  OtReleaseStatus(null_det);
+  {
+    float det_losses[6];
+    OK(OtSessionOptionsSetDeterministic(sim_opts, 0));
+    OtCheckpointState* st = NULL;
+    OtTrainingSession* s = NewSession(env, sim_opts, &st);
+    if (s == NULL) return 1;
+    for (int step = 0; step < 6; ++step) det_losses[step] = TrainOneStep(s, step);
+    OtReleaseTrainingSession(s);
+    OtReleaseCheckpointState(st);
+    CHECK(memcmp(det_losses, capture_losses[1], sizeof det_losses) == 0);
+  }
   OtReleaseSessionOptions(sim_opts);
 
   /* Flushing subnormals reaches the CPU provider, trains, and leaves this thread's IEEE mode as it was (a

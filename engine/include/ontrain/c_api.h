@@ -60,6 +60,11 @@ OtStatus* OtSessionOptionsAppendProvider(OtSessionOptions* options, const char* 
 /* Device providers record a graph's run once its shapes have been seen and replay it as one launch (the
  * default, 1); 0 launches every kernel at every step. Results are the same either way. */
 OtStatus* OtSessionOptionsSetGraphCapture(OtSessionOptions* options, int enabled);
+/* Device providers keep to fixed, deterministic algorithms, so two runs give the same bits (the default, 1);
+ * 0 lets them use nondeterministic ones and have cuDNN time its convolution algorithms at the first step of
+ * each shape, keeping the fastest (as PyTorch's cudnn.benchmark). The CPU provider is deterministic either
+ * way. */
+OtStatus* OtSessionOptionsSetDeterministic(OtSessionOptions* options, int enabled);
 /* 1: the CPU provider's kernels flush subnormal float results to zero and read subnormal inputs as zero
  * (x86 FTZ/DAZ, as torch.set_flush_denormal), faster on CPUs that slow down on subnormals (Intel's) but no
  * longer IEEE (nor PyTorch's default) where a value is subnormal; 0 (the default): IEEE arithmetic. The
