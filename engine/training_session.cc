@@ -266,6 +266,21 @@ StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::Create(const Trainin
   }
   if (state == nullptr) return InvalidArgument("a training session needs a checkpoint state");
   if (train.empty()) return InvalidArgument("training session creation failed: train model data cannot be empty");
+  // A state lives on one session's devices at a time: a second session would move it away from the first,
+  // whose steps would then fail, and the first one's end would move it back from under the second.
+  auto on_device = [&](const std::string& what, const Tensor& t) -> Status {
+    if (!t.defined() || t.device().is_host()) return Status::OK();
+    return FailedPrecondition("the checkpoint state is held on ", t.device().ToString(), " by another training session (",
+                              what, "); release that session before creating another over the same state");
+  };
+  for (const auto& [name, p] : state->parameters) ONT_RETURN_IF_ERROR(on_device(StrCat("parameter \"", name, "\""), p.data));
+  for (const auto& [gname, group] : state->optimizer_groups) {
+    for (const auto& [pname, ps] : group.param_states) {
+      for (const auto& [mname, m] : ps.momentums) {
+        ONT_RETURN_IF_ERROR(on_device(StrCat("optimizer state \"", pname, "/", mname, "\""), m));
+      }
+    }
+  }
   std::unique_ptr<TrainingSession> s(new TrainingSession());
   s->state_ = state;
   s->providers_ = options.providers;

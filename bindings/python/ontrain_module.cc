@@ -113,7 +113,8 @@ Parameter& FindOrThrow(CheckpointState& s, const std::string& name) {
 class Session {
  public:
   Session(std::shared_ptr<CheckpointState> state, const std::string& train, const std::string& eval,
-          const std::string& optimizer, const std::string& providers, int threads, int64_t memory_limit_bytes)
+          const std::string& optimizer, const std::string& providers, int threads, int64_t memory_limit_bytes,
+          bool graph_capture, bool deterministic)
       : state_(std::move(state)) {
     if (memory_limit_bytes < 0) throw std::invalid_argument("memory_limit_bytes must be >= 0 (0: no limit)");
     for (const std::string& path : {train, eval}) {
@@ -121,7 +122,11 @@ class Session {
       Model m = Unwrap(LoadModel(path));
       for (const ValueInfo& vi : m.graph.inputs) declared_[vi.name] = vi;
     }
-    providers_ = Unwrap(CreateProviders(providers, threads));
+    ProviderListOptions po;
+    po.threads = threads;
+    po.graph_capture = graph_capture;
+    po.deterministic = deterministic;
+    providers_ = Unwrap(CreateProviders(providers, po));
     TrainingSessionOptions options;
     options.providers = providers_.ordered;
     options.memory_limit_bytes = memory_limit_bytes;
@@ -286,9 +291,10 @@ PYBIND11_MODULE(_ontrain, m) {
 
   py::class_<Session>(m, "TrainingSession")
       .def(py::init<std::shared_ptr<CheckpointState>, const std::string&, const std::string&, const std::string&,
-                    const std::string&, int, int64_t>(),
+                    const std::string&, int, int64_t, bool, bool>(),
            py::arg("state"), py::arg("train_model"), py::arg("eval_model") = "", py::arg("optimizer_model") = "",
-           py::arg("providers") = "cpu", py::arg("threads") = 0, py::arg("memory_limit_bytes") = 0)
+           py::arg("providers") = "cpu", py::arg("threads") = 0, py::arg("memory_limit_bytes") = 0,
+           py::arg("graph_capture") = true, py::arg("deterministic") = true)
       .def("train_step", [](Session& s, const py::sequence& in) { return s.Step(in, true); })
       .def("eval_step", [](Session& s, const py::sequence& in) { return s.Step(in, false); })
       .def("lazy_reset_grad", [](Session& s) { s.get().LazyResetGrad(); })

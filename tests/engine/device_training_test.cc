@@ -278,6 +278,54 @@ TEST(DeviceOutputsTest, AreCopiedBackWithOneWait) {
   }
 }
 
+// A state lives on one session's devices at a time. A second session over it, made while the first holds it
+// on a device (as the Python API once did when an optimizer was attached: the new session first, then the
+// old one released), is refused with an error that says so and leaves the first untouched; once the first
+// is released the second takes the state, and training goes on exactly as on the CPU (where both sessions
+// may coexist: the state stays on the host).
+TEST(DeviceSessionHandoverTest, ASecondSessionTakesTheStateOnceTheFirstIsReleased) {
+  const testing::ArtifactSet& set = testing::FindSet("gen-mlp");
+  std::string why;
+  std::vector<float> losses[2];
+  for (bool on_sim : {false, true}) {
+    auto loaded = testing::LoadSet(set, &why);
+    if (!loaded.ok() && !why.empty()) GTEST_SKIP() << why;
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    testing::LoadedSet& l = loaded.value();
+    Devices first = MakeDevices(on_sim), second = MakeDevices(on_sim);
+    auto s1 = TrainingSession::Create({first.list}, &l.state, l.train, l.eval, l.optimizer);
+    ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+    auto step = [&](TrainingSession& s, int k) {
+      std::vector<Tensor> out;
+      Status st = s.TrainStep(testing::MakeBatch(set, k), &out);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      st = s.OptimizerStep();
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      s.LazyResetGrad();
+      losses[on_sim].push_back(out[0].data<float>()[0]);
+    };
+    for (int k = 0; k < 2; ++k) ASSERT_NO_FATAL_FAILURE(step(*s1.value(), k));
+    {
+      auto early = TrainingSession::Create({second.list}, &l.state, l.train, l.eval, l.optimizer);
+      EXPECT_EQ(early.ok(), !on_sim);
+      if (on_sim) {
+        EXPECT_EQ(early.status().code(), StatusCode::kFailedPrecondition);
+        EXPECT_NE(early.status().message().find("held on SIM:0 by another training session"), std::string::npos)
+            << early.status().message();
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(step(*s1.value(), 2));  // the refused session changed nothing
+    s1.value().reset();
+    first = Devices();
+    auto s2 = TrainingSession::Create({second.list}, &l.state, l.train, l.eval, l.optimizer);
+    ASSERT_TRUE(s2.ok()) << s2.status().ToString();
+    for (int k = 3; k < 5; ++k) ASSERT_NO_FATAL_FAILURE(step(*s2.value(), k));
+    s2.value().reset();
+    for (const auto& [name, p] : l.state.parameters) EXPECT_TRUE(p.data.device().is_host()) << name;
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Sets, DeviceTrainingTest,
                          ::testing::Values("gen-mlp", "gen-cnn", "gen-bn", "gen-encoder", "ort-testdata-mlp",
                                            "srij-transformer-lora", "opt-clip", "opt-sequence-ops", "opt-sgd-clip-lr"),

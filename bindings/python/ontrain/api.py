@@ -133,11 +133,20 @@ def _providers(device):
 class Module:
     """The training and eval models bound to a checkpoint state."""
 
-    def __init__(self, train_model_uri, state, eval_model_uri=None, device="cpu", *, memory_limit_bytes=0):
-        """memory_limit_bytes (ontrain's own): caps the memory the session plans (parameters, gradients,
-        optimizer moments, every graph's intermediate values); 0 is no cap. Going over it raises before
-        anything is allocated, naming the graph and the value."""
+    def __init__(self, train_model_uri, state, eval_model_uri=None, device="cpu", *, memory_limit_bytes=0,
+                 graph_capture=True, deterministic=True):
+        """ontrain's own options:
+        memory_limit_bytes caps the memory the session plans (parameters, gradients, optimizer moments, every
+        graph's intermediate values); 0 is no cap. Going over it raises before anything is allocated, naming
+        the graph and the value.
+        graph_capture: a device (cuda) records a step once its shapes have been seen and replays it as one
+        launch; False launches every kernel at every step. The results are the same.
+        deterministic: a device keeps to fixed algorithms, so two runs give the same bits; False lets it use
+        nondeterministic ones and time cuDNN's convolution algorithms at the first step of each shape (as
+        PyTorch's cudnn.benchmark). The CPU is deterministic either way."""
         self._memory_limit = int(memory_limit_bytes)
+        self._graph_capture = bool(graph_capture)
+        self._deterministic = bool(deterministic)
         self._train_model = os.fspath(train_model_uri)
         self._eval_model = os.fspath(eval_model_uri) if eval_model_uri is not None else ""
         self._optimizer_model = ""
@@ -149,13 +158,24 @@ class Module:
 
     def _create(self):
         return _ontrain.TrainingSession(self._state._state, self._train_model, self._eval_model,
-                                        self._optimizer_model, self._providers, 0, self._memory_limit)
+                                        self._optimizer_model, self._providers, 0, self._memory_limit,
+                                        self._graph_capture, self._deterministic)
 
     def _attach_optimizer(self, optimizer_uri):
         # The engine binds the optimizer model when a session is created: a new session over the same state.
-        # Gradients accumulated since the last lazy_reset_grad are not carried over.
+        # Gradients accumulated since the last lazy_reset_grad are not carried over. The old session is
+        # released first: on a device it holds the state, which goes back to the host when it ends (the
+        # engine refuses a second session over a state another one holds). Should the new one fail, the
+        # module keeps a session without the optimizer, and the error is raised.
+        previous = self._optimizer_model
         self._optimizer_model = os.fspath(optimizer_uri)
-        self._session = self._create()
+        self._session = None
+        try:
+            self._session = self._create()
+        except Exception:
+            self._optimizer_model = previous
+            self._session = self._create()
+            raise
 
     def __call__(self, *user_inputs):
         outputs = (self._session.train_step(list(user_inputs)) if self.training

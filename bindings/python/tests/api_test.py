@@ -426,6 +426,34 @@ def test_memory_limit_refuses_a_session_over_it_and_changes_nothing_under_it():
     assert losses[0] == losses[1]
 
 
+def test_device_options_reach_the_session_and_change_no_bit_on_the_simulated_device():
+    # The simulated device runs the CPU's kernels (deterministic either way) and records steps as CUDA does:
+    # every combination trains to the CPU's losses, bit for bit.
+    losses = []
+    for device, options in (("cpu", {}), ("sim", {}), ("sim", {"graph_capture": False}),
+                            ("sim", {"deterministic": False})):
+        state = api.CheckpointState.load_checkpoint(path("checkpoint"))
+        model = api.Module(path("training_model.onnx"), state, path("eval_model.onnx"), device=device, **options)
+        optimizer = api.Optimizer(path("optimizer_model.onnx"), model)
+        losses.append(train(model, optimizer, 4))
+    assert all(l == losses[0] for l in losses[1:]), losses
+
+
+def test_an_optimizer_that_cannot_be_attached_leaves_the_module_working_on_its_device():
+    # Attaching an optimizer makes a new session over the state (the old one released first: on a device it
+    # holds the state). A failing attach raises and leaves a session without the optimizer, on the device.
+    state = api.CheckpointState.load_checkpoint(path("checkpoint"))
+    model = api.Module(path("training_model.onnx"), state, path("eval_model.onnx"), device="sim")
+    with pytest.raises(RuntimeError, match="no_such_optimizer"):
+        api.Optimizer(os.path.join(TMP, "no_such_optimizer.onnx"), model)
+    before = float(model(*batch(0))[0])
+    optimizer = api.Optimizer(path("optimizer_model.onnx"), model)
+    model.lazy_reset_grad()
+    losses = train(model, optimizer, 2)
+    assert losses[0] == before
+    assert losses[1] != before
+
+
 def test_errors_carry_the_engines_message():
     with pytest.raises(RuntimeError, match="no_such_file"):
         api.CheckpointState.load_checkpoint(os.path.join(TMP, "no_such_file"))
