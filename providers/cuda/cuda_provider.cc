@@ -238,6 +238,9 @@ Status CudaExecutionProvider::CopyTensor(const Tensor& src, Tensor* dst) {
   if (kind == cudaMemcpyDeviceToHost) {
     ONT_ASSIGN_OR_RETURN(bool queued, staging_.QueueReadback(*dst, src.raw_data(), bytes, resources_.stream));
     if (queued) return Status::OK();
+    // Copied directly: the queued readbacks land first, so that a destination written twice ends with the
+    // later copy (a copy into pageable memory waits for the stream anyway).
+    if (staging_.pending_readbacks() > 0) ONT_RETURN_IF_ERROR(Synchronize());
   }
   // From pageable host memory the call returns once the source has been staged, so the caller may reuse
   // it; into pageable host memory it returns when the copy is done.

@@ -95,12 +95,19 @@ TEST_F(EmuDeviceTest, CopiesToTheHostLandAtSynchronize) {
   for (const Tensor& m : many) {
     for (int i = 0; i < 5; ++i) ASSERT_EQ(m.data<float>()[i], i + 0.5f) << i;
   }
-  // The same destination twice before one wait: the later copy wins, as it would copied directly.
+  // The same destination twice before one wait: the later copy wins, as it would copied directly; also when
+  // the later one is copied directly because the area is full.
   Tensor other = DeviceValues(cuda, 5, 10.0f);
   ASSERT_TRUE(cuda->CopyTensor(small, &a).ok());
   ASSERT_TRUE(cuda->CopyTensor(other, &a).ok());
   ASSERT_TRUE(cuda->Synchronize().ok());
   for (int i = 0; i < 5; ++i) EXPECT_EQ(a.data<float>()[i], 10.0f + i + 0.5f) << i;
+  ASSERT_TRUE(cuda->CopyTensor(small, &a).ok());
+  for (Tensor& m : many) ASSERT_TRUE(cuda->CopyTensor(other, &m).ok());
+  ASSERT_TRUE(cuda->CopyTensor(other, &a).ok());
+  ASSERT_TRUE(cuda->Synchronize().ok());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(a.data<float>()[i], 10.0f + i + 0.5f) << i;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(many.back().data<float>()[i], 10.0f + i + 0.5f) << i;
 }
 
 }  // namespace
