@@ -4,7 +4,8 @@
 # parts of run.sh and run_gtest.py that only a GPU used to reach (passing CUDA cases, CUDA benchmark rows and
 # profiles, a case that faults) run here. Checks:
 #   1. the parity suite passes on the emulated device (no case skipped for want of a device);
-#   2. `ontrain bench --provider cuda` writes its rows and profiles (one small model, a few steps);
+#   2. `ontrain bench --provider cuda` writes its rows and profiles (one small model and the CNN, a few
+#      steps), the CNN also with cuDNN's algorithms timed (--nondeterministic);
 #   3. with a fault injected into one kernel (ONTRAIN_CUDA_EMU_FAULT_AT), run_gtest.py names that case as a
 #      fault and the cases after it still pass in a fresh process, and it reruns faulting cases alone with
 #      CUDA_LAUNCH_BLOCKING=1;
@@ -21,7 +22,7 @@ emu="$(bazel info -c opt bazel-bin)/providers/cuda/libontrain_cuda_emu.so"
 fail=0
 
 echo "== 1, 2: run.sh on the emulated device"
-CUDA_PROVIDER_LIB="$emu" OUT="$out/run" BENCH_MODELS=mlp_small BENCH_STEPS=3 DEADLINE=900 \
+CUDA_PROVIDER_LIB="$emu" OUT="$out/run" BENCH_MODELS="mlp_small cnn" BENCH_STEPS=3 DEADLINE=900 \
   bash tools/gpu/run.sh > "$out/run.log" 2>&1 || true
 summary="$out/run/parity_summary.txt"
 if grep -q "skipped\|SKIPPED" "$summary" && ! grep -Eq " 0 skipped" "$summary"; then
@@ -33,6 +34,9 @@ if grep -Eq "[1-9][0-9]* (failed|faults?|hangs?)" "$summary"; then
 fi
 if ! grep -q '"providers": "CUDA,CPU"' "$out/run/bench.jsonl"; then
   echo "rehearse: no CUDA benchmark row in bench.jsonl"; fail=1
+fi
+if ! grep '"providers": "CUDA,CPU"' "$out/run/bench.jsonl" | grep -q '"deterministic": false'; then
+  echo "rehearse: no CUDA benchmark row with cuDNN's algorithms timed in bench.jsonl"; fail=1
 fi
 if ! grep -q "== profile: mlp_small on cuda" "$out/run/bench.txt" || ! grep -q "ms/step" "$out/run/bench.txt"; then
   echo "rehearse: no CUDA profile in bench.txt"; fail=1
