@@ -49,12 +49,12 @@ static class TrainingTest
 
     static string P(string name) { return Path.Combine(dir_, name); }
 
-    static TrainingSession NewSession(CheckpointState state)
+    static TrainingSession NewSession(CheckpointState state, string provider = "cpu")
     {
         using (var options = new SessionOptions())
         {
             options.IntraOpNumThreads = 1;
-            options.AppendExecutionProvider_CPU();
+            options.AppendExecutionProvider(provider);
             return new TrainingSession(options, state, P("training_model.onnx"), P("eval_model.onnx"), P("optimizer_model.onnx"));
         }
     }
@@ -74,11 +74,15 @@ static class TrainingTest
         throw new CheckFailed(what + ": no " + typeof(E).Name + " was raised");
     }
 
-    // The C++ engine's losses, bit for bit: same artifacts, batches, schedule and thread count.
-    static void LossesMatchTheCppEngine()
+    // The C++ engine's losses, bit for bit: same artifacts, batches, schedule and thread count; on the CPU and
+    // on the simulated device (the CPU's kernels, with the state on the device and every output copied back).
+    static void LossesMatchTheCppEngine() { LossesMatchTheCppEngineOn("cpu"); }
+    static void LossesMatchTheCppEngineOnADevice() { LossesMatchTheCppEngineOn("sim"); }
+
+    static void LossesMatchTheCppEngineOn(string provider)
     {
         using (var state = CheckpointState.LoadCheckpoint(P("checkpoint")))
-        using (var session = NewSession(state))
+        using (var session = NewSession(state, provider))
         {
             session.RegisterLinearLRScheduler(3, Steps, 1e-3f);
             for (int k = 0; k < Steps; ++k)
@@ -369,6 +373,7 @@ static class TrainingTest
         TrainingUtils.SetSeed(1);
         var cases = new List<KeyValuePair<string, Action>> {
             new KeyValuePair<string, Action>("LossesMatchTheCppEngine", LossesMatchTheCppEngine),
+            new KeyValuePair<string, Action>("LossesMatchTheCppEngineOnADevice", LossesMatchTheCppEngineOnADevice),
             new KeyValuePair<string, Action>("CheckpointsAndProperties", CheckpointsAndProperties),
             new KeyValuePair<string, Action>("ParametersByName", ParametersByName),
             new KeyValuePair<string, Action>("NamesAndBuffers", NamesAndBuffers),

@@ -90,10 +90,10 @@ static float Scalar(OTValue* v) {
 
 static OTEnv* env_;
 
-static OTTrainingSession* NewSession(OTCheckpoint* checkpoint) {
+static OTTrainingSession* NewSessionOn(OTCheckpoint* checkpoint, NSString* provider) {
   OTSessionOptions* options = [[[OTSessionOptions alloc] initWithError:NULL] autorelease];
   OK([options setIntraOpNumThreads:1 error:error]);
-  OK([options appendExecutionProvider:@"cpu" providerOptions:[NSDictionary dictionary] error:error]);
+  OK([options appendExecutionProvider:provider providerOptions:[NSDictionary dictionary] error:error]);
   return [OK([[OTTrainingSession alloc] initWithEnv:env_
                                       sessionOptions:options
                                           checkpoint:checkpoint
@@ -103,9 +103,13 @@ static OTTrainingSession* NewSession(OTCheckpoint* checkpoint) {
                                                error:error]) autorelease];
 }
 
-static void LossesMatchTheCppEngine(void) {
+static OTTrainingSession* NewSession(OTCheckpoint* checkpoint) { return NewSessionOn(checkpoint, @"cpu"); }
+
+// The C++ engine's losses, bit for bit, on the CPU and on the simulated device (the CPU's kernels, with the
+// state on the device and every output copied back).
+static void LossesMatchTheCppEngineOn(NSString* provider) {
   OTCheckpoint* checkpoint = [OK([[OTCheckpoint alloc] initWithPath:P(@"checkpoint") error:error]) autorelease];
-  OTTrainingSession* session = NewSession(checkpoint);
+  OTTrainingSession* session = NewSessionOn(checkpoint, provider);
   if (session == nil) return;
   OK([session registerLinearLRSchedulerWithWarmupStepCount:3 totalStepCount:kSteps initialLr:1e-3f error:error]);
   for (int k = 0; k < kSteps; ++k) {
@@ -127,6 +131,9 @@ static void LossesMatchTheCppEngine(void) {
   float lr = OK([session getLearningRateWithError:error]);
   CHECK(Bits(lr) == Reference(@"lr"), @"the scheduled learning rate matches the C++ engine's");
 }
+
+static void LossesMatchTheCppEngine(void) { LossesMatchTheCppEngineOn(@"cpu"); }
+static void LossesMatchTheCppEngineOnADevice(void) { LossesMatchTheCppEngineOn(@"sim"); }
 
 static void CheckpointsAndProperties(void) {
   NSString* saved = [scratch_ stringByAppendingPathComponent:@"props.ckpt"];
@@ -293,6 +300,7 @@ int main(int argc, char** argv) {
 
   struct { const char* name; void (*run)(void); } cases[] = {
       {"LossesMatchTheCppEngine", LossesMatchTheCppEngine},
+      {"LossesMatchTheCppEngineOnADevice", LossesMatchTheCppEngineOnADevice},
       {"CheckpointsAndProperties", CheckpointsAndProperties},
       {"NamesBuffersAndScheduler", NamesBuffersAndScheduler},
       {"ExportAndErrors", ExportAndErrors},
