@@ -173,6 +173,26 @@ TEST_F(CliTest, ResumeReproducesAnUninterruptedRunBitForBit) {
   EXPECT_EQ(Slurp(b + "/metrics.jsonl").find("\"loss\":9,"), std::string::npos) << "the killed run's later steps were cut";
   EXPECT_EQ(Slurp(a + "/run/checkpoint"), Slurp(b + "/run/checkpoint")) << "identical final state, byte for byte";
   EXPECT_THAT(Slurp(a + "/run/metrics.csv"), HasSubstr("epoch,train_loss,eval_loss,accuracy"));
+  // The report covers the whole run: the epoch finished before the interruption, and each epoch's mean
+  // training loss over all its steps (the checkpoint carries the history).
+  const std::string csv = Slurp(b + "/run/metrics.csv");
+  EXPECT_EQ(Slurp(a + "/run/metrics.csv"), csv);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;  // the header and three epochs
+  // A finished run extended to more steps (--resume with a larger --steps; a constant learning rate, as a
+  // schedule's length is --steps) reports as one run too, the epoch it ended inside included.
+  std::string c = Tmp("cli_extend_c"), d = Tmp("cli_extend_d");
+  for (const std::string& dir : {c, d}) ASSERT_TRUE(cli::Generate({"--builtin", "mlp", "--out", dir}).ok());
+  auto constant = [&](const std::string& dir, const char* steps, bool resume) {
+    std::vector<std::string> args = {"--artifacts", dir, "--steps", steps, "--data-root", data_, "--batch-size", "32",
+                                     "--lr", "3e-3", "--seed", "7"};
+    if (resume) args.push_back("--resume");
+    return cli::Train(args);
+  };
+  ASSERT_TRUE(constant(d, "50", false).ok());
+  ASSERT_TRUE(constant(c, "30", false).ok());
+  ASSERT_TRUE(constant(c, "50", true).ok());
+  EXPECT_EQ(Slurp(d + "/run/checkpoint"), Slurp(c + "/run/checkpoint"));
+  EXPECT_EQ(Slurp(d + "/run/metrics.csv"), Slurp(c + "/run/metrics.csv"));
   EXPECT_THAT(Slurp(a + "/run/training.svg"), HasSubstr("<svg"));
 }
 

@@ -87,7 +87,8 @@ TEST(ReportTest, CsvReadsWithPythonsCsvModule) {
                          path));
 }
 
-// The chart of a one-epoch run of 3 steps (once drawn as three dots), and of 5000 steps with a NaN.
+// The chart of a one-epoch run of 3 steps (once drawn as three dots), of 5000 steps with a NaN, and of a run
+// resumed at step 24 (its own steps' losses, every epoch's evaluation inside the plot, and a caption).
 TEST(ReportTest, ChartHasPerStepLossTicksLabelsAndRenders) {
   const std::string dir = ::testing::TempDir();
   ASSERT_TRUE(cli::WriteChartSvg({{1, 2.3}, {2, 1.9}, {3, 1.7}}, {{1, 1.96, 1.8, 0.42, 3}}, dir + "/short.svg").ok());
@@ -100,6 +101,12 @@ TEST(ReportTest, ChartHasPerStepLossTicksLabelsAndRenders) {
   std::string long_svg = ReadFileToString(dir + "/long.svg").value();
   EXPECT_THAT(long_svg, HasSubstr("1 non-finite losses not drawn"));
   EXPECT_THAT(long_svg, HasSubstr(">training step<"));
+  std::vector<cli::StepLoss> resumed;
+  for (int64_t s = 24; s <= 50; ++s) resumed.push_back({s, 1.0 / s});
+  ASSERT_TRUE(cli::WriteChartSvg(resumed, {{1, 0.9, 0.8, -1, 20}, {2, 0.05, 0.04, -1, 40}, {3, 0.03, 0.02, -1, 50}},
+                                 dir + "/resumed.svg")
+                  .ok());
+  EXPECT_THAT(ReadFileToString(dir + "/resumed.svg").value(), HasSubstr("training losses from step 24 (resumed there)"));
   if (!HavePython()) GTEST_SKIP() << "/usr/bin/python3 is missing: the charts were not parsed";
   // Structure: the raw line with a point per step and a dot per step (short), or bounded, under a moving
   // average (long); round tick
@@ -125,7 +132,11 @@ TEST(ReportTest, ChartHasPerStepLossTicksLabelsAndRenders) {
       "    lo = x - (wid if a == 'end' else wid / 2 if a == 'middle' else 0)\n"
       "    assert lo >= 0 and lo + wid <= W, ('label off the canvas', s, x, a)\n"
       "check(sys.argv[1] + '/short.svg', 3, 1)\n"
-      "check(sys.argv[1] + '/long.svg', 4999, 5)\n";
+      "check(sys.argv[1] + '/long.svg', 4999, 5)\n"
+      "check(sys.argv[1] + '/resumed.svg', 27, 3)\n"
+      "root = ET.parse(sys.argv[1] + '/resumed.svg').getroot()\n"
+      "xs = sorted(float(c.get('cx')) for c in root.iter(ns + 'circle') if c.get('r') != '4')\n"
+      "assert min(xs) >= 78 and max(xs) <= float(root.get('width')) - 78, ('a point off the plot', xs[:3], xs[-3:])\n";
   EXPECT_EQ(0, RunPython(check, dir));
   if (std::system("command -v rsvg-convert >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "rsvg-convert is missing (librsvg2-bin): the charts were parsed but not rendered";

@@ -54,6 +54,42 @@ Status MetricsLog::Open(const std::string& path, bool append, int64_t resume_ste
   return Status::OK();
 }
 
+std::string EncodeTrainingHistory(const TrainingHistory& h) {
+  char line[160];
+  std::snprintf(line, sizeof line, "progress %lld %lld %lld %.17g\n", static_cast<long long>(h.step),
+                static_cast<long long>(h.per_epoch), static_cast<long long>(h.epoch_steps), h.epoch_loss_sum);
+  std::string text = line;
+  for (const EpochRecord& r : h.epochs) {
+    std::snprintf(line, sizeof line, "epoch %lld %lld %.17g %.17g %.17g\n", static_cast<long long>(r.epoch),
+                  static_cast<long long>(r.step), r.train_loss, r.eval_loss, r.accuracy);
+    text += line;
+  }
+  return text;
+}
+
+bool DecodeTrainingHistory(const std::string& text, TrainingHistory* h) {
+  std::istringstream in(text);
+  std::string kind;
+  TrainingHistory out;
+  long long a = 0, b = 0, c = 0;
+  if (!(in >> kind >> a >> b >> c >> out.epoch_loss_sum) || kind != "progress" || a < 0 || b < 1 || c < 0 || c > b) {
+    return false;
+  }
+  out.step = a, out.per_epoch = b, out.epoch_steps = c;
+  while (in >> kind) {
+    EpochRecord r;
+    long long epoch = 0, step = 0;
+    if (kind != "epoch" || !(in >> epoch >> step >> r.train_loss >> r.eval_loss >> r.accuracy) || step < 1 ||
+        step > out.step) {
+      return false;
+    }
+    r.epoch = epoch, r.step = step;
+    out.epochs.push_back(r);
+  }
+  *h = std::move(out);
+  return true;
+}
+
 Status MetricsLog::Write(const std::string& fields) {
   if (fd_ < 0) return Status::OK();
   std::string line = "{" + fields + "}\n";
@@ -150,7 +186,7 @@ Status WriteChartSvg(const std::vector<StepLoss>& steps, const std::vector<Epoch
   for (const EpochRecord& e : epochs) {
     if (e.eval_loss >= 0 && std::isfinite(e.eval_loss)) max_loss = std::max(max_loss, e.eval_loss);
     if (e.accuracy >= 0) any_acc = true;
-    if (!any_step) first = std::min(first, e.step), last = std::max(last, e.step);
+    first = std::min(first, e.step), last = std::max(last, e.step);  // a resumed run's earlier epochs too
   }
   if (last <= first) last = first + 1;
   std::vector<double> ly = Ticks(0, max_loss > 0 ? max_loss : 1, 5, 0, true);
@@ -266,6 +302,10 @@ Status WriteChartSvg(const std::vector<StepLoss>& steps, const std::vector<Epoch
   if (skipped > 0) {
     s << "<text x=\"" << w - right << "\" y=\"" << h - 16 << "\" text-anchor=\"end\" fill=\"#b00\">" << skipped
       << " non-finite losses not drawn</text>\n";
+  }
+  if (!steps.empty() && steps.front().step > 1) {  // a resumed run: its own steps' losses, every epoch's report
+    s << "<text x=\"" << left << "\" y=\"" << h - 16 << "\">training losses from step " << steps.front().step
+      << " (resumed there)</text>\n";
   }
   s << "</svg>\n";
   return WriteFileAtomically(path, s.str());

@@ -1,5 +1,6 @@
-// Training reports: the JSON-lines metrics log written while training, and at the end a metrics CSV and an
-// SVG chart of train/eval loss and accuracy by epoch.
+// Training reports: the JSON-lines metrics log written while training, the history a checkpoint carries so
+// that a resumed run reports the whole run, and at the end a metrics CSV and an SVG chart of train/eval loss
+// and accuracy by epoch.
 #pragma once
 
 #include <string>
@@ -17,6 +18,23 @@ struct EpochRecord {
   double accuracy = -1;    // < 0: unknown
   int64_t step = 0;        // the last step of the epoch (where the chart puts its evaluation)
 };
+
+// What a run has reported so far, kept in the checkpoints `ontrain train` saves (a string property,
+// kTrainingHistoryProperty), so that a resumed run's metrics.csv has every epoch and the epoch it resumes
+// in has the mean loss of all its steps: the finished epochs, and the sum and count of the losses of the
+// epoch in progress at `step` (optimizer steps done) with `per_epoch` steps an epoch.
+struct TrainingHistory {
+  int64_t step = 0;
+  int64_t per_epoch = 0;
+  int64_t epoch_steps = 0;
+  double epoch_loss_sum = 0;
+  std::vector<EpochRecord> epochs;
+};
+constexpr const char* kTrainingHistoryProperty = "ontrain.train.history";
+// Lines of text; the doubles are written with 17 significant digits, so they read back exactly.
+std::string EncodeTrainingHistory(const TrainingHistory& h);
+// False (and *h unchanged) where `text` is not a history EncodeTrainingHistory wrote.
+bool DecodeTrainingHistory(const std::string& text, TrainingHistory* h);
 
 // One training step's loss, for the chart.
 struct StepLoss {
@@ -47,7 +65,8 @@ class MetricsLog {
 
 Status WriteMetricsCsv(const std::vector<EpochRecord>& epochs, const std::string& path);
 // The training chart: every step's training loss (a thin line) and its moving average (a thick one), each
-// epoch's evaluation loss as points at its last step, against steps; accuracy (0-100%) on a right axis when
+// epoch's evaluation loss as points at its last step, against steps (a resumed run has its own steps' losses
+// and says from which step, and every epoch's points); accuracy (0-100%) on a right axis when
 // known. Axes carry ticks at round values and their units; non-finite losses are left out (and counted in
 // the caption). Over 2000 steps, the raw line keeps the extremes of every bucket of steps.
 Status WriteChartSvg(const std::vector<StepLoss>& steps, const std::vector<EpochRecord>& epochs, const std::string& path);

@@ -199,8 +199,36 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   // A resumed log keeps the steps up to the checkpoint's; later lines (written before an interruption that
   // came after the last checkpoint) are cut, since this run writes those steps again.
   if (f.Has("metrics") && root) ONT_RETURN_IF_ERROR(metrics.Open(f.Get("metrics"), resume, resume ? first : -1));
+  // The run's history so far travels in the checkpoint (report.h TrainingHistory): the epochs reported and
+  // the losses of the epoch in progress, so that a resumed run reports the whole run.
+  double epoch_loss = 0;
+  int64_t epoch_n = 0;
+  std::vector<EpochRecord> records;
+  if (resume) {
+    TrainingHistory h;
+    auto text = job.state->properties.Get<std::string>(kTrainingHistoryProperty);
+    if (text.ok() && DecodeTrainingHistory(text.value(), &h) && h.step == first) {
+      records = h.epochs;
+      // A run that ended inside an epoch reported that part of it; this run reports the whole epoch.
+      if (!records.empty() && records.back().step == first && first % per_epoch != 0) records.pop_back();
+      if (h.per_epoch == per_epoch && h.epoch_steps == first % per_epoch) {
+        epoch_loss = h.epoch_loss_sum;
+        epoch_n = h.epoch_steps;
+      }
+    } else if (root && first % per_epoch != 0) {
+      std::printf("the checkpoint carries no training history for step %lld: this run's report covers its own "
+                  "steps only\n", static_cast<long long>(first));
+    }
+  }
   auto save = [&]() -> Status {
     if (!root) return Status::OK();  // rank 0 writes; every rank holds the same state
+    TrainingHistory h;
+    h.step = session->optimizer()->step();
+    h.per_epoch = per_epoch;
+    h.epoch_steps = epoch_n;
+    h.epoch_loss_sum = epoch_loss;
+    h.epochs = records;
+    job.state->properties.Set(kTrainingHistoryProperty, EncodeTrainingHistory(h));
     return SaveCheckpoint(*job.state, ckpt_path).WithContext("saving the checkpoint");
   };
   // 4. The loop: TrainStep, OptimizerStep, LazyResetGrad (and SchedulerStep); evaluation every epoch.
@@ -227,9 +255,8 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   std::signal(SIGTERM, OnSignal);
   bool tty = isatty(fileno(stdout));
   auto t0 = std::chrono::steady_clock::now();
-  double window = 0, epoch_loss = 0;
-  int64_t window_n = 0, epoch_n = 0;
-  std::vector<EpochRecord> records;
+  double window = 0;
+  int64_t window_n = 0;
   std::vector<StepLoss> step_losses;  // this invocation's steps, for the chart
   std::vector<int64_t> order;
   Status result;
@@ -274,19 +301,17 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
       window = 0;
       window_n = 0;
     }
-    if (ckpt_every > 0 && (step + 1) % ckpt_every == 0) ONT_RETURN_IF_ERROR(save());
-    if (stop_after > 0 && step + 1 - first == stop_after && step + 1 < steps) {
-      ONT_RETURN_IF_ERROR(save());
-      if (root) std::printf("stopped after %lld steps as asked; resume with --resume\n", static_cast<long long>(stop_after));
-      return Status::OK();
-    }
+    // The epoch's report first, so that a checkpoint at its last step carries it (and a stop there does not
+    // skip its evaluation).
     if ((step + 1) % per_epoch == 0 || step + 1 == steps) {
       EpochRecord rec;
       rec.epoch = (step + per_epoch) / per_epoch;
       rec.step = step + 1;
       rec.train_loss = epoch_n ? epoch_loss / epoch_n : 0;
-      epoch_loss = 0;
-      epoch_n = 0;
+      if ((step + 1) % per_epoch == 0) {
+        epoch_loss = 0;
+        epoch_n = 0;
+      }  // else the run ends inside an epoch: a run extending it (--resume, more steps) goes on with its sums
       if (!eval_spec.empty() && root) {
         ONT_ASSIGN_OR_RETURN(EvalResult r, Evaluate(*session, eval_b, batch));
         rec.eval_loss = r.loss;
@@ -300,6 +325,12 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
         }
       }
       records.push_back(rec);
+    }
+    if (ckpt_every > 0 && (step + 1) % ckpt_every == 0) ONT_RETURN_IF_ERROR(save());
+    if (stop_after > 0 && step + 1 - first == stop_after && step + 1 < steps) {
+      ONT_RETURN_IF_ERROR(save());
+      if (root) std::printf("stopped after %lld steps as asked; resume with --resume\n", static_cast<long long>(stop_after));
+      return Status::OK();
     }
   }
   std::signal(SIGINT, SIG_DFL);
