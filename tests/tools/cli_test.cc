@@ -178,6 +178,9 @@ TEST_F(CliTest, ResumeReproducesAnUninterruptedRunBitForBit) {
   const std::string csv = Slurp(b + "/run/metrics.csv");
   EXPECT_EQ(Slurp(a + "/run/metrics.csv"), csv);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;  // the header and three epochs
+  // And the chart: the steps before the interruption come back from the metrics log (9 significant digits,
+  // which the chart's 0.01-pixel coordinates do not resolve).
+  EXPECT_EQ(Slurp(a + "/run/training.svg"), Slurp(b + "/run/training.svg"));
   // A finished run extended to more steps (--resume with a larger --steps; a constant learning rate, as a
   // schedule's length is --steps) reports as one run too, the epoch it ended inside included.
   std::string c = Tmp("cli_extend_c"), d = Tmp("cli_extend_d");

@@ -39,10 +39,17 @@ Status MetricsLog::Open(const std::string& path, bool append, int64_t resume_ste
       while (keep < bytes.size()) {
         size_t end = bytes.find('\n', keep);
         if (end == std::string::npos) break;
-        if (resume_step >= 0 && bytes.compare(keep, sizeof(kStep) - 1, kStep) == 0) {
+        if (bytes.compare(keep, sizeof(kStep) - 1, kStep) == 0) {
           char* stop = nullptr;
           long long n = std::strtoll(bytes.c_str() + keep + sizeof(kStep) - 1, &stop, 10);
-          if (stop != bytes.c_str() + keep + sizeof(kStep) - 1 && n > resume_step) break;
+          const bool numbered = stop != bytes.c_str() + keep + sizeof(kStep) - 1;
+          if (resume_step >= 0 && numbered && n > resume_step) break;
+          static const char kLoss[] = ",\"loss\":";
+          if (numbered && std::strncmp(stop, kLoss, sizeof(kLoss) - 1) == 0) {
+            char* after = nullptr;
+            double loss = std::strtod(stop + sizeof(kLoss) - 1, &after);
+            if (after != stop + sizeof(kLoss) - 1) kept_steps_.push_back({n, loss});  // "null": left out
+          }
         }
         keep = end + 1;
       }

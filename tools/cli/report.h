@@ -53,6 +53,9 @@ class MetricsLog {
   // `resume_step` >= 0, also every line from the first {"step":N,...} line with N > resume_step on: those
   // steps came after the checkpoint being resumed, and the resumed run writes them again.
   Status Open(const std::string& path, bool append, int64_t resume_step = -1);
+  // After Open with append: the {"step":N,"loss":X,...} lines it kept, in order (a resumed run's chart
+  // draws the steps before it from them).
+  const std::vector<StepLoss>& kept_steps() const { return kept_steps_; }
   // `fields`: "key":value pairs without braces; a write error is reported once, then the log stops.
   Status Write(const std::string& fields);
   static std::string Number(double v);  // %.9g, or null when not finite
@@ -61,6 +64,7 @@ class MetricsLog {
  private:
   int fd_ = -1;
   std::string path_;
+  std::vector<StepLoss> kept_steps_;
 };
 
 Status WriteMetricsCsv(const std::vector<EpochRecord>& epochs, const std::string& path);

@@ -257,7 +257,8 @@ Status TrainOn(const Flags& f, const std::string& providers, Communicator* comm)
   auto t0 = std::chrono::steady_clock::now();
   double window = 0;
   int64_t window_n = 0;
-  std::vector<StepLoss> step_losses;  // this invocation's steps, for the chart
+  // For the chart: a resumed run's earlier steps from its metrics log (when it keeps one), then its own.
+  std::vector<StepLoss> step_losses = metrics.kept_steps();
   std::vector<int64_t> order;
   Status result;
   int64_t step = first;
