@@ -147,7 +147,7 @@ class DecoderBlock(nn.Module):
         self.heads, self.t = heads, t
 
     def forward(self, x):
-        pos = torch.arange(self.t)
+        pos = torch.arange(self.t, device=x.device)
         future = pos.unsqueeze(0) > pos.unsqueeze(1)  # computed in the graph: no mask parameter to freeze
         x = x + self_attention(self.qkv, self.proj, self.ln1(x), self.heads, future)
         return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))

@@ -28,11 +28,13 @@ std::vector<KernelDef> CudaKernelList() {
       // domain, op, since, until, dtypes of input 0 (unless noted), factory[, type input, input roles, rejects]
       {kOnnx, "Abs", 6, kLatest, kF32F64, kAbs},
       {kOnnx, "Add", 7, kLatest, kArith, kAdd},
+      {kOnnx, "And", 7, kLatest, {D::kBool}, kAnd},
       {kOnnx, "AveragePool", 7, 18, kF32, kAveragePool, 0, {}, PoolRejects},
       {kOnnx, "AveragePoolGrad", 9, kLatest, kF32, kAveragePoolGrad, 0, ShapeOnly({1}), PoolRejects},  // ONNX Runtime's, in the ONNX domain
       {kOnnx, "BatchNormalization", 9, kLatest, kF32, kBatchNormalization},
       {kOnnx, "Cast", 6, kLatest, kCastable, kCast, 0, {}, CastRejects},
       {kOnnx, "Ceil", 6, kLatest, kF32F64, kCeil},
+      {kOnnx, "Clip", 6, kLatest, kF32F64, kClip, 0, Host({1, 2})},
       {kOnnx, "Concat", 4, kLatest, kAll, kConcat},
       {kOnnx, "ConstantOfShape", 9, kLatest, {D::kInt64}, kConstantOfShape, 0, Host({0})},
       {kOnnx, "Conv", 1, kLatest, kF32, kConv, 0, {}, ConvRejects},
@@ -74,6 +76,7 @@ std::vector<KernelDef> CudaKernelList() {
       {kOnnx, "Min", 8, kLatest, kArith, kMin},
       {kOnnx, "Mul", 7, kLatest, kArith, kMul},
       {kOnnx, "Neg", 6, kLatest, kF32F64, kNeg},
+      {kOnnx, "Or", 7, kLatest, {D::kBool}, kOr},
       {kOnnx, "Pad", 11, kLatest, kAll, kPad, 0, Host({1, 2, 3})},
       {kOnnx, "Pow", 7, kLatest, kF32, kPow},
       {kOnnx, "RNN", 7, kLatest, kF32F64, kRnn, 0, Host({4}), RecurrentRejects},
@@ -112,6 +115,7 @@ std::vector<KernelDef> CudaKernelList() {
       {kOnnx, "Unsqueeze", 1, kLatest, kAll, kUnsqueeze, 0, Host({1})},
       {kOnnx, "Upsample", 9, 9, kF32, kResize, 0, Host({1})},
       {kOnnx, "Where", 9, kLatest, kAll, kWhere, 1},
+      {kOnnx, "Xor", 7, kLatest, {D::kBool}, kXor},
       // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them
       {kMs, "AdamWOptimizer", 1, 1, kF32, kAdamWOptimizer, 2, Host({6}) | InPlace({2, 4, 5})},  // lr, step on the device
       {kMs, "BatchNormInternal", 1, 1, kF32, kBatchNormInternal, 0, Host({5})},
@@ -157,6 +161,7 @@ std::vector<KernelDef> CudaKernelList() {
       {kMs, "SplitTraining", 1, 1, kAll, kSplitTraining, 0, Host({1})},
       {kMs, "TanhGrad", 1, 1, kF32, kTanhGrad},
       // ai.ontrain: fused ops the executor substitutes where this provider has them
+      {kOntrain, "ClipGrad", 1, 1, kF32, kClipGrad, 0, Host({2, 3, 4})},
       {kOntrain, "MatMulBias", 1, 1, kF32, kMatMulBias},
       {kOntrain, "MaxPoolReluGrad", 1, 1, kF32, kMaxPoolReluGrad, 0, {}, MaxPoolReluGradRejects},
   };

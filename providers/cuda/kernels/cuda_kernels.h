@@ -38,8 +38,8 @@ extern KernelFactory kNeg, kAbs, kSqrt, kExp, kLog, kTanh, kSigmoid, kRelu, kErf
     kSoftplus, kFloor, kCeil, kSin, kCos, kMsGelu, kMsFastGelu;
 extern KernelFactory kAdd, kSub, kMul, kDiv, kElu;
 extern KernelFactory kReluGrad, kSigmoidGrad, kTanhGrad, kGeluGrad, kFastGeluGrad, kLeakyReluGrad;
-extern KernelFactory kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual;
-extern KernelFactory kWhere, kCast, kScale;
+extern KernelFactory kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual, kAnd, kOr, kXor;
+extern KernelFactory kWhere, kCast, kScale, kClip, kClipGrad;
 
 // Attribute cases the kernels cannot run (KernelDef::rejects).
 const char* CastRejects(const Node& n);

@@ -131,6 +131,9 @@ __global__ void CompareKernel(CompareOp op, const T* a, const T* b, uint8_t* out
       case CompareOp::kGreater: r = x > y; break;
       case CompareOp::kLessOrEqual: r = x <= y; break;
       case CompareOp::kGreaterOrEqual: r = x >= y; break;
+      case CompareOp::kAnd: r = (x != T(0)) && (y != T(0)); break;
+      case CompareOp::kOr: r = (x != T(0)) || (y != T(0)); break;
+      case CompareOp::kXor: r = (x != T(0)) != (y != T(0)); break;
     }
     out[i] = r ? 1 : 0;
   }
@@ -205,6 +208,24 @@ __global__ void ScaleKernel(const float* x, float* y, int64_t n, float scale) {
   ONT_GRID_STRIDE_LOOP(i, n) y[i] = x[i] * scale;
 }
 
+template <typename T>
+__global__ void ClipKernel(const T* x, T* y, int64_t n, T lo, T hi) {
+  ONT_GRID_STRIDE_LOOP(i, n) {
+    T c = x[i];
+    if (c < lo) c = lo;
+    if (c > hi) c = hi;
+    y[i] = c;
+  }
+}
+
+__global__ void ClipGradKernel(const float* dy, const float* x, float* out, StridedSpace s, float lo, float hi,
+                               float fill, int64_t n) {
+  ONT_GRID_STRIDE_LOOP(i, n) {
+    const float v = x[OffsetIn(s, 2, i, n)];
+    out[i] = (v >= lo) & (v <= hi) ? dy[OffsetIn(s, 1, i, n)] : fill;
+  }
+}
+
 }  // namespace
 
 cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, cudaStream_t stream) {
@@ -215,6 +236,28 @@ cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, 
 cudaError_t Unary(UnaryOp op, const double* x, double* y, int64_t n, float alpha, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   UnaryKernel<double><<<Blocks(n), kThreads, 0, stream>>>(op, x, y, n, alpha);
+  return cudaGetLastError();
+}
+
+// The bounds were read from tensors of x's dtype (or are its lowest and highest values): they convert back
+// exactly.
+cudaError_t Clip(const float* x, float* y, int64_t n, double lo, double hi, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ClipKernel<float><<<Blocks(n), kThreads, 0, stream>>>(x, y, n, static_cast<float>(lo), static_cast<float>(hi));
+  return cudaGetLastError();
+}
+cudaError_t Clip(const double* x, double* y, int64_t n, double lo, double hi, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ClipKernel<double><<<Blocks(n), kThreads, 0, stream>>>(x, y, n, lo, hi);
+  return cudaGetLastError();
+}
+
+cudaError_t ClipGrad(const float* dy, const float* x, float* out, const StridedSpace& s, double lo, double hi,
+                     double fill, cudaStream_t stream) {
+  const int64_t n = s.count();
+  if (n == 0) return cudaSuccess;
+  ClipGradKernel<<<Blocks(n), kThreads, 0, stream>>>(dy, x, out, s, static_cast<float>(lo), static_cast<float>(hi),
+                                                     static_cast<float>(fill), n);
   return cudaGetLastError();
 }
 
@@ -240,6 +283,10 @@ cudaError_t Compare(CompareOp op, const float* a, const float* b, uint8_t* out, 
   return LaunchCompare(op, a, b, out, s, stream);
 }
 cudaError_t Compare(CompareOp op, const int64_t* a, const int64_t* b, uint8_t* out, const StridedSpace& s,
+                    cudaStream_t stream) {
+  return LaunchCompare(op, a, b, out, s, stream);
+}
+cudaError_t Compare(CompareOp op, const uint8_t* a, const uint8_t* b, uint8_t* out, const StridedSpace& s,
                     cudaStream_t stream) {
   return LaunchCompare(op, a, b, out, s, stream);
 }

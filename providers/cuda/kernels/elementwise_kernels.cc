@@ -94,6 +94,11 @@ class CompareKernel : public DelegatingKernel {
     if (a.dtype() == DType::kInt64) {
       return CudaStatus(Compare(op_, a.data<int64_t>(), b.data<int64_t>(), y, s, r.stream), "Compare");
     }
+    if (a.dtype() == DType::kBool) {
+      return CudaStatus(Compare(op_, static_cast<const uint8_t*>(a.raw_data()), static_cast<const uint8_t*>(b.raw_data()),
+                                y, s, r.stream),
+                        "Compare");
+    }
     return CudaStatus(Compare(op_, a.data<float>(), b.data<float>(), y, s, r.stream), "Compare");
   }
 
@@ -150,6 +155,57 @@ class ScaleKernel : public DelegatingKernel {
   }
 };
 
+// Clip(X, min?, max?): bounds as the CPU kernel takes them (attributes before opset 11, host scalars from
+// 11 on, the dtype's lowest and highest where absent).
+class ClipKernel : public DelegatingKernel {
+ public:
+  ClipKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu)
+      : DelegatingKernel(info, std::move(cpu)), node_opset_(info.opset) {}
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    const bool f64 = x.dtype() == DType::kFloat64;
+    double lo = f64 ? std::numeric_limits<double>::lowest() : std::numeric_limits<float>::lowest();
+    double hi = f64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+    if (node_opset_ < 11) {
+      lo = std::max<double>(node_.GetFloat("min", -std::numeric_limits<float>::infinity()), lo);
+      hi = std::min<double>(node_.GetFloat("max", std::numeric_limits<float>::infinity()), hi);
+    }
+    if (const Tensor* t = ctx.input(1)) {
+      ONT_ASSIGN_OR_RETURN(lo, cpu::ReadScalar(*t, "min"));
+    }
+    if (const Tensor* t = ctx.input(2)) {
+      ONT_ASSIGN_OR_RETURN(hi, cpu::ReadScalar(*t, "max"));
+    }
+    if (f64) return CudaStatus(Clip(x.data<double>(), ctx.output(0)->data<double>(), x.NumElements(), lo, hi, r.stream), "Clip");
+    return CudaStatus(Clip(x.data<float>(), ctx.output(0)->data<float>(), x.NumElements(), lo, hi, r.stream), "Clip");
+  }
+
+ private:
+  int64_t node_opset_;
+};
+
+// ai.ontrain ClipGrad(dY, X, min?, max?, fill) (the executor's fusion of Clip's gradient): float32, dY and X
+// broadcast together, the host scalars as the CPU kernel reads them (an absent bound is an infinite one).
+class ClipGradKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &dy = *ctx.input(0), &x = *ctx.input(1);
+    Tensor* out = ctx.output(0);
+    double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+    if (const Tensor* t = ctx.input(2)) {
+      ONT_ASSIGN_OR_RETURN(lo, cpu::ReadScalar(*t, "min"));
+    }
+    if (const Tensor* t = ctx.input(3)) {
+      ONT_ASSIGN_OR_RETURN(hi, cpu::ReadScalar(*t, "max"));
+    }
+    ONT_ASSIGN_OR_RETURN(double fill, cpu::ReadScalar(*ctx.input(4), "fill"));
+    ONT_ASSIGN_OR_RETURN(StridedSpace s, BroadcastSpace(out->shape(), {out->shape(), dy.shape(), x.shape()}));
+    return CudaStatus(ClipGrad(dy.data<float>(), x.data<float>(), out->data<float>(), s, lo, hi, fill, r.stream),
+                      "ClipGrad");
+  }
+};
+
 // Factories: the CUDA kernel over the CPU kernel of the same op, with the device op as a constant.
 template <typename K, typename Op, Op op, const KernelFactory* cpu_factory>
 StatusOr<std::unique_ptr<OpKernel>> WrapOp(const NodeInfo& info) {
@@ -203,9 +259,14 @@ KernelFactory kLess = kCompareOf<CompareOp::kLess, &cpu::kLess>;
 KernelFactory kGreater = kCompareOf<CompareOp::kGreater, &cpu::kGreater>;
 KernelFactory kLessOrEqual = kCompareOf<CompareOp::kLessOrEqual, &cpu::kLessOrEqual>;
 KernelFactory kGreaterOrEqual = kCompareOf<CompareOp::kGreaterOrEqual, &cpu::kGreaterOrEqual>;
+KernelFactory kAnd = kCompareOf<CompareOp::kAnd, &cpu::kAnd>;
+KernelFactory kOr = kCompareOf<CompareOp::kOr, &cpu::kOr>;
+KernelFactory kXor = kCompareOf<CompareOp::kXor, &cpu::kXor>;
 KernelFactory kWhere = Wrap<WhereKernel, &cpu::kWhere>;
 KernelFactory kCast = Wrap<CastKernel, &cpu::kCast>;
 KernelFactory kScale = Wrap<ScaleKernel, &cpu::kScale>;
+KernelFactory kClip = Wrap<ClipKernel, &cpu::kClip>;
+KernelFactory kClipGrad = Wrap<ClipGradKernel, &cpu::kClipGrad>;
 
 }  // namespace cuda
 }  // namespace ontrain

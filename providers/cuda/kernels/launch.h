@@ -39,6 +39,12 @@ enum class UnaryOp {
 // y = op(x) elementwise over n elements; `alpha` is LeakyRelu's slope.
 cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);
 cudaError_t Unary(UnaryOp op, const double* x, double* y, int64_t n, float alpha, cudaStream_t stream);
+// Clip: y = x < lo ? lo : (x > hi ? hi : x), the CPU kernel's tests in its order (NaN passes through).
+cudaError_t Clip(const float* x, float* y, int64_t n, double lo, double hi, cudaStream_t stream);
+cudaError_t Clip(const double* x, double* y, int64_t n, double lo, double hi, cudaStream_t stream);
+// ai.ontrain ClipGrad: out = (lo <= x && x <= hi) ? dy : fill, dy and x broadcast into out (strides 1, 2).
+cudaError_t ClipGrad(const float* dy, const float* x, float* out, const StridedSpace& s, double lo, double hi,
+                     double fill, cudaStream_t stream);
 
 enum class BinaryOp {
   kAdd, kSub, kMul, kDiv, kPow, kMax, kMin,
@@ -58,9 +64,12 @@ cudaError_t Binary(BinaryOp op, const int32_t* a, const int32_t* b, int32_t* out
 cudaError_t Binary(BinaryOp op, const int64_t* a, const int64_t* b, int64_t* out, const StridedSpace& space,
                    float alpha, cudaStream_t stream);
 
-enum class CompareOp { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
-// out (bool as uint8) = a op b over `space`, for float32 and int64 inputs.
+enum class CompareOp { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual, kAnd, kOr, kXor };
+// out (bool as uint8) = a op b over `space`, for float32 and int64 inputs (the comparisons) and bool ones
+// (the logical ops, any nonzero byte true).
 cudaError_t Compare(CompareOp op, const float* a, const float* b, uint8_t* out, const StridedSpace& space,
+                    cudaStream_t stream);
+cudaError_t Compare(CompareOp op, const uint8_t* a, const uint8_t* b, uint8_t* out, const StridedSpace& space,
                     cudaStream_t stream);
 cudaError_t Compare(CompareOp op, const int64_t* a, const int64_t* b, uint8_t* out, const StridedSpace& space,
                     cudaStream_t stream);
