@@ -22,7 +22,10 @@ struct GruZr {
   T* rh;   // [B, H]
   ONT_HD void operator()(int64_t i) const {
     const int64_t H = c.H, G = 3 * H, bb = i / H, k = i % H, len = c.Len(bb);
-    if (s >= len) return;
+    if (s >= len) {  // a finished sequence: its row of r H_prev still enters the next product (whose row is unused)
+      rh[i] = T(0);
+      return;
+    }
     const int64_t t = c.TimeOf(d, s, len);
     const T* xr = xw + (t * c.B + bb) * G;
     const T* pr = hr + bb * G;
