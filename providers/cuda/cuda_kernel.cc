@@ -106,16 +106,21 @@ Status ReduceAxes(const CudaResources& r, ReduceOp op, const float* x, const Sha
   for (int d = first; d >= 0 && d <= last; ++d) run = run && ((red >> d) & 1);
   // 2. [outer, len, inner] directly, or after a transposition.
   int64_t outer = 1, len = 1, inner = 1;
+  float* partial = nullptr;  // the column ranges' partial results, where the rows are split (reduce.cu)
   if (run) {
     for (int d = 0; d < rank; ++d) {
       if (first < 0 || d < first) outer *= dims[d];
       else if (d <= last) len *= dims[d];
       else inner *= dims[d];
     }
+    if (const int64_t splits = ReduceSplits(op, outer, len, inner); splits > 1) {
+      ONT_ASSIGN_OR_RETURN(void* buf, scratch->Get(sizeof(float) * splits * outer * inner, r.allocator));
+      partial = static_cast<float*>(buf);
+    }
   } else {
     ONT_ASSIGN_OR_RETURN(x, TransposeReducedLast(r, x, dims, rank, red, &outer, &len, scratch));
   }
-  return CudaStatus(Reduce(op, x, y, outer, len, inner, r.stream), "Reduce");
+  return CudaStatus(Reduce(op, x, y, outer, len, inner, partial, r.stream), "Reduce");
 }
 
 Status SumToShape(const CudaResources& r, const float* x, const Shape& full, const Shape& target, float* y,

@@ -56,8 +56,9 @@ StatusOr<StridedSpace> BroadcastSpace(const Shape& out,
 
 // Reduces x of `shape` over the axes whose bits are set in `reduced` (bit d: axis d) into y (the kept dims,
 // in order). The reduced axes (ignoring size-1 dims) become [outer, len, inner] for the device kernel; when
-// they are not one contiguous run, x is first transposed into a kept-then-reduced order in `scratch`.
-// Nothing allocates on the host once `scratch` is large enough.
+// they are not one contiguous run, x is first transposed into a kept-then-reduced order in `scratch`; column
+// sums split over row ranges keep their partial results there. Nothing allocates on the host once
+// `scratch` is large enough.
 Status ReduceAxes(const CudaResources& r, ReduceOp op, const float* x, const Shape& shape, uint64_t reduced, float* y,
                   DeviceBuffer* scratch);
 

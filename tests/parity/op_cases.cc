@@ -185,6 +185,19 @@ void MovementCases(Builder& b) {
     b.Add("GatherGrad_no_tokens", "com.microsoft", "GatherGrad", 1,
           {Ints({5, 3}, {2}), Ints({}, {0}), Random(D::kFloat32, {0, 3}, b.seed())}, {D::kFloat32});
   }
+  // copy.cu's warp per output row: rows wider than a 128-column pass (300: three passes, the last partial),
+  // a thousand int32 indices (eight 128-index steps, the last partial), and an inner axis with outer 3.
+  {
+    std::vector<int64_t> tokens(1000), pos(200);
+    for (size_t j = 0; j < tokens.size(); ++j) tokens[j] = (j * 7 + j / 13) % 37;
+    for (size_t j = 0; j < pos.size(); ++j) pos[j] = j % 9 == 4 ? -1 - static_cast<int64_t>(j % 50) : (j * 31) % 50;
+    b.Add("GatherGrad_wide_rows", "com.microsoft", "GatherGrad", 1,
+          {Ints({40, 300}, {2}), Ints(tokens, {10, 100}, D::kInt32), Random(D::kFloat32, {10, 100, 300}, b.seed())},
+          {D::kFloat32});
+    b.Add("GatherGrad_outer", "com.microsoft", "GatherGrad", 1,
+          {Ints({3, 50, 130}, {3}), Ints(pos, {200}), Random(D::kFloat32, {3, 200, 130}, b.seed())}, {D::kFloat32},
+          {AttrInt("axis", 1)});
+  }
 }
 
 void GemmCases(Builder& b) {
@@ -304,6 +317,19 @@ void ReduceCases(Builder& b) {
                     "term is off by about 0.5)";
   b.Add("ReduceSumTraining", "com.microsoft", "ReduceSumTraining", 1,
         {Random(D::kFloat32, {4, 3, 6}, b.seed()), Ints({0, 1}, {2})}, {D::kFloat32}, {AttrInt("keepdims", 0)});
+  // Column tiles too few to fill a GPU split their rows into ranges (reduce.cu ReduceSplits): 8 ranges of
+  // 256 rows over 3 tiles (the last partial), 4 uneven ranges (258, 258, 258, 256 rows) for each of 3 outer
+  // indices, and a bias gradient's [4096, 512] (16 ranges). Terms of one sign, so that the providers'
+  // orders of addition differ by rounding only, not by cancellation.
+  const Geometry split[] = {{"split_rows", {2048, 96}, 0}, {"split_outer", {3, 1030, 40}, 1}};
+  for (const char* op : ops) {
+    for (const Geometry& g : split) {
+      b.Add(StrCat(op, "_", g.name), "", op, 18, {Random(D::kFloat32, g.shape, b.seed(), 0.5, 1.5), Ints({g.axis}, {1})},
+            {D::kFloat32}, {AttrInt("keepdims", 0)});
+    }
+  }
+  b.Add("ReduceSum_split_bias", "", "ReduceSum", 13,
+        {Random(D::kFloat32, {4096, 512}, b.seed(), 0.5, 1.5), Ints({0}, {1})}, {D::kFloat32}, {AttrInt("keepdims", 0)});
 }
 
 void SoftmaxCases(Builder& b) {

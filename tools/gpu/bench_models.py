@@ -8,6 +8,12 @@
                                    modules on CUDA (zero_grad, forward, cross-entropy, backward, AdamW step,
                                    loss.item(): the host sees every loss, as `ontrain bench` does) and prints
                                    one JSON line per model.
+  bench_models.py cpu NAME THREADS [N]
+                                   (on the GPU machine, its PyTorch, which uses MKL and oneDNN): the same on
+                                   that machine's CPU at the CPU benchmark's batch (models.json "cpu_batch"),
+                                   at THREADS intra-op threads; one JSON line. run.sh runs it in a process of
+                                   its own per thread count, pinned to two cores beside `ontrain bench`, so
+                                   the issue's CPU ratios are also measured on that machine's (Intel) CPU.
 
 Workloads: the CPU benchmark's (tools/bench_modules.py: mlp_small, mlp_large, cnn, transformer, resnet,
 mobilenet, gpt) at larger batches (GPU_BATCH), exported in training mode as the CPU benchmark does.
@@ -41,7 +47,8 @@ def export(out):
                           input_names=["input"], output_names=["logits"],
                           dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, opset_version=opset,
                           do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
-        meta[name] = {"batch": shape[0], "shape": list(shape)}
+        cpu_batch = next(w[2][0] for w in workloads.WORKLOADS if w[0] == name)
+        meta[name] = {"batch": shape[0], "shape": list(shape), "cpu_batch": cpu_batch}
     with open(os.path.join(out, "models.json"), "w") as f:
         json.dump(meta, f, indent=1)
 
@@ -66,9 +73,24 @@ def bench(out, steps):
                           "p90_ms": times[(9 * len(times)) // 10], "steps_per_s": 1e3 / med}))
 
 
+def bench_cpu(name, threads, steps):
+    # The thread pools are sized by the environment run.sh gives this process (OMP_NUM_THREADS,
+    # MKL_NUM_THREADS) and by set_num_threads; the CPUs by its affinity (taskset).
+    torch.set_num_threads(threads)
+    cls, shape = next((w[1], w[2]) for w in workloads.WORKLOADS if w[0] == name)
+    times = workloads.step_times_pytorch(name, cls, shape, steps)
+    med = statistics.median(times)
+    print(json.dumps({"model": name, "engine": "pytorch-" + torch.__version__, "device": "cpu", "threads": threads,
+                      "batch": shape[0], "median_ms": med, "steps_per_s": 1e3 / med,
+                      "blas": "mkl" if torch.backends.mkl.is_available() else "other",
+                      "cpus": len(os.sched_getaffinity(0))}))
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "export":
         export(sys.argv[2])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "cpu":
+        bench_cpu(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 100)
     elif len(sys.argv) >= 3 and sys.argv[1] == "torch":
         bench(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 200)
     else:

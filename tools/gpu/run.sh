@@ -5,7 +5,8 @@
 # nvidia-smi.txt, parity.log, parity_summary.txt, bench.txt, bench.jsonl. Works on a machine without a GPU
 # too: every CUDA test then skips and says why, and the CUDA benchmarks say why they cannot run.
 #
-# Environment: STEPS="parity bench" (either or both), PARITY_TESTS (the test binaries), DEADLINE (seconds the
+# Environment: STEPS="parity bench" (either or both; "cpu" adds the CPU benchmark against this machine's
+# PyTorch on two pinned cores: CPU_MODELS, CPU_STEPS, CPU_CORES), PARITY_TESTS (the test binaries), DEADLINE (seconds the
 # whole script may take, default 560: the device tool stops a command at 600), SANITIZE=N (rerun the first N
 # faulting cases under compute-sanitizer), GTEST_FILTER_<test> (a filter replacing the default one),
 # BENCH_MODELS and BENCH_STEPS (a subset of the benchmark models, fewer CUDA steps), CUDA_PROVIDER_LIB (another
@@ -101,4 +102,43 @@ batch_of() { python3 -c "import json; print(json.load(open('$B/bench/models.json
       --batch-size "$batch" --steps "${BENCH_STEPS:-50}" --warmup 5 --profile 2>&1 | head -30
   done
 } 2>&1 | tee "$OUT/bench.txt"
+
+# 4. The CPU benchmark on this machine's CPU (not the CUDA provider's): ontrain's CPU provider against this
+# machine's PyTorch on the CPU at 1 and 2 threads, both pinned to the same two cores (the build machine's
+# count), at the CPU benchmark's batches, interleaved per model and thread count. Only with STEPS containing
+# "cpu" (it is not in the default). PYTHON: the interpreter with PyTorch (default python3).
+[[ " ${STEPS:-parity bench} " == *" cpu "* ]] && {
+  cores=${CPU_CORES:-0,1}
+  isa=$(grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512f && echo AVX-512 || echo "no AVX-512")
+  echo "CPU benchmark: $cpu_model ($(nproc) cores, $isa), pinned to cores $cores"
+  : > "$OUT/cpu.jsonl"
+  cpu_batch_of() { python3 -c "import json; print(json.load(open('$B/bench/models.json'))['$1']['cpu_batch'])"; }
+  for m in ${CPU_MODELS:-$models}; do
+    batch=$(cpu_batch_of "$m") || { echo "$m: no cpu_batch in models.json"; continue; }
+    for t in 1 2; do
+      [ "$(left 600)" -lt 30 ] && { echo "deadline: $m at $t threads not run"; continue; }
+      timeout "$(left 90)" taskset -c "$cores" "$B/bin/ontrain" bench --artifacts "$B/bench/$m/artifacts" --provider cpu \
+        --threads "$t" --batch-size "$batch" --steps "${CPU_STEPS:-100}" --json "$TEST_TMPDIR/c.json" > "$TEST_TMPDIR/c.txt" 2>&1 \
+        && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); r=r[0] if isinstance(r,list) else r; r['model']=sys.argv[2]; print(json.dumps(r))" \
+           "$TEST_TMPDIR/c.json" "$m" | tee -a "$OUT/cpu.jsonl" || { echo "ontrain $m $t threads failed:"; tail -3 "$TEST_TMPDIR/c.txt"; }
+      OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t timeout "$(left 90)" taskset -c "$cores" \
+        "${PYTHON:-python3}" "$B/bench_models.py" cpu "$m" "$t" "${CPU_STEPS:-100}" 2>&1 | tail -1 | tee -a "$OUT/cpu.jsonl"
+    done
+  done
+  python3 - "$OUT/cpu.jsonl" <<'PY'
+import json, sys
+ours, theirs = {}, {}
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    key = (r.get("model") or r.get("workload"), r.get("threads"))
+    (theirs if str(r.get("engine", "")).startswith("pytorch") else ours)[key] = r.get("steps_per_s")
+for key in sorted(ours, key=str):
+    if key in theirs and ours[key] and theirs[key]:
+        print("%-12s %d thread(s): ontrain %8.1f steps/s, PyTorch %8.1f, ratio %.2f" %
+              (key[0], key[1], ours[key], theirs[key], ours[key] / theirs[key]))
+PY
+} 2>&1 | tee "$OUT/cpu.txt"
 echo "results in $OUT ($((SECONDS - START)) s)"

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -298,27 +299,43 @@ void ExecuteGrid(dim3 grid, dim3 block, const char* kernel, const void* key, voi
 
 int LaneId() { return run == nullptr ? 0 : run->current % 32; }
 
-uint64_t WarpExchange(unsigned int mask, uint64_t mine, int source) {
+// Every lane of the calling warp gives `mine`; once all have, returns the warp's 32 values (null when the
+// call is refused: the block has failed). The values stay readable until the warp's next exchange but one
+// (two sets alternate), which no lane can reach before every lane has read these.
+static const uint64_t* WarpValues(unsigned int mask, uint64_t mine, const char* what) {
   if (run == nullptr || !run->fibers) {
-    if (run != nullptr) BlockFailed("a shuffle in a kernel whose first launch never synchronized");
-    return mine;
+    if (run != nullptr) BlockFailed((std::string("a ") + what + " in a kernel whose first launch never synchronized").c_str());
+    return nullptr;
   }
   run->used_barrier = true;
   if (mask != 0xffffffffu) {
-    BlockFailed("a shuffle with a partial mask (the emulator supports whole warps only)");
-    return mine;
+    BlockFailed((std::string("a ") + what + " with a partial mask (the emulator supports whole warps only)").c_str());
+    return nullptr;
   }
   Fiber& f = run->threads[run->current];
   const int w = f.linear / 32, lane = f.linear % 32;
   if (run->warp_live[w] != 32) {
-    BlockFailed("a shuffle with a full mask in a warp that does not have 32 live threads");
-    return mine;
+    BlockFailed((std::string("a ") + what + " with a full mask in a warp that does not have 32 live threads").c_str());
+    return nullptr;
   }
   const int set = run->exchanges[f.linear];
   run->exchanges[f.linear] ^= 1;
   run->exchange[set][w][lane] = mine;
   WarpBarrier();
-  return source >= 0 && source < 32 ? run->exchange[set][w][source] : mine;
+  return run->exchange[set][w];
+}
+
+uint64_t WarpExchange(unsigned int mask, uint64_t mine, int source) {
+  const uint64_t* values = WarpValues(mask, mine, "shuffle");
+  return values != nullptr && source >= 0 && source < 32 ? values[source] : mine;
+}
+
+unsigned int WarpBallot(unsigned int mask, bool predicate) {
+  const uint64_t* values = WarpValues(mask, predicate ? 1 : 0, "ballot");
+  if (values == nullptr) return 0;
+  unsigned int bits = 0;
+  for (int k = 0; k < 32; ++k) bits |= static_cast<unsigned int>(values[k] & 1) << k;
+  return bits;
 }
 
 }  // namespace cuda_emu

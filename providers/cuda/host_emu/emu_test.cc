@@ -64,6 +64,15 @@ __global__ void WarpSums(const float* in, float* down, float* butterfly) {
   butterfly[t] = w;
 }
 
+// Each lane: the warp's ballot of odd inputs, and the lowest set lane (counted from 1) and count of it.
+__global__ void Ballots(const int* in, unsigned* bits, int* lowest, int* count) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned b = __ballot_sync(0xffffffffu, in[t] & 1);
+  bits[t] = b;
+  lowest[t] = __ffs(b);
+  count[t] = __popc(b);
+}
+
 __global__ void DeadlockedWarp(float* out) {
   float v = 1.0f;
   if (threadIdx.x == 0) {
@@ -126,6 +135,26 @@ TEST_F(EmuTest, WarpShufflesExchangeWithinEachWarp) {
     for (int l = 0; l < 32; ++l) sum += in[32 * w + l];
     EXPECT_EQ(d[w], sum) << "warp " << w;
     for (int l = 0; l < 32; ++l) EXPECT_EQ(f[32 * w + l], sum) << "warp " << w << " lane " << l;
+  }
+}
+
+TEST_F(EmuTest, BallotsGatherEachWarpsPredicates) {
+  std::vector<int> in(96);
+  for (int i = 0; i < 96; ++i) in[i] = i < 32 ? (i % 3 == 1 ? 1 : 2) : i < 64 ? 0 : (i == 95 ? 7 : 4);
+  const int* x = Device(in);
+  unsigned* bits = Device(std::vector<unsigned>(96, 0));
+  int* lowest = Device(std::vector<int>(96, -1));
+  int* count = Device(std::vector<int>(96, -1));
+  cuda_emu::Launch(1, 96, 0, stream_).Run("Ballots", Ballots, x, bits, lowest, count);
+  std::vector<unsigned> b = Host(bits, 96);
+  std::vector<int> l = Host(lowest, 96), c = Host(count, 96);
+  unsigned want0 = 0;
+  for (int k = 0; k < 32; ++k) want0 |= (k % 3 == 1 ? 1u : 0u) << k;
+  for (int t = 0; t < 96; ++t) {
+    const int w = t / 32;
+    EXPECT_EQ(b[t], w == 0 ? want0 : w == 1 ? 0u : 0x80000000u) << t;
+    EXPECT_EQ(l[t], w == 0 ? 2 : w == 1 ? 0 : 32) << t;
+    EXPECT_EQ(c[t], w == 0 ? 11 : w == 1 ? 0 : 1) << t;
   }
 }
 

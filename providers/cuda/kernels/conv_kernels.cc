@@ -350,10 +350,10 @@ class ConvGradKernel : public DelegatingKernel {
       int64_t n = dy.dim(0), m = dy.dim(1), space = dy.NumElements() / (n * m);
       ONT_ASSIGN_OR_RETURN(void* tmp, rows_.Get(sizeof(float) * n * m, r.allocator));
       ONT_RETURN_IF_ERROR(CudaStatus(Reduce(ReduceOp::kSum, dy.data<float>(), static_cast<float*>(tmp), n * m, space, 1,
-                                            r.stream),
+                                            nullptr, r.stream),
                                      "Reduce"));
       ONT_RETURN_IF_ERROR(CudaStatus(Reduce(ReduceOp::kSum, static_cast<float*>(tmp), db->data<float>(), 1, n, m,
-                                            r.stream),
+                                            nullptr, r.stream),
                                      "Reduce"));
     }
     return Status::OK();
@@ -481,7 +481,8 @@ class GlobalAveragePoolKernel : public DelegatingKernel {
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     int64_t planes = x.dim(0) * x.dim(1), space = planes ? x.NumElements() / planes : 0;
-    return CudaStatus(Reduce(ReduceOp::kMean, x.data<float>(), ctx.output(0)->data<float>(), planes, space, 1, r.stream),
+    return CudaStatus(Reduce(ReduceOp::kMean, x.data<float>(), ctx.output(0)->data<float>(), planes, space, 1, nullptr,
+                             r.stream),
                       "Reduce");
   }
 };

@@ -118,11 +118,9 @@ cudaError_t Fill(void* dst, int64_t n, const void* pattern, int elem_size, cudaS
 cudaError_t Gather(const void* data, const void* indices, bool indices64, void* out, int64_t outer, int64_t axis_len,
                    int64_t inner, int64_t n, int elem_size, int* bad, cudaStream_t stream);
 // GatherGrad: out [outer, rows, inner] = 0, then out[o, idx[j], k] += dy[o, j, k] for j in order
-// (deterministic: each row's positions listed in order, then each output element sums its own). workspace:
-// GatherGradWorkspace(rows, n) int64s on the device.
-inline int64_t GatherGradWorkspace(int64_t rows, int64_t n) { return n + 2 * rows; }
+// (deterministic: a warp per output row finds its positions in order and sums them).
 cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,
-                       int64_t n, int64_t outer, int64_t* workspace, cudaStream_t stream);
+                       int64_t n, int64_t outer, cudaStream_t stream);
 
 // GatherElementsGrad: dX (dims `x`, rank <= kMaxDims) = 0, then dX[q with axis coord idx[q]] += dY[q] for
 // every q of dY (dims `y`); as a gather, each dX element walks its line of dY in order. Indices int32 or
@@ -183,7 +181,11 @@ const char* Recurrent(RecurrentPass p, const RecurrentCall<double>& c, cublasHan
 enum class ReduceOp { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSumExp };
 // x viewed as [outer, len, inner] -> y [outer, inner]. Every output is reduced in an order the shape fixes
 // (a warp or block per row, 32 x Y tiles for columns), so results do not depend on timing or the GPU.
-cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len, int64_t inner,
+// Column reductions whose tiles would be too few blocks also split the rows into ReduceSplits(...) ranges
+// (1: none), combined in order; they need a workspace of splits * outer * inner floats on the device
+// (without one, workspace null, they run unsplit).
+int64_t ReduceSplits(ReduceOp op, int64_t outer, int64_t len, int64_t inner);
+cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len, int64_t inner, float* workspace,
                    cudaStream_t stream);
 
 // softmax.cu ----------------------------------------------------------------------------------------------

@@ -6,7 +6,10 @@
 // - inner > 1 (columns): a block of 32 x Y threads per 32 neighbouring outputs of one outer index, thread
 //   (x, y) summing column x over the rows y, y + Y, ... (each row's 32 reads are one coalesced access);
 //   row 0 of the block then adds the Y partial sums in order. Y grows with len (up to 32), so long columns
-//   are read by up to 1024 threads at once instead of one thread each;
+//   are read by up to 1024 threads at once instead of one thread each. Where those tiles are too few
+//   blocks to fill a GPU (a bias gradient [4096, 512] -> [512] is 16 tiles), the rows are also split into
+//   ranges (grid.z), each tile writing its range's partial result to a workspace, and a second kernel
+//   combines the ranges in order (ColumnSplits: how many, from the shape alone);
 // - except where there are many outputs (kManyOutputs) in narrow columns (inner < 32): there one thread per
 //   output already fills the GPU and a 32-wide tile would leave most of its threads idle.
 #include <cfloat>
@@ -19,6 +22,9 @@ namespace {
 
 constexpr int64_t kManyOutputs = int64_t{1} << 16;
 constexpr int64_t kMaxOuterBlocks = 1024;  // tiles' grid.y; blocks loop over the rest of outer
+constexpr int64_t kFillBlocks = 256;       // tile grids with fewer blocks split their rows (2 a SM on an H200)
+constexpr int64_t kSplitRows = 256;        // a range has at least this many rows: 8 reads a thread of 32 rows
+constexpr int64_t kMaxSplits = 64;
 
 // Max, Min and LogSumExp need the extreme value of the line first (LogSumExp subtracts the max).
 __device__ __forceinline__ bool NeedsExtreme(ReduceOp op) {
@@ -74,18 +80,22 @@ __global__ void __launch_bounds__(1024) ReduceRowsKernel(ReduceOp op, const floa
 
 // inner > 1: a block of 32 x blockDim.y threads per 32 outputs (blockIdx.x) of one outer index
 // (blockIdx.y, striding over outer).
-__global__ void __launch_bounds__(1024) ReduceColumnTilesKernel(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len,
-                                        int64_t inner) {
+// With ranges (gridDim.z > 1), block z reads rows [z * range, (z + 1) * range) and writes its unfinished
+// result (the sum of terms, or the extreme) to partial[z, o, c] instead of y.
+__global__ void __launch_bounds__(1024) ReduceColumnTilesKernel(ReduceOp op, const float* x, float* y, int64_t outer,
+                                                                int64_t len, int64_t inner, int64_t range, float* partial) {
   __shared__ float part[32][33];  // [y][x], padded against bank conflicts in the column sums
   const int tx = threadIdx.x, ty = threadIdx.y, rows = blockDim.y;
   const int64_t c = blockIdx.x * int64_t{32} + tx;
   const bool live = c < inner;
+  const bool split = gridDim.z > 1;
+  const int64_t first = blockIdx.z * range, count = split ? (len - first < range ? len - first : range) : len;
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
-    const float* p = x + o * len * inner + c;
+    const float* p = x + (o * len + first) * inner + c;
     float m = ExtremeStart(op);
     if (NeedsExtreme(op)) {
       if (live) {
-        for (int64_t i = ty; i < len; i += rows) m = Extreme(op, m, p[i * inner]);
+        for (int64_t i = ty; i < count; i += rows) m = Extreme(op, m, p[i * inner]);
       }
       part[ty][tx] = m;
       __syncthreads();
@@ -101,18 +111,27 @@ __global__ void __launch_bounds__(1024) ReduceColumnTilesKernel(ReduceOp op, con
     if (!OnlyExtreme(op)) {
       float acc = 0.0f;
       if (live) {
-        for (int64_t i = ty; i < len; i += rows) acc += Term(op, p[i * inner], m);
+        for (int64_t i = ty; i < count; i += rows) acc += Term(op, p[i * inner], m);
       }
       part[ty][tx] = acc;
       __syncthreads();
       if (ty == 0) {
         float total = part[0][tx];
         for (int k = 1; k < rows; ++k) total += part[k][tx];
-        result = Finish(op, total, len, m);
+        result = split ? total : Finish(op, total, len, m);
       }
       __syncthreads();  // row 0 has read the partial sums before the next outer index writes them
     }
-    if (ty == 0 && live) y[o * inner + c] = result;
+    if (ty == 0 && live) (split ? partial + blockIdx.z * outer * inner : y)[o * inner + c] = result;
+  }
+}
+
+// The ranges' partial results [splits, n] combined in order into y [n].
+__global__ void CombineRangesKernel(ReduceOp op, const float* partial, float* y, int64_t n, int64_t splits, int64_t len) {
+  ONT_GRID_STRIDE_LOOP(t, n) {
+    float v = partial[t];
+    for (int64_t z = 1; z < splits; ++z) v = OnlyExtreme(op) ? Extreme(op, v, partial[z * n + t]) : v + partial[z * n + t];
+    y[t] = OnlyExtreme(op) ? v : Finish(op, v, len, 0.0f);
   }
 }
 
@@ -134,9 +153,22 @@ __global__ void ReduceColumnsKernel(ReduceOp op, const float* x, float* y, int64
   }
 }
 
+int64_t ColumnTiles(int64_t inner) { return (inner + 31) / 32; }
+
 }  // namespace
 
-cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len, int64_t inner,
+int64_t ReduceSplits(ReduceOp op, int64_t outer, int64_t len, int64_t inner) {
+  // Only the tile kernel splits, and not LogSumExp, whose terms need the whole column's max first.
+  if (op == ReduceOp::kLogSumExp || inner == 1 || (inner < 32 && outer * inner >= kManyOutputs)) return 1;
+  const int64_t blocks = ColumnTiles(inner) * (outer < kMaxOuterBlocks ? outer : kMaxOuterBlocks);
+  if (blocks >= kFillBlocks) return 1;
+  int64_t s = (kFillBlocks + blocks - 1) / blocks;
+  if (s > len / kSplitRows) s = len / kSplitRows;
+  if (s > kMaxSplits) s = kMaxSplits;
+  return s >= 2 ? s : 1;
+}
+
+cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len, int64_t inner, float* workspace,
                    cudaStream_t stream) {
   if (outer * inner == 0) return cudaSuccess;
   if (len == 0) {
@@ -153,12 +185,20 @@ cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t
   } else if (inner < 32 && outer * inner >= kManyOutputs) {
     ReduceColumnsKernel<<<Blocks(outer * inner), kThreads, 0, stream>>>(op, x, y, outer, len, inner);
   } else {
+    const int64_t splits = workspace != nullptr ? ReduceSplits(op, outer, len, inner) : 1;
+    const int64_t range = (len + splits - 1) / splits;
     int rows = 1;  // thread rows per tile: about 8 reads each, at most 32 rows
-    while (rows < 32 && rows * 8 < len) rows *= 2;
-    const int64_t tiles = (inner + 31) / 32;
+    while (rows < 32 && rows * 8 < range) rows *= 2;
+    const int64_t tiles = ColumnTiles(inner);
     if (tiles > 0x7fffffff) return cudaErrorInvalidValue;
-    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(outer < kMaxOuterBlocks ? outer : kMaxOuterBlocks));
-    ReduceColumnTilesKernel<<<grid, dim3(32, rows), 0, stream>>>(op, x, y, outer, len, inner);
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(outer < kMaxOuterBlocks ? outer : kMaxOuterBlocks),
+                    static_cast<unsigned>(splits));
+    ReduceColumnTilesKernel<<<grid, dim3(32, rows), 0, stream>>>(op, x, y, outer, len, inner, range, workspace);
+    if (splits > 1) {
+      const cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) return e;
+      CombineRangesKernel<<<Blocks(outer * inner), kThreads, 0, stream>>>(op, workspace, y, outer * inner, splits, len);
+    }
   }
   return cudaGetLastError();
 }

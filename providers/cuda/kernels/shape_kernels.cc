@@ -365,15 +365,10 @@ class GatherGradKernel : public DelegatingKernel {
       if (d > axis) inner *= dx->dim(d);
     }
     const int64_t rows = dx->dim(axis), n = idx.NumElements();
-    ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(sizeof(int64_t) * static_cast<size_t>(GatherGradWorkspace(rows, n)),
-                                                  r.allocator));
     return CudaStatus(GatherGrad(dy.data<float>(), idx.raw_data(), idx.dtype() == DType::kInt64, dx->data<float>(),
-                                 rows, inner, n, outer, static_cast<int64_t*>(ws), r.stream),
+                                 rows, inner, n, outer, r.stream),
                       "GatherGrad");
   }
-
- private:
-  DeviceBuffer workspace_;
 };
 
 

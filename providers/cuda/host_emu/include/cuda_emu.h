@@ -165,7 +165,15 @@ T Shuffle(unsigned int mask, T v, int source) {
 
 int LaneId();
 
+// The bits of the calling warp's 32 predicates (bit k: lane k's). All 32 lanes must take part.
+unsigned int WarpBallot(unsigned int mask, bool predicate);
+
 }  // namespace cuda_emu
+
+inline unsigned int __ballot_sync(unsigned int mask, int predicate) { return cuda_emu::WarpBallot(mask, predicate != 0); }
+// The position of the lowest set bit counting from 1, 0 for none.
+inline int __ffs(unsigned int x) { return __builtin_ffs(static_cast<int>(x)); }
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 
 template <typename T>
 T __shfl_down_sync(unsigned int mask, T v, unsigned int delta, int width = 32) {
