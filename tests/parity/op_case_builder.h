@@ -34,6 +34,9 @@ class Builder {
     return out_->back();
   }
   uint64_t seed() { return ++seed_; }
+  // Seeds of family k's cases start from k << 20, so adding a case moves the inputs of later cases of its
+  // own family only.
+  void StartFamily(uint64_t k) { seed_ = k << 20; }
 
  private:
   std::vector<OpCase>* out_;
@@ -43,6 +46,9 @@ class Builder {
 // op_cases_conv.cc
 void ConvPoolCases(Builder& b);     // Conv, FusedConv, ConvGrad, ConvTranspose, pooling and their gradients
 void BatchNormCases(Builder& b);    // BatchNormalization, BatchNormInternal and the gradient
+
+// op_cases_activations.cc
+void ActivationCases(Builder& b);   // activations, trigonometry, IsNaN/IsInf/Not, PRelu, ArgMax/ArgMin, OneHot, NLL
 
 // op_cases_indexing.cc
 void IndexOpCases(Builder& b);      // ConstantOfShape, Einsum, Resize, ResizeGrad, Upsample

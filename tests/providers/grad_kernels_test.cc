@@ -105,6 +105,39 @@ TEST(GradKernelsTest, SoftmaxCrossEntropyLoss) {
   }
 }
 
+// Inputs that share a type parameter but not a dtype, and weights of the wrong length, are errors naming
+// them. (SoftmaxGrad with a float16 Y under a float32 dY read past Y's end: found by the session fuzzer.)
+TEST(GradKernelsTest, MismatchedDTypesAndWeightsAreErrors) {
+  using kernel_test::AsFloat;
+  using kernel_test::TryRunNode;
+  const Tensor dy = Random({2, 5}, 1), y32 = AsFloat(Random({2, 5}, 2));
+  auto expect_error = [](const Status& st, const std::string& words) {
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.ToString().find(words), std::string::npos) << st.ToString();
+  };
+  expect_error(TryRunNode("SoftmaxGrad_13", kMs, {{"dy", dy}, {"y", y32}}, 1), "Y is float32 but dY is float64");
+  expect_error(TryRunNode("LogSoftmaxGrad", kMs, {{"dy", AsFloat(dy)}, {"y", Random({2, 5}, 3)}}, 1),
+               "Y is float64 but dY is float32");
+  const Tensor labels = Tensor::FromVector<int64_t>({4, 1}, {2});
+  const Tensor lp = AsFloat(Random({2, 5}, 4, -3, -0.1));
+  const Tensor dloss = Tensor::FromVector<float>({1.0f}, {});
+  expect_error(TryRunNode("SoftmaxCrossEntropyLossGrad", kMs,
+                          {{"dl", Tensor::FromVector<double>({1.0}, {})}, {"lp", lp}, {"t", labels}}, 1),
+               "dY is float64 but log_prob is float32");
+  expect_error(TryRunNode("SoftmaxCrossEntropyLossGrad", kMs,
+                          {{"dl", dloss}, {"lp", lp}, {"t", labels}, {"w", Tensor::FromVector<float>({1, 1, 1}, {3})}}, 1),
+               "weights have shape [3], expected [5]");
+  expect_error(TryRunNode("SoftmaxCrossEntropyLossGrad", kMs,
+                          {{"dl", dloss}, {"lp", lp}, {"t", labels}, {"w", Random({5}, 5)}}, 1),
+               "weights is float64 but log_prob is float32");
+  expect_error(TryRunNode("NegativeLogLikelihoodLoss", "", {{"x", lp}, {"t", labels}, {"w", Random({5}, 6)}}, 1),
+               "weights is float64 but scores is float32");
+  // The same inputs with matching dtypes run.
+  EXPECT_TRUE(TryRunNode("SoftmaxGrad_13", kMs, {{"dy", dy}, {"y", Random({2, 5}, 2)}}, 1).ok());
+  EXPECT_TRUE(TryRunNode("NegativeLogLikelihoodLoss", "", {{"x", lp}, {"t", labels}, {"w", AsFloat(Random({5}, 6))}}, 1)
+                  .ok());
+}
+
 TEST(GradKernelsTest, ConvGradAllOutputs) {
   struct C { Shape x, w; std::vector<onnx::AttributeProto> attrs; };
   std::vector<C> cases = {

@@ -50,14 +50,13 @@ inline std::vector<Tensor> RunModel(const Model& m, const NamedTensors& feeds, s
   return out;
 }
 
-// Runs one node with the given inputs (named in order) and returns its outputs (all named "o<i>").
-inline std::vector<Tensor> RunNode(const std::string& op, const std::string& domain, const std::vector<Io>& inputs,
-                            int num_outputs, const std::vector<onnx::AttributeProto>& attrs = {}, int64_t opset = 17,
-                            const std::vector<ValueInfo>& output_infos = {}, int threads = 1) {
+// A model of one node with the given inputs (named in order; their values go to *feeds) and outputs "o<i>".
+inline Model NodeModel(const std::string& op, const std::string& domain, const std::vector<Io>& inputs,
+                       int num_outputs, const std::vector<onnx::AttributeProto>& attrs, int64_t opset,
+                       const std::vector<ValueInfo>& output_infos, NamedTensors* feeds, std::vector<std::string>* outs) {
   Model m;
   m.opset_imports[""] = opset;
   m.opset_imports[kMs] = 1;
-  NamedTensors feeds;
   std::vector<std::string> in_names;
   for (const Io& io : inputs) {
     in_names.push_back(io.name);
@@ -66,19 +65,41 @@ inline std::vector<Tensor> RunNode(const std::string& op, const std::string& dom
     v.name = io.name;
     v.dtype = io.value.dtype();
     m.graph.inputs.push_back(v);
-    feeds.push_back({io.name, io.value});
+    feeds->push_back({io.name, io.value});
   }
-  std::vector<std::string> outs;
   for (int i = 0; i < num_outputs; ++i) {
-    outs.push_back("o" + std::to_string(i));
+    outs->push_back("o" + std::to_string(i));
     ValueInfo v;
-    v.name = outs.back();
+    v.name = outs->back();
     for (const ValueInfo& oi : output_infos) if (oi.name == v.name) v = oi;
     m.graph.outputs.push_back(v);
   }
-  m.graph.nodes.push_back(MakeNode(op, in_names, outs, attrs, "node", domain));
+  m.graph.nodes.push_back(MakeNode(op, in_names, *outs, attrs, "node", domain));
+  return m;
+}
+
+// Runs one node with the given inputs (named in order) and returns its outputs (all named "o<i>").
+inline std::vector<Tensor> RunNode(const std::string& op, const std::string& domain, const std::vector<Io>& inputs,
+                            int num_outputs, const std::vector<onnx::AttributeProto>& attrs = {}, int64_t opset = 17,
+                            const std::vector<ValueInfo>& output_infos = {}, int threads = 1) {
+  NamedTensors feeds;
+  std::vector<std::string> outs;
+  Model m = NodeModel(op, domain, inputs, num_outputs, attrs, opset, output_infos, &feeds, &outs);
   SCOPED_TRACE(op);
   return RunModel(m, feeds, outs, threads);
+}
+
+// The status of running one node as RunNode does (creation or run), for inputs a kernel must refuse.
+inline Status TryRunNode(const std::string& op, const std::string& domain, const std::vector<Io>& inputs,
+                         int num_outputs, const std::vector<onnx::AttributeProto>& attrs = {}, int64_t opset = 17) {
+  NamedTensors feeds;
+  std::vector<std::string> outs;
+  Model m = NodeModel(op, domain, inputs, num_outputs, attrs, opset, {}, &feeds, &outs);
+  auto cpu = CpuExecutionProvider::Create({1}).value();
+  auto ex = Executor::Create(m, cpu.get());
+  if (!ex.ok()) return ex.status();
+  std::vector<Tensor> out;
+  return ex.value()->Run(ToNamedValues(feeds), outs, &out);
 }
 
 inline Tensor Random(const Shape& shape, uint32_t seed, double lo = -1.0, double hi = 1.0) {

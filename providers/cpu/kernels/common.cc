@@ -149,6 +149,12 @@ StatusOr<double> ReadScalar(const Tensor& t, const char* what) {
   return out;
 }
 
+Status RequireSameDType(const Tensor& t, const char* name, const Tensor& like, const char* like_name) {
+  if (t.dtype() == like.dtype()) return Status::OK();
+  return InvalidArgument(name, " is ", DTypeName(t.dtype()), " but ", like_name, " is ", DTypeName(like.dtype()),
+                         "; they must have the same dtype");
+}
+
 Status CheckScoresAndLabels(const Tensor& scores, const Tensor& labels, const char* scores_name, Shape* label_shape) {
   if (scores.rank() < 2) return InvalidArgument(scores_name, " must be [N, C, ...], got ", ShapeToString(scores.shape()));
   Shape expect = scores.shape();

@@ -190,6 +190,10 @@ StatusOr<double> ReadScalar(const Tensor& t, const char* what);
 // Requires input i to be present.
 StatusOr<const Tensor*> RequireInput(const KernelContext& ctx, int i, const char* name);
 
+// Requires `t` (named `name`) to have the dtype of `like` (named `like_name`): kernels read inputs that
+// share a type parameter with one element type.
+Status RequireSameDType(const Tensor& t, const char* name, const Tensor& like, const char* like_name);
+
 // Checks a classification loss's scores [N, C, d...] against its labels [N, d...] (int32 or int64); fills
 // the labels' expected shape.
 Status CheckScoresAndLabels(const Tensor& scores, const Tensor& labels, const char* scores_name, Shape* label_shape);

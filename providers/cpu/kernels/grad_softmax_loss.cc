@@ -20,6 +20,7 @@ class SoftmaxGradKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
     ONT_ASSIGN_OR_RETURN(const Tensor* y, RequireInput(ctx, 1, "Y"));
     if (dy->shape() != y->shape()) return InvalidArgument("dY and Y shapes differ");
+    ONT_RETURN_IF_ERROR(RequireSameDType(*y, "Y", *dy, "dY"));
     ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_, y->rank()));
     outer_ = len_ = inner_ = 1;
     for (int64_t d = 0; d < y->rank(); ++d) {
@@ -117,6 +118,14 @@ class SceGradKernel : public OpKernel {
       ignore_ = static_cast<int64_t>(v);
     }
     if (internal_ && ctx.input(5) && ctx.input(5)->shape() != lp->shape()) return InvalidArgument("bias shape differs");
+    ONT_RETURN_IF_ERROR(RequireSameDType(*dy, "dY", *lp, "log_prob"));
+    if (const Tensor* w = ctx.input(3)) {
+      ONT_RETURN_IF_ERROR(RequireSameDType(*w, "weights", *lp, "log_prob"));
+      if (w->rank() != 1 || w->dim(0) != lp->dim(1)) {
+        return InvalidArgument("weights have shape ", ShapeToString(w->shape()), ", expected [", lp->dim(1), "]");
+      }
+    }
+    if (internal_ && ctx.input(5)) ONT_RETURN_IF_ERROR(RequireSameDType(*ctx.input(5), "bias", *lp, "log_prob"));
     return ctx.DeclareOutput(0, lp->dtype(), lp->shape());
   }
   Status Compute(KernelContext& ctx) override {

@@ -41,6 +41,7 @@ class NllLossKernel : public OpKernel {
     if (const Tensor* w = ctx.input(2); w && (w->rank() != 1 || w->dim(0) != x->dim(1))) {
       return InvalidArgument("weights have shape ", ShapeToString(w->shape()), ", expected [", x->dim(1), "]");
     }
+    if (const Tensor* w = ctx.input(2)) ONT_RETURN_IF_ERROR(RequireSameDType(*w, "weights", *x, "scores"));
     ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, x->dtype(), reduction_ == "none" ? expect : Shape{}));
     if (with_softmax_ && ctx.num_outputs() > 1) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(1, x->dtype(), x->shape()));
     if (with_softmax_ && !ctx.output_requested(1)) ctx.RequestScratch(x->SizeInBytes());

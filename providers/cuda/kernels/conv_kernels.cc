@@ -474,18 +474,27 @@ class AveragePoolGradKernel : public DelegatingKernel {
   PoolPlan plan_;
 };
 
-// GlobalAveragePool: the mean of each [N * C] plane.
-class GlobalAveragePoolKernel : public DelegatingKernel {
+// GlobalAveragePool and GlobalMaxPool: the mean or the max of each [N * C] plane.
+class GlobalPoolKernel : public DelegatingKernel {
  public:
-  using DelegatingKernel::DelegatingKernel;
+  GlobalPoolKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, bool max)
+      : DelegatingKernel(info, std::move(cpu)), op_(max ? ReduceOp::kMax : ReduceOp::kMean) {}
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     int64_t planes = x.dim(0) * x.dim(1), space = planes ? x.NumElements() / planes : 0;
-    return CudaStatus(Reduce(ReduceOp::kMean, x.data<float>(), ctx.output(0)->data<float>(), planes, space, 1, nullptr,
-                             r.stream),
+    return CudaStatus(Reduce(op_, x.data<float>(), ctx.output(0)->data<float>(), planes, space, 1, nullptr, r.stream),
                       "Reduce");
   }
+
+ private:
+  ReduceOp op_;
 };
+
+template <bool max, const KernelFactory* cpu_factory>
+StatusOr<std::unique_ptr<OpKernel>> MakeGlobalPool(const NodeInfo& info) {
+  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
+  return std::unique_ptr<OpKernel>(new GlobalPoolKernel(info, std::move(cpu), max));
+}
 
 float* OutOrNull(KernelContext& ctx, int i) { return ctx.output(i) ? ctx.output(i)->data<float>() : nullptr; }
 
@@ -585,7 +594,8 @@ KernelFactory kMaxPoolGrad = Wrap<MaxPoolGradKernel, &cpu::kMaxPoolGrad>;
 KernelFactory kMaxPoolReluGrad = Wrap<MaxPoolGradKernel, &cpu::kMaxPoolReluGrad>;
 KernelFactory kAveragePool = Wrap<AveragePoolKernel, &cpu::kAveragePool>;
 KernelFactory kAveragePoolGrad = Wrap<AveragePoolGradKernel, &cpu::kAveragePoolGrad>;
-KernelFactory kGlobalAveragePool = Wrap<GlobalAveragePoolKernel, &cpu::kGlobalAveragePool>;
+KernelFactory kGlobalAveragePool = MakeGlobalPool<false, &cpu::kGlobalAveragePool>;
+KernelFactory kGlobalMaxPool = MakeGlobalPool<true, &cpu::kGlobalMaxPool>;
 KernelFactory kBatchNormalization = MakeBatchNorm<false, &cpu::kBatchNormalization>;
 KernelFactory kBatchNormInternal = MakeBatchNorm<true, &cpu::kBatchNormInternal>;
 KernelFactory kBatchNormalizationGrad = Wrap<BatchNormGradKernel, &cpu::kBatchNormalizationGrad>;

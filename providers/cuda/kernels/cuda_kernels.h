@@ -36,7 +36,9 @@ StatusOr<std::unique_ptr<OpKernel>> Wrap(const NodeInfo& info) {
 // elementwise_kernels.cc
 extern KernelFactory kNeg, kAbs, kSqrt, kExp, kLog, kTanh, kSigmoid, kRelu, kErf, kReciprocal, kGelu, kLeakyRelu,
     kSoftplus, kFloor, kCeil, kSin, kCos, kMsGelu, kMsFastGelu;
-extern KernelFactory kAdd, kSub, kMul, kDiv, kElu;
+extern KernelFactory kAdd, kSub, kMul, kDiv, kElu, kPRelu;
+extern KernelFactory kCelu, kSelu, kHardSigmoid, kHardSwish, kThresholdedRelu, kSoftsign, kSign, kRound, kTan, kAsin,
+    kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kIsNaN, kIsInf, kNot;
 extern KernelFactory kReluGrad, kSigmoidGrad, kTanhGrad, kGeluGrad, kFastGeluGrad, kLeakyReluGrad;
 extern KernelFactory kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual, kAnd, kOr, kXor;
 extern KernelFactory kWhere, kCast, kScale, kClip, kClipGrad;
@@ -55,7 +57,7 @@ extern KernelFactory kIdentity, kReshape, kSqueeze, kUnsqueeze, kFlatten, kTrans
 
 // index_kernels.cc
 extern KernelFactory kConstantOfShape, kEinsum, kResize, kResizeGrad, kTrilu, kCumSum, kGatherElements, kScatterElements,
-    kGatherND, kGatherNDGrad, kScatterND, kTopK;
+    kGatherND, kGatherNDGrad, kScatterND, kTopK, kOneHot;
 const char* EinsumRejects(const Node& n);
 
 // recurrent_kernels.cc
@@ -63,26 +65,26 @@ extern KernelFactory kRnn, kRnnGrad, kGru, kGruTraining, kGruGrad, kLstm, kLstmT
 const char* RecurrentRejects(const Node& n);
 
 // training_kernels.cc
-extern KernelFactory kPow, kSum, kMax, kMin, kDivGrad, kDropout, kDropoutGrad;
+extern KernelFactory kPow, kSum, kMax, kMin, kMean, kDivGrad, kDropout, kDropoutGrad;
 
 // matmul.cc
 extern KernelFactory kMatMul, kFusedMatMul, kMatMulBias, kGemm, kFusedGemm;
 
 // reduce_kernels.cc
 extern KernelFactory kReduceSum, kReduceMean, kReduceMax, kReduceMin, kReduceSumSquare, kReduceL1, kReduceL2,
-    kReduceLogSumExp, kReduceSumTraining;
+    kReduceLogSumExp, kReduceLogSum, kReduceSumTraining, kArgMax, kArgMin;
 
 // softmax_kernels.cc
 extern KernelFactory kSoftmax, kLogSoftmax, kSoftmaxGrad, kSoftmaxGrad13, kLogSoftmaxGrad, kLogSoftmaxGrad13,
     kSoftmaxCrossEntropyLoss, kSoftmaxCrossEntropyLossInternal, kSoftmaxCrossEntropyLossGrad,
-    kSoftmaxCrossEntropyLossInternalGrad;
+    kSoftmaxCrossEntropyLossInternalGrad, kNegativeLogLikelihoodLoss;
 
 // norm_kernels.cc
 extern KernelFactory kLayerNormalization, kLayerNormalizationGrad;
 
 // conv_kernels.cc
-extern KernelFactory kConv, kFusedConv, kConvTranspose, kConvGrad, kMaxPool, kMaxPoolGrad, kMaxPoolReluGrad, kAveragePool, kAveragePoolGrad, kGlobalAveragePool,
-    kBatchNormalization, kBatchNormInternal, kBatchNormalizationGrad;
+extern KernelFactory kConv, kFusedConv, kConvTranspose, kConvGrad, kMaxPool, kMaxPoolGrad, kMaxPoolReluGrad, kAveragePool,
+    kAveragePoolGrad, kGlobalAveragePool, kGlobalMaxPool, kBatchNormalization, kBatchNormInternal, kBatchNormalizationGrad;
 
 // optimizer_kernels.cc
 extern KernelFactory kInPlaceAccumulatorV2, kAdamWOptimizer, kSGDOptimizerV2, kInplaceClipGradNorm;

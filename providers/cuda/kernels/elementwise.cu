@@ -7,8 +7,15 @@ namespace ontrain {
 namespace cuda {
 namespace {
 
+// std::max(a, b) and std::min(a, b) as the CPU kernels call them (the second argument is taken only when
+// strictly greater or less, so NaN handling matches theirs: std::min(1, NaN) is 1).
 template <typename T>
-__device__ T ApplyUnary(UnaryOp op, T x, T alpha) {
+__device__ __forceinline__ T StdMax(T a, T b) { return a < b ? b : a; }
+template <typename T>
+__device__ __forceinline__ T StdMin(T a, T b) { return b < a ? b : a; }
+
+template <typename T>
+__device__ T ApplyUnary(UnaryOp op, T x, T alpha, T beta) {
   switch (op) {
     case UnaryOp::kNeg: return -x;
     case UnaryOp::kAbs: return x < T(0) ? -x : x;
@@ -30,13 +37,44 @@ __device__ T ApplyUnary(UnaryOp op, T x, T alpha) {
     case UnaryOp::kSin: return sin(x);
     case UnaryOp::kCos: return cos(x);
     case UnaryOp::kElu: return x >= T(0) ? x : alpha * (exp(x) - T(1));
+    case UnaryOp::kCelu: return StdMax(T(0), x) + StdMin(T(0), alpha * (exp(x / alpha) - T(1)));
+    case UnaryOp::kSelu: return x > T(0) ? beta * x : beta * (alpha * exp(x) - alpha);  // beta: gamma
+    case UnaryOp::kHardSigmoid: return StdMax(T(0), StdMin(T(1), alpha * x + beta));
+    case UnaryOp::kHardSwish: return x * StdMax(T(0), StdMin(T(1), x / T(6) + T(0.5)));
+    case UnaryOp::kThresholdedRelu: return x > alpha ? x : T(0);
+    case UnaryOp::kSoftsign: return x / (T(1) + fabs(x));
+    case UnaryOp::kSign: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+    case UnaryOp::kRound: return rint(x);  // halves to even, as the CPU's nearbyint in the default mode
+    case UnaryOp::kTan: return tan(x);
+    case UnaryOp::kAsin: return asin(x);
+    case UnaryOp::kAcos: return acos(x);
+    case UnaryOp::kAtan: return atan(x);
+    case UnaryOp::kSinh: return sinh(x);
+    case UnaryOp::kCosh: return cosh(x);
+    case UnaryOp::kAsinh: return asinh(x);
+    case UnaryOp::kAcosh: return acosh(x);
+    case UnaryOp::kAtanh: return atanh(x);
+    case UnaryOp::kDivBy: return x / alpha;
   }
   return x;
 }
 
 template <typename T>
-__global__ void UnaryKernel(UnaryOp op, const T* x, T* y, int64_t n, T alpha) {
-  ONT_GRID_STRIDE_LOOP(i, n) y[i] = ApplyUnary(op, x[i], alpha);
+__global__ void UnaryKernel(UnaryOp op, const T* x, T* y, int64_t n, T alpha, T beta) {
+  ONT_GRID_STRIDE_LOOP(i, n) y[i] = ApplyUnary(op, x[i], alpha, beta);
+}
+
+// IsNaN, IsInf (which signs: detect_negative, detect_positive) and Not, into bytes.
+template <typename T>
+__global__ void ClassifyKernel(const T* x, uint8_t* y, int64_t n, int what, bool neg, bool pos) {
+  ONT_GRID_STRIDE_LOOP(i, n) {
+    const T v = x[i];
+    if (what == 0) y[i] = v != v;
+    else y[i] = isinf(v) && ((v > T(0) && pos) || (v < T(0) && neg));
+  }
+}
+__global__ void NotKernel(const uint8_t* x, uint8_t* y, int64_t n) {
+  ONT_GRID_STRIDE_LOOP(i, n) y[i] = x[i] == 0;
 }
 
 template <typename T>
@@ -83,6 +121,7 @@ __device__ T ApplyBinary(BinaryOp op, T a, T b, T alpha) {
       const T t = a + b;
       return t > T(0) ? t : T(0);
     }
+    case BinaryOp::kPRelu: return a < T(0) ? static_cast<T>(a * b) : a;
     default: return a;
   }
 }
@@ -228,14 +267,30 @@ __global__ void ClipGradKernel(const float* dy, const float* x, float* out, Stri
 
 }  // namespace
 
-cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, cudaStream_t stream) {
+cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, float beta, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  UnaryKernel<float><<<Blocks(n), kThreads, 0, stream>>>(op, x, y, n, alpha);
+  UnaryKernel<float><<<Blocks(n), kThreads, 0, stream>>>(op, x, y, n, alpha, beta);
   return cudaGetLastError();
 }
-cudaError_t Unary(UnaryOp op, const double* x, double* y, int64_t n, float alpha, cudaStream_t stream) {
+cudaError_t Unary(UnaryOp op, const double* x, double* y, int64_t n, float alpha, float beta, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  UnaryKernel<double><<<Blocks(n), kThreads, 0, stream>>>(op, x, y, n, alpha);
+  UnaryKernel<double><<<Blocks(n), kThreads, 0, stream>>>(op, x, y, n, alpha, beta);
+  return cudaGetLastError();
+}
+
+cudaError_t Classify(const float* x, uint8_t* y, int64_t n, bool is_nan, bool neg, bool pos, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ClassifyKernel<float><<<Blocks(n), kThreads, 0, stream>>>(x, y, n, is_nan ? 0 : 1, neg, pos);
+  return cudaGetLastError();
+}
+cudaError_t Classify(const double* x, uint8_t* y, int64_t n, bool is_nan, bool neg, bool pos, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  ClassifyKernel<double><<<Blocks(n), kThreads, 0, stream>>>(x, y, n, is_nan ? 0 : 1, neg, pos);
+  return cudaGetLastError();
+}
+cudaError_t Not(const uint8_t* x, uint8_t* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  NotKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
   return cudaGetLastError();
 }
 

@@ -10,26 +10,77 @@ namespace ontrain {
 namespace cuda {
 namespace {
 
+// The attributes' defaults, as ONNX states them (and the CPU kernels read them).
+float DefaultAlpha(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kElu:
+    case UnaryOp::kCelu:
+    case UnaryOp::kThresholdedRelu: return 1.0f;
+    case UnaryOp::kHardSigmoid: return 0.2f;
+    case UnaryOp::kSelu: return 1.67326319217681884765625f;
+    default: return 0.01f;  // LeakyRelu
+  }
+}
+float Beta(UnaryOp op, const Node& n) {
+  if (op == UnaryOp::kHardSigmoid) return n.GetFloat("beta", 0.5f);
+  if (op == UnaryOp::kSelu) return n.GetFloat("gamma", 1.05070102214813232421875f);
+  return 0.0f;
+}
+
 class UnaryKernel : public DelegatingKernel {
  public:
   UnaryKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, UnaryOp op)
       : DelegatingKernel(info, std::move(cpu)),
         op_(op),
-        alpha_(info.node->GetFloat("alpha", op == UnaryOp::kElu ? 1.0f : 0.01f)) {
+        alpha_(info.node->GetFloat("alpha", DefaultAlpha(op))),
+        beta_(Beta(op, *info.node)) {
     if (op == UnaryOp::kGelu && info.node->GetString("approximate", "none") == "tanh") op_ = UnaryOp::kGeluTanh;
   }
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     Tensor* y = ctx.output(0);
     if (x.dtype() == DType::kFloat64) {
-      return CudaStatus(Unary(op_, x.data<double>(), y->data<double>(), x.NumElements(), alpha_, r.stream), "Unary");
+      return CudaStatus(Unary(op_, x.data<double>(), y->data<double>(), x.NumElements(), alpha_, beta_, r.stream),
+                        "Unary");
     }
-    return CudaStatus(Unary(op_, x.data<float>(), y->data<float>(), x.NumElements(), alpha_, r.stream), "Unary");
+    return CudaStatus(Unary(op_, x.data<float>(), y->data<float>(), x.NumElements(), alpha_, beta_, r.stream), "Unary");
   }
 
  private:
   UnaryOp op_;
-  float alpha_;
+  float alpha_, beta_;
+};
+
+// IsNaN and IsInf (float32, float64 -> bool).
+class ClassifyKernel : public DelegatingKernel {
+ public:
+  ClassifyKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, bool is_nan)
+      : DelegatingKernel(info, std::move(cpu)),
+        is_nan_(is_nan),
+        neg_(info.node->GetInt("detect_negative", 1) != 0),
+        pos_(info.node->GetInt("detect_positive", 1) != 0) {}
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    uint8_t* y = static_cast<uint8_t*>(ctx.output(0)->raw_data());
+    if (x.dtype() == DType::kFloat64) {
+      return CudaStatus(Classify(x.data<double>(), y, x.NumElements(), is_nan_, neg_, pos_, r.stream), "Classify");
+    }
+    return CudaStatus(Classify(x.data<float>(), y, x.NumElements(), is_nan_, neg_, pos_, r.stream), "Classify");
+  }
+
+ private:
+  bool is_nan_, neg_, pos_;
+};
+
+class NotKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    return CudaStatus(Not(static_cast<const uint8_t*>(x.raw_data()), static_cast<uint8_t*>(ctx.output(0)->raw_data()),
+                          x.NumElements(), r.stream),
+                      "Not");
+  }
 };
 
 // com.microsoft Gelu / FastGelu: x (+ bias along the last axis), then the activation.
@@ -242,6 +293,27 @@ KernelFactory kCeil = kUnaryOf<UnaryOp::kCeil, &cpu::kCeil>;
 KernelFactory kSin = kUnaryOf<UnaryOp::kSin, &cpu::kSin>;
 KernelFactory kCos = kUnaryOf<UnaryOp::kCos, &cpu::kCos>;
 KernelFactory kElu = kUnaryOf<UnaryOp::kElu, &cpu::kElu>;
+KernelFactory kCelu = kUnaryOf<UnaryOp::kCelu, &cpu::kCelu>;
+KernelFactory kSelu = kUnaryOf<UnaryOp::kSelu, &cpu::kSelu>;
+KernelFactory kHardSigmoid = kUnaryOf<UnaryOp::kHardSigmoid, &cpu::kHardSigmoid>;
+KernelFactory kHardSwish = kUnaryOf<UnaryOp::kHardSwish, &cpu::kHardSwish>;
+KernelFactory kThresholdedRelu = kUnaryOf<UnaryOp::kThresholdedRelu, &cpu::kThresholdedRelu>;
+KernelFactory kSoftsign = kUnaryOf<UnaryOp::kSoftsign, &cpu::kSoftsign>;
+KernelFactory kSign = kUnaryOf<UnaryOp::kSign, &cpu::kSign>;
+KernelFactory kRound = kUnaryOf<UnaryOp::kRound, &cpu::kRound>;
+KernelFactory kTan = kUnaryOf<UnaryOp::kTan, &cpu::kTan>;
+KernelFactory kAsin = kUnaryOf<UnaryOp::kAsin, &cpu::kAsin>;
+KernelFactory kAcos = kUnaryOf<UnaryOp::kAcos, &cpu::kAcos>;
+KernelFactory kAtan = kUnaryOf<UnaryOp::kAtan, &cpu::kAtan>;
+KernelFactory kSinh = kUnaryOf<UnaryOp::kSinh, &cpu::kSinh>;
+KernelFactory kCosh = kUnaryOf<UnaryOp::kCosh, &cpu::kCosh>;
+KernelFactory kAsinh = kUnaryOf<UnaryOp::kAsinh, &cpu::kAsinh>;
+KernelFactory kAcosh = kUnaryOf<UnaryOp::kAcosh, &cpu::kAcosh>;
+KernelFactory kAtanh = kUnaryOf<UnaryOp::kAtanh, &cpu::kAtanh>;
+KernelFactory kIsNaN = WrapOp<ClassifyKernel, bool, true, &cpu::kIsNaN>;
+KernelFactory kIsInf = WrapOp<ClassifyKernel, bool, false, &cpu::kIsInf>;
+KernelFactory kNot = Wrap<NotKernel, &cpu::kNot>;
+KernelFactory kPRelu = kBinaryOf<BinaryOp::kPRelu, &cpu::kPRelu>;
 KernelFactory kMsGelu = WrapOp<MsGeluKernel, bool, false, &cpu::kMsGelu>;
 KernelFactory kMsFastGelu = WrapOp<MsGeluKernel, bool, true, &cpu::kMsFastGelu>;
 KernelFactory kAdd = kBinaryOf<BinaryOp::kAdd, &cpu::kAdd>;

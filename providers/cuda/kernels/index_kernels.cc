@@ -303,6 +303,22 @@ class TopKKernel : public DelegatingKernel {
   }
 };
 
+// OneHot(indices, depth (host), values [off, on]) with the new axis at `axis`.
+class OneHotKernel : public DelegatingKernel {
+ public:
+  using DelegatingKernel::DelegatingKernel;
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor &idx = *ctx.input(0), &values = *ctx.input(2);
+    Tensor* y = ctx.output(0);
+    ONT_ASSIGN_OR_RETURN(int64_t axis, cpu::NormalizeAxis(node_.GetInt("axis", -1), idx.rank() + 1));
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < idx.rank(); ++d) (d < axis ? outer : inner) *= idx.dim(d);
+    return Launched(OneHot(idx.raw_data(), idx.dtype() == DType::kInt64, values.raw_data(), y->raw_data(), outer,
+                           y->dim(axis), inner, static_cast<int>(DTypeSize(values.dtype())), r.stream),
+                    "OneHot");
+  }
+};
+
 }  // namespace
 
 const char* EinsumRejects(const Node& n) {
@@ -328,6 +344,7 @@ KernelFactory kGatherND = Wrap<GatherNDKernel, &cpu::kGatherND>;
 KernelFactory kGatherNDGrad = Wrap<GatherNDGradKernel, &cpu::kGatherNDGrad>;
 KernelFactory kScatterND = Wrap<ScatterNDKernel, &cpu::kScatterND>;
 KernelFactory kTopK = Wrap<TopKKernel, &cpu::kTopK>;
+KernelFactory kOneHot = Wrap<OneHotKernel, &cpu::kOneHot>;
 
 }  // namespace cuda
 }  // namespace ontrain

@@ -1,4 +1,4 @@
-// Trilu, CumSum, GatherElements, ScatterElements, GatherND, GatherNDGrad / ScatterND and TopK on the device:
+// Trilu, CumSum, GatherElements, ScatterElements, GatherND, GatherNDGrad / ScatterND, TopK and OneHot on the device:
 // launches of the per-element and per-line bodies of device_math.h (checked on the host by
 // tests/parity/device_math_test.cc). The scatters give each thread every update of its targets, in order.
 #include "providers/cuda/kernels/common.cuh"
@@ -50,6 +50,16 @@ __global__ void TopKKernel(const float* x, float* values, int64_t* indices, int6
   ONT_GRID_STRIDE_LOOP(line, lines) TopKLine<float>(x, values, indices, len, inner, k, largest, sorted, line);
 }
 
+template <typename E>
+__global__ void OneHotKernel(const void* idx, bool idx64, const E* values, E* y, int64_t depth, int64_t inner, int64_t n) {
+  ONT_GRID_STRIDE_LOOP(t, n) {
+    const int64_t i = t % inner, k = (t / inner) % depth, o = t / (inner * depth), j = o * inner + i;
+    int64_t v = idx64 ? static_cast<const int64_t*>(idx)[j] : static_cast<const int32_t*>(idx)[j];
+    if (v < 0) v += depth;
+    y[t] = values[v == k ? 1 : 0];
+  }
+}
+
 template <template <typename> class K, typename... Args>
 cudaError_t BySize(int elem_size, int64_t n, cudaStream_t stream, Args... args) {
   if (n == 0) return cudaSuccess;
@@ -82,7 +92,21 @@ struct GatherNDLaunch {
   }
 };
 
+template <typename E>
+struct OneHotLaunch {
+  static void Launch(int64_t n, cudaStream_t s, const void* idx, bool idx64, const void* values, void* y, int64_t depth,
+                     int64_t inner) {
+    OneHotKernel<E><<<Blocks(n), kThreads, 0, s>>>(idx, idx64, static_cast<const E*>(values), static_cast<E*>(y), depth,
+                                                   inner, n);
+  }
+};
+
 }  // namespace
+
+cudaError_t OneHot(const void* indices, bool indices64, const void* values, void* y, int64_t outer, int64_t depth,
+                   int64_t inner, int elem_size, cudaStream_t stream) {
+  return BySize<OneHotLaunch>(elem_size, outer * depth * inner, stream, indices, indices64, values, y, depth, inner);
+}
 
 cudaError_t Trilu(const void* x, void* y, const TriluArgs& a, int64_t n, int elem_size, cudaStream_t stream) {
   return BySize<TriluLaunch>(elem_size, n, stream, x, y, a);

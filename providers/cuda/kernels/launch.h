@@ -34,11 +34,25 @@ struct StridedSpace {
 
 enum class UnaryOp {
   kNeg, kAbs, kSqrt, kExp, kLog, kTanh, kSigmoid, kRelu, kErf, kReciprocal, kGelu, kGeluTanh, kLeakyRelu,
-  kSoftplus, kFloor, kCeil, kSin, kCos, kElu,
+  kSoftplus, kFloor, kCeil, kSin, kCos, kElu, kCelu, kSelu, kHardSigmoid, kHardSwish, kThresholdedRelu,
+  kSoftsign, kSign, kRound, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
+  kDivBy,  // x / alpha (Mean's division by its input count)
 };
-// y = op(x) elementwise over n elements; `alpha` is LeakyRelu's slope.
-cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, cudaStream_t stream);
-cudaError_t Unary(UnaryOp op, const double* x, double* y, int64_t n, float alpha, cudaStream_t stream);
+// y = op(x) elementwise over n elements; `alpha` and `beta` are the op's attributes (LeakyRelu's, Elu's,
+// Celu's and ThresholdedRelu's alpha; HardSigmoid's alpha and beta; Selu's alpha and gamma).
+cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, float beta, cudaStream_t stream);
+cudaError_t Unary(UnaryOp op, const double* x, double* y, int64_t n, float alpha, float beta, cudaStream_t stream);
+inline cudaError_t Unary(UnaryOp op, const float* x, float* y, int64_t n, float alpha, cudaStream_t stream) {
+  return Unary(op, x, y, n, alpha, 0.0f, stream);
+}
+inline cudaError_t Unary(UnaryOp op, const double* x, double* y, int64_t n, float alpha, cudaStream_t stream) {
+  return Unary(op, x, y, n, alpha, 0.0f, stream);
+}
+// IsNaN (is_nan) or IsInf (the signs neg and pos detects) of each element, as bytes 0 or 1.
+cudaError_t Classify(const float* x, uint8_t* y, int64_t n, bool is_nan, bool neg, bool pos, cudaStream_t stream);
+cudaError_t Classify(const double* x, uint8_t* y, int64_t n, bool is_nan, bool neg, bool pos, cudaStream_t stream);
+// Not over bools (bytes 0 or 1).
+cudaError_t Not(const uint8_t* x, uint8_t* y, int64_t n, cudaStream_t stream);
 // Clip: y = x < lo ? lo : (x > hi ? hi : x), the CPU kernel's tests in its order (NaN passes through).
 cudaError_t Clip(const float* x, float* y, int64_t n, double lo, double hi, cudaStream_t stream);
 cudaError_t Clip(const double* x, double* y, int64_t n, double lo, double hi, cudaStream_t stream);
@@ -51,6 +65,7 @@ enum class BinaryOp {
   kDivBySquare,  // a / (b * b)
   kNegMul,       // -(a * b)
   kAddRelu,      // (a + b) > 0 ? a + b : 0: a bias and ReLU in one pass (FusedConv)
+  kPRelu,        // a < 0 ? a * b : a (b: the slope, broadcast)
   // gradients (a = dY, b = the forward input or output the gradient reads)
   kReluGrad, kSigmoidGrad, kTanhGrad, kGeluGrad, kFastGeluGrad, kLeakyReluGrad,
 };
@@ -121,6 +136,11 @@ cudaError_t Gather(const void* data, const void* indices, bool indices64, void* 
 // (deterministic: a warp per output row finds its positions in order and sums them).
 cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,
                        int64_t n, int64_t outer, cudaStream_t stream);
+// OneHot: indices (int32 or int64, [outer, inner] around the new axis; negative ones count from depth, out
+// of range ones select nothing) -> y [outer, depth, inner] of values[1] where the index is k, values[0]
+// elsewhere (`values` on the device, two elements of elem_size bytes).
+cudaError_t OneHot(const void* indices, bool indices64, const void* values, void* y, int64_t outer, int64_t depth,
+                   int64_t inner, int elem_size, cudaStream_t stream);
 
 // GatherElementsGrad: dX (dims `x`, rank <= kMaxDims) = 0, then dX[q with axis coord idx[q]] += dY[q] for
 // every q of dY (dims `y`); as a gather, each dX element walks its line of dY in order. Indices int32 or
@@ -178,13 +198,23 @@ const char* Recurrent(RecurrentPass p, const RecurrentCall<double>& c, cublasHan
 
 // reduce.cu -----------------------------------------------------------------------------------------------
 
-enum class ReduceOp { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSumExp };
+enum class ReduceOp { kSum, kMean, kMax, kMin, kSumSquare, kL1, kL2, kLogSumExp, kLogSum };
 // x viewed as [outer, len, inner] -> y [outer, inner]. Every output is reduced in an order the shape fixes
 // (a warp or block per row, 32 x Y tiles for columns), so results do not depend on timing or the GPU.
 // Column reductions whose tiles would be too few blocks also split the rows into ReduceSplits(...) ranges
 // (1: none), combined in order; they need a workspace of splits * outer * inner floats on the device
 // (without one, workspace null, they run unsplit).
 int64_t ReduceSplits(ReduceOp op, int64_t outer, int64_t len, int64_t inner);
+// ArgMax (max) or ArgMin of x viewed as [outer, len, inner] along len -> y [outer, inner]; `last`: the last
+// index among equal extremes (select_last_index), else the first.
+cudaError_t ArgExtreme(const float* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
+                       cudaStream_t stream);
+cudaError_t ArgExtreme(const double* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
+                       cudaStream_t stream);
+cudaError_t ArgExtreme(const int32_t* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
+                       cudaStream_t stream);
+cudaError_t ArgExtreme(const int64_t* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
+                       cudaStream_t stream);
 cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t len, int64_t inner, float* workspace,
                    cudaStream_t stream);
 
@@ -219,6 +249,8 @@ struct CrossEntropyArgs {
   const float* bias;  // nullable: added to dScores (the Internal gradient's bias input)
 };
 cudaError_t CrossEntropy(const CrossEntropyArgs& a, float* loss, float* log_prob, float* scratch, cudaStream_t stream);
+// NegativeLogLikelihoodLoss: a.scores are the log-probabilities already; scratch: 2 * n * d floats.
+cudaError_t NllLoss(const CrossEntropyArgs& a, float* loss, float* scratch, cudaStream_t stream);
 // dScores from dLoss (a scalar for sum/mean, [N, D] for none) and the saved log_prob.
 cudaError_t CrossEntropyGrad(const CrossEntropyArgs& a, const float* dloss, const float* log_prob, float* dscores,
                              float* scratch, cudaStream_t stream);

@@ -1,5 +1,5 @@
-// Softmax cross-entropy on the device, forward and gradient, with ONNX's weights, ignore_index and
-// reductions (the semantics of providers/cpu/kernels/loss.cc). Sums run in one block in a fixed order.
+// Softmax cross-entropy on the device, forward and gradient, and NegativeLogLikelihoodLoss, with ONNX's
+// weights, ignore_index and reductions (the semantics of providers/cpu/kernels/loss.cc). Sums run in one block in a fixed order.
 #include <cfloat>
 
 #include "providers/cuda/kernels/common.cuh"
@@ -59,6 +59,17 @@ __global__ void LogProbRowsKernel(CrossEntropyArgs a, float* log_prob, float* li
   }
 }
 
+// NegativeLogLikelihoodLoss: one thread per (n, d) element, the log-probability given.
+__global__ void NllElementsKernel(CrossEntropyArgs a, float* li, float* wi) {
+  ONT_GRID_STRIDE_LOOP(j, a.n * a.d) {
+    const int64_t b = j / a.d, i = j % a.d;
+    const int64_t label = LabelAt(a, j);
+    const float w = WeightAt(a, label);
+    wi[j] = w;
+    li[j] = (w == 0.0f) ? 0.0f : (w != w ? NAN : -w * a.scores[(b * a.c + label) * a.d + i]);
+  }
+}
+
 // One block: the sum (and the weight sum for mean) in a fixed order.
 __global__ void __launch_bounds__(1024) SumLossKernel(const float* li, const float* wi, int64_t count, int reduction, float* loss) {
   __shared__ float shared[32];
@@ -106,6 +117,20 @@ cudaError_t CrossEntropy(const CrossEntropyArgs& a, float* loss, float* log_prob
     } else {
       LogProbKernel<<<Blocks(count), kThreads, 0, stream>>>(a, log_prob, li, wi);
     }
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  if (a.reduction == 0) return cudaSuccess;
+  SumLossKernel<<<1, 1024, 0, stream>>>(li, wi, count, a.reduction, loss);
+  return cudaGetLastError();
+}
+
+cudaError_t NllLoss(const CrossEntropyArgs& a, float* loss, float* scratch, cudaStream_t stream) {
+  const int64_t count = a.n * a.d;
+  float* li = a.reduction == 0 ? loss : scratch;
+  float* wi = scratch + count;
+  if (count > 0) {
+    NllElementsKernel<<<Blocks(count), kThreads, 0, stream>>>(a, li, wi);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
   }

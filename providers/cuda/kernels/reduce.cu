@@ -52,6 +52,7 @@ __device__ __forceinline__ float Finish(ReduceOp op, float acc, int64_t len, flo
     case ReduceOp::kMean: return acc / static_cast<float>(len);
     case ReduceOp::kL2: return sqrtf(acc);
     case ReduceOp::kLogSumExp: return m + logf(acc);
+    case ReduceOp::kLogSum: return logf(acc);
     default: return acc;
   }
 }
@@ -155,6 +156,36 @@ __global__ void ReduceColumnsKernel(ReduceOp op, const float* x, float* y, int64
 
 int64_t ColumnTiles(int64_t inner) { return (inner + 31) / 32; }
 
+// ArgMax / ArgMin: one thread per output, walking its line in order with the CPU kernel's comparisons (a
+// NaN is never better than anything, so it wins only as the first element).
+template <typename T>
+__global__ void ArgExtremeKernel(const T* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max,
+                                 bool last) {
+  ONT_GRID_STRIDE_LOOP(t, outer * inner) {
+    const T* p = x + (t / inner) * len * inner + t % inner;
+    T best = p[0];
+    int64_t arg = 0;
+    for (int64_t k = 1; k < len; ++k) {
+      const T v = p[k * inner];
+      const bool better = max ? (last ? v >= best : v > best) : (last ? v <= best : v < best);
+      if (better) {
+        best = v;
+        arg = k;
+      }
+    }
+    y[t] = arg;
+  }
+}
+
+template <typename T>
+cudaError_t LaunchArgExtreme(const T* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
+                             cudaStream_t stream) {
+  if (outer * inner == 0) return cudaSuccess;
+  if (len == 0) return cudaErrorInvalidValue;  // the CPU kernel's Prepare refuses an empty axis first
+  ArgExtremeKernel<T><<<Blocks(outer * inner), kThreads, 0, stream>>>(x, y, outer, len, inner, max, last);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 int64_t ReduceSplits(ReduceOp op, int64_t outer, int64_t len, int64_t inner) {
@@ -174,7 +205,7 @@ cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t
   if (len == 0) {
     // The empty reduction: 0 for sums, the identity otherwise (ONNX: -inf for max, +inf for min).
     float v = op == ReduceOp::kMax ? -INFINITY : op == ReduceOp::kMin ? INFINITY
-              : op == ReduceOp::kLogSumExp ? -INFINITY : op == ReduceOp::kMean ? NAN : 0.0f;
+              : op == ReduceOp::kLogSumExp || op == ReduceOp::kLogSum ? -INFINITY : op == ReduceOp::kMean ? NAN : 0.0f;
     return Fill(y, outer * inner, &v, 4, stream);
   }
   if (inner == 1 && WarpRows(len) && outer < (int64_t{1} << 33)) {
@@ -201,6 +232,23 @@ cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t
     }
   }
   return cudaGetLastError();
+}
+
+cudaError_t ArgExtreme(const float* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
+                       cudaStream_t stream) {
+  return LaunchArgExtreme(x, y, outer, len, inner, max, last, stream);
+}
+cudaError_t ArgExtreme(const double* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
+                       cudaStream_t stream) {
+  return LaunchArgExtreme(x, y, outer, len, inner, max, last, stream);
+}
+cudaError_t ArgExtreme(const int32_t* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
+                       cudaStream_t stream) {
+  return LaunchArgExtreme(x, y, outer, len, inner, max, last, stream);
+}
+cudaError_t ArgExtreme(const int64_t* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
+                       cudaStream_t stream) {
+  return LaunchArgExtreme(x, y, outer, len, inner, max, last, stream);
 }
 
 }  // namespace cuda

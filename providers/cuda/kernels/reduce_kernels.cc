@@ -1,5 +1,5 @@
-// Reductions on CUDA (float32): ReduceSum/Mean/Max/Min/SumSquare/L1/L2/LogSumExp and com.microsoft's
-// ReduceSumTraining. The output shape comes from the CPU kernel's Prepare; the reduced axes go to ReduceAxes
+// Reductions on CUDA (float32): ReduceSum/Mean/Max/Min/SumSquare/L1/L2/LogSumExp/LogSum and com.microsoft's
+// ReduceSumTraining; ArgMax and ArgMin. The output shape comes from the CPU kernel's Prepare; the reduced axes go to ReduceAxes
 // (cuda_kernel.h).
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/kernels.h"
@@ -63,6 +63,38 @@ class ReduceKernel : public DelegatingKernel {
   DeviceBuffer transposed_;
 };
 
+// ArgMax / ArgMin along `axis` (float32, float64, int32, int64 -> int64 indices).
+class ArgKernel : public DelegatingKernel {
+ public:
+  ArgKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, bool max)
+      : DelegatingKernel(info, std::move(cpu)), max_(max), last_(info.node->GetInt("select_last_index", 0) != 0) {}
+
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    ONT_ASSIGN_OR_RETURN(int64_t axis, cpu::NormalizeAxis(node_.GetInt("axis", 0), x.rank()));
+    const cpu::AxisSplit sp = cpu::SplitAtAxis(x.shape(), axis);
+    int64_t* y = ctx.output(0)->data<int64_t>();
+    cudaError_t e = cudaErrorInvalidValue;
+    switch (x.dtype()) {
+      case DType::kFloat32: e = ArgExtreme(x.data<float>(), y, sp.outer, sp.len, sp.inner, max_, last_, r.stream); break;
+      case DType::kFloat64: e = ArgExtreme(x.data<double>(), y, sp.outer, sp.len, sp.inner, max_, last_, r.stream); break;
+      case DType::kInt32: e = ArgExtreme(x.data<int32_t>(), y, sp.outer, sp.len, sp.inner, max_, last_, r.stream); break;
+      case DType::kInt64: e = ArgExtreme(x.data<int64_t>(), y, sp.outer, sp.len, sp.inner, max_, last_, r.stream); break;
+      default: return Unimplemented("ArgMax/ArgMin over ", DTypeName(x.dtype()), " on CUDA");
+    }
+    return CudaStatus(e, "ArgExtreme");
+  }
+
+ private:
+  bool max_, last_;
+};
+
+template <bool max, const KernelFactory* cpu_factory>
+StatusOr<std::unique_ptr<OpKernel>> MakeArg(const NodeInfo& info) {
+  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
+  return std::unique_ptr<OpKernel>(new ArgKernel(info, std::move(cpu), max));
+}
+
 template <ReduceOp op, const KernelFactory* cpu_factory, int64_t axes_input_since>
 StatusOr<std::unique_ptr<OpKernel>> MakeReduce(const NodeInfo& info) {
   ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
@@ -79,7 +111,10 @@ KernelFactory kReduceSumSquare = MakeReduce<ReduceOp::kSumSquare, &cpu::kReduceS
 KernelFactory kReduceL1 = MakeReduce<ReduceOp::kL1, &cpu::kReduceL1, 18>;
 KernelFactory kReduceL2 = MakeReduce<ReduceOp::kL2, &cpu::kReduceL2, 18>;
 KernelFactory kReduceLogSumExp = MakeReduce<ReduceOp::kLogSumExp, &cpu::kReduceLogSumExp, 18>;
+KernelFactory kReduceLogSum = MakeReduce<ReduceOp::kLogSum, &cpu::kReduceLogSum, 18>;
 KernelFactory kReduceSumTraining = MakeReduce<ReduceOp::kSum, &cpu::kReduceSumTraining, 1>;
+KernelFactory kArgMax = MakeArg<true, &cpu::kArgMax>;
+KernelFactory kArgMin = MakeArg<false, &cpu::kArgMin>;
 
 }  // namespace cuda
 }  // namespace ontrain

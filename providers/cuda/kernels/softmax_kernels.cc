@@ -111,6 +111,23 @@ class CrossEntropyKernel : public DelegatingKernel {
   DeviceBuffer log_prob_, scratch_;
 };
 
+// NegativeLogLikelihoodLoss(log_prob, target, weight?) -> loss.
+class NllLossKernel : public DelegatingKernel {
+ public:
+  NllLossKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, bool)
+      : DelegatingKernel(info, std::move(cpu)) {}
+  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
+    const Tensor& x = *ctx.input(0);
+    ONT_ASSIGN_OR_RETURN(CrossEntropyArgs a, LossArgs(node_, ctx, x, 1, 2, -1));
+    a.scores = x.data<float>();
+    ONT_ASSIGN_OR_RETURN(void* scratch, scratch_.Get(sizeof(float) * 2 * std::max<int64_t>(a.n * a.d, 1), r.allocator));
+    return CudaStatus(NllLoss(a, ctx.output(0)->data<float>(), static_cast<float*>(scratch), r.stream), "NllLoss");
+  }
+
+ private:
+  DeviceBuffer scratch_;
+};
+
 // (dY, log_prob, labels, weights? (, ignore_index?, bias? for the Internal form)) -> dScores.
 class CrossEntropyGradKernel : public DelegatingKernel {
  public:
@@ -159,6 +176,7 @@ KernelFactory kSoftmaxCrossEntropyLoss = MakeLoss<CrossEntropyKernel, false, &cp
 KernelFactory kSoftmaxCrossEntropyLossInternal =
     MakeLoss<CrossEntropyKernel, true, &cpu::kSoftmaxCrossEntropyLossInternal>;
 KernelFactory kSoftmaxCrossEntropyLossGrad = MakeLoss<CrossEntropyGradKernel, false, &cpu::kSoftmaxCrossEntropyLossGrad>;
+KernelFactory kNegativeLogLikelihoodLoss = MakeLoss<NllLossKernel, false, &cpu::kNegativeLogLikelihoodLoss>;
 KernelFactory kSoftmaxCrossEntropyLossInternalGrad =
     MakeLoss<CrossEntropyGradKernel, true, &cpu::kSoftmaxCrossEntropyLossInternalGrad>;
 

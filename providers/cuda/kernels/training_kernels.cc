@@ -35,8 +35,8 @@ class PowKernel : public DelegatingKernel {
 // input order, as the CPU kernels fold them.
 class VariadicKernel : public DelegatingKernel {
  public:
-  VariadicKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, BinaryOp op)
-      : DelegatingKernel(info, std::move(cpu)), op_(op) {}
+  VariadicKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, BinaryOp op, bool mean)
+      : DelegatingKernel(info, std::move(cpu)), op_(op), mean_(mean) {}
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     Tensor* y = ctx.output(0);
     const Tensor& first = *ctx.input(0);
@@ -57,11 +57,20 @@ class VariadicKernel : public DelegatingKernel {
       }
       ONT_RETURN_IF_ERROR(CudaStatus(e, "Binary"));
     }
-    return Status::OK();
+    if (!mean_) return Status::OK();
+    // Mean: the sum divided by the input count, as the CPU kernel divides (float32 and float64 only).
+    const float count = static_cast<float>(ctx.num_inputs());
+    if (first.dtype() == DType::kFloat64) {
+      return CudaStatus(Unary(UnaryOp::kDivBy, y->data<double>(), y->data<double>(), y->NumElements(), count, r.stream),
+                        "Unary(DivBy)");
+    }
+    return CudaStatus(Unary(UnaryOp::kDivBy, y->data<float>(), y->data<float>(), y->NumElements(), count, r.stream),
+                      "Unary(DivBy)");
   }
 
  private:
   BinaryOp op_;
+  bool mean_;
 };
 
 // DivGrad(dY, A, B) -> (dA = sum-to-A(dY / B), dB = sum-to-B(-dY A / B^2)), through the scratch buffer the
@@ -156,10 +165,10 @@ class DropoutGradKernel : public DelegatingKernel {
   }
 };
 
-template <BinaryOp op, const KernelFactory* cpu_factory>
+template <BinaryOp op, const KernelFactory* cpu_factory, bool mean = false>
 StatusOr<std::unique_ptr<OpKernel>> MakeVariadic(const NodeInfo& info) {
   ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
-  return std::unique_ptr<OpKernel>(new VariadicKernel(info, std::move(cpu), op));
+  return std::unique_ptr<OpKernel>(new VariadicKernel(info, std::move(cpu), op, mean));
 }
 
 }  // namespace
@@ -168,6 +177,7 @@ KernelFactory kPow = Wrap<PowKernel, &cpu::kPow>;
 KernelFactory kSum = MakeVariadic<BinaryOp::kAdd, &cpu::kSum>;
 KernelFactory kMax = MakeVariadic<BinaryOp::kMax, &cpu::kMax>;
 KernelFactory kMin = MakeVariadic<BinaryOp::kMin, &cpu::kMin>;
+KernelFactory kMean = MakeVariadic<BinaryOp::kAdd, &cpu::kMean, true>;
 KernelFactory kDivGrad = Wrap<DivGradKernel, &cpu::kDivGrad>;
 KernelFactory kDropout = Wrap<DropoutKernel, &cpu::kDropout>;
 KernelFactory kDropoutGrad = Wrap<DropoutGradKernel, &cpu::kDropoutGrad>;
