@@ -83,7 +83,8 @@ void UnaryActivationCases(Builder& b) {
     }
   }
   // The formulas' edges: NaN and infinities pass through each op as the CPU's code passes them (HardSigmoid
-  // of NaN is 1 there: std::min(1, NaN) is 1), signed zeros, Round's ties to even, HardSwish's +-3.
+  // keeps NaN on both: the first GPU run found nvcc's saturating clamp making it 0 where the CPU's
+  // std::min(1, NaN) made it 1), signed zeros, Round's ties to even, HardSwish's +-3.
   const std::vector<double> edges = {kNaN, kInf, -kInf, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, -3.0, 2.9999,
                                      -3.0001, 1e-30, -7.25};
   for (const char* op : {"Sign", "Round", "HardSwish", "HardSigmoid", "Softsign", "ThresholdedRelu", "Selu", "Celu"}) {
@@ -141,6 +142,18 @@ void OneHotAndNllCases(Builder& b) {
             {Ints(idx, {3, 4}, it), Ints({5}, {}), Tensor::FromVector<float>({0.25f, 2.0f}, {2})}, {D::kFloat32},
             {AttrInt("axis", axis)});
     }
+  }
+  // GatherGrad over 3000 positions (six ranges of 500 summed apart, copy.cu), 40% of them one row (a
+  // padding token's), negative indices; dy of one sign so that the ranges' grouping differs from the CPU's
+  // order by rounding only.
+  {
+    std::vector<int64_t> tokens(3000);
+    for (size_t j = 0; j < tokens.size(); ++j) {
+      tokens[j] = j % 5 < 2 ? 0 : j % 7 == 3 ? -1 - static_cast<int64_t>(j % 9) : static_cast<int64_t>((j * 13) % 50);
+    }
+    b.Add("GatherGrad_ranges", "com.microsoft", "GatherGrad", 1,
+          {Ints({50, 70}, {2}), Ints(tokens, {30, 100}), Random(D::kFloat32, {30, 100, 70}, b.seed(), 0.5, 1.5)},
+          {D::kFloat32});
   }
   b.Add("OneHot_int64_values", "", "OneHot", 11,
         {Ints(idx, {12}), Ints({6}, {1}), Tensor::FromVector<int64_t>({-1, 5}, {2})}, {D::kInt64});

@@ -160,16 +160,22 @@ void BatchNormCases(Builder& b) {
         {Random(D::kFloat32, x, b.seed()), Random(D::kFloat32, x, b.seed(), -2, 3), Random(D::kFloat32, {3}, b.seed()),
          Random(D::kFloat32, {3}, b.seed()), Random(D::kFloat32, {3}, b.seed(), 0.5, 2)},
         {D::kFloat32, D::kFloat32, D::kFloat32});
-  // batchnorm.cu's 1024-thread blocks: channels of at least 8192 elements (8 x 33 x 33 = 8712).
-  const Shape big = {8, 2, 33, 33};
-  b.Add("BatchNormalization_training_1024_threads", "", "BatchNormalization", 15,
-        {Random(D::kFloat32, big, b.seed(), -2, 3), Random(D::kFloat32, {2}, b.seed(), 0.5, 2),
-         Random(D::kFloat32, {2}, b.seed()), Random(D::kFloat32, {2}, b.seed()), Random(D::kFloat32, {2}, b.seed(), 0.5, 2)},
-        {D::kFloat32, D::kFloat32, D::kFloat32}, {AttrInt("training_mode", 1), AttrFloat("momentum", 0.8f)});
-  b.Add("BatchNormalizationGrad_1024_threads", "com.microsoft", "BatchNormalizationGrad", 1,
-        {Random(D::kFloat32, big, b.seed()), Random(D::kFloat32, big, b.seed(), -2, 3), Random(D::kFloat32, {2}, b.seed()),
-         Random(D::kFloat32, {2}, b.seed()), Random(D::kFloat32, {2}, b.seed(), 0.5, 2)},
-        {D::kFloat32, D::kFloat32, D::kFloat32});
+  // batchnorm.cu's channel ranges: two ranges of uneven size (19 and 18 images of 16 x 16: BatchNormSplits),
+  // and 1024-thread blocks (ranges of at least 8192 elements: one image of 91 x 91, two ranges).
+  for (const Shape& shape : {Shape{37, 3, 16, 16}, Shape{2, 2, 91, 91}}) {
+    const int64_t c = shape[1];
+    const std::string name = shape[0] == 37 ? "ranges" : "1024_threads";
+    b.Add("BatchNormalization_training_" + name, "", "BatchNormalization", 15,
+          {Random(D::kFloat32, shape, b.seed(), -2, 3), Random(D::kFloat32, {c}, b.seed(), 0.5, 2),
+           Random(D::kFloat32, {c}, b.seed()), Random(D::kFloat32, {c}, b.seed()),
+           Random(D::kFloat32, {c}, b.seed(), 0.5, 2)},
+          {D::kFloat32, D::kFloat32, D::kFloat32}, {AttrInt("training_mode", 1), AttrFloat("momentum", 0.8f)});
+    b.Add("BatchNormalizationGrad_" + name, "com.microsoft", "BatchNormalizationGrad", 1,
+          {Random(D::kFloat32, shape, b.seed()), Random(D::kFloat32, shape, b.seed(), -2, 3),
+           Random(D::kFloat32, {c}, b.seed()), Random(D::kFloat32, {c}, b.seed()),
+           Random(D::kFloat32, {c}, b.seed(), 0.5, 2)},
+          {D::kFloat32, D::kFloat32, D::kFloat32});
+  }
 }
 
 }  // namespace cases

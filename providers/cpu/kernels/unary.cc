@@ -94,7 +94,8 @@ struct SeluFn {
 struct HardSigmoidFn {
   explicit HardSigmoidFn(const Node& n) : alpha(n.GetFloat("alpha", 0.2f)), beta(n.GetFloat("beta", 0.5f)) {}
   template <typename C> C operator()(C x) const {
-    return std::max(C(0), std::min(C(1), static_cast<C>(alpha) * x + static_cast<C>(beta)));
+    const C v = static_cast<C>(alpha) * x + static_cast<C>(beta);
+    return v != v ? v : std::max(C(0), std::min(C(1), v));  // NaN stays NaN (PyTorch's hardsigmoid too)
   }
   float alpha, beta;
 };

@@ -530,12 +530,18 @@ class BatchNormKernel : public DelegatingKernel {
         a.saved_var = OutOrNull(ctx, 4);
       }
     }
-    return CudaStatus(BatchNorm(a, r.stream), "BatchNorm");
+    double* ws = nullptr;
+    if (training) {
+      ONT_ASSIGN_OR_RETURN(void* p, workspace_.Get(sizeof(double) * BatchNormWorkspace(a.n, a.c, a.inner), r.allocator));
+      ws = static_cast<double*>(p);
+    }
+    return CudaStatus(BatchNorm(a, ws, r.stream), "BatchNorm");
   }
 
  private:
   int64_t opset_;
   bool internal_;
+  DeviceBuffer workspace_;  // the channels' per-range sums
 };
 
 class BatchNormGradKernel : public DelegatingKernel {
@@ -544,11 +550,16 @@ class BatchNormGradKernel : public DelegatingKernel {
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(1);
     int64_t n = x.dim(0), c = x.dim(1), inner = n * c != 0 ? x.NumElements() / (n * c) : 0;
+    ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(sizeof(double) * BatchNormWorkspace(n, c, inner), r.allocator));
     return CudaStatus(BatchNormGrad(ctx.input(0)->data<float>(), x.data<float>(), ctx.input(2)->data<float>(),
                                     ctx.input(3)->data<float>(), ctx.input(4)->data<float>(), OutOrNull(ctx, 0),
-                                    OutOrNull(ctx, 1), OutOrNull(ctx, 2), n, c, inner, r.stream),
+                                    OutOrNull(ctx, 1), OutOrNull(ctx, 2), n, c, inner, static_cast<double*>(ws),
+                                    r.stream),
                       "BatchNormGrad");
   }
+
+ private:
+  DeviceBuffer workspace_;  // the channels' per-range sums
 };
 
 template <bool internal, const KernelFactory* cpu_factory>

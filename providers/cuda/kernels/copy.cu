@@ -77,49 +77,79 @@ __global__ void GatherKernel(const E* data, const void* indices, bool indices64,
   }
 }
 
-// GatherGrad, deterministic, without atomics or a workspace: a warp per output row (o, r). The warp reads the
-// indices 128 at a time (four coalesced loads), a ballot marks the positions j whose index is r, and for
-// each of them in ascending order the lanes add dy's row j to their columns (lane, lane + 32, ... of a
-// 128-column pass; wider rows take more passes). Every output element so sums its terms from 0 in the CPU
-// kernel's order (the same bits), and a row's n comparisons are n / 32 warp steps. (The previous kernel
-// gave one thread to each row to list its positions: a 256-token vocabulary was 256 threads, each scanning
-// 2 x 4096 indices alone, 0.6 ms of a GPT's step.)
+// GatherGrad, deterministic and without atomics: a warp per output row (o, r) and range of positions. The
+// warp reads the range's indices 128 at a time (four coalesced loads), a ballot marks the positions j whose
+// index is r, and the lanes add dy's rows at those positions to their columns (lane, lane + 32, ... of a
+// 128-column pass; wider rows take more passes) in ascending j, taking the rows kGradHits at a time so that
+// their loads are in flight together (a row used thousands of times, a padding token's, is otherwise one
+// memory latency per use). With one range (n up to kGradRange positions) every output element sums its
+// terms from 0 in the CPU kernel's order, the same bits; longer index lists are split into ranges whose
+// partial sums (a workspace) a second kernel adds in range order, so a row's many uses are summed by many
+// warps at once. (A GPT's token embedding, 4096 uses of one row: 0.45 ms a call as one serial chain.)
 __device__ __forceinline__ int64_t IndexAt(const void* indices, bool indices64, int64_t j, int64_t rows) {
   int64_t idx = indices64 ? static_cast<const int64_t*>(indices)[j] : static_cast<const int32_t*>(indices)[j];
   if (idx < 0) idx += rows;
   return idx >= 0 && idx < rows ? idx : -1;  // out of range: no row (the CPU kernel's Prepare refuses it)
 }
 
-constexpr int kGradCols = 4;  // columns a lane sums in one pass, and 32-index loads a lane makes per step
+constexpr int kGradCols = 4;                 // columns a lane sums in one pass, and index loads per step
+constexpr int kGradHits = 8;                 // dy rows whose loads are issued together
+constexpr int64_t kGradRange = 512;          // positions a warp scans, where n is split into ranges
+constexpr int64_t kGradMaxRanges = 64;
+constexpr int64_t kGradMaxWorkspace = int64_t{16} << 20;  // floats of partial sums at most (64 MiB)
 
+// Block (x: 8 output rows, y: range): range y covers positions [y * range, (y + 1) * range) of n; with more
+// than one range, the unfinished sums go to partial[y, w, :] instead of out.
 __global__ void GatherGradKernel(const float* dy, const void* indices, bool indices64, float* out, int64_t rows,
-                                 int64_t inner, int64_t n, int64_t outer) {
+                                 int64_t inner, int64_t n, int64_t outer, int64_t range, float* partial) {
   const int64_t w = blockIdx.x * int64_t{kRowsPerBlock} + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (w >= outer * rows) return;  // whole warps leave together
   const int64_t r = w % rows;
+  const int64_t first = blockIdx.y * range, end = first + range < n ? first + range : n;
   const float* src = dy + w / rows * n * inner;
-  float* dst = out + w * inner;
+  float* dst = (gridDim.y > 1 ? partial + blockIdx.y * outer * rows * inner : out) + w * inner;
   for (int64_t c0 = 0; c0 < inner; c0 += 32 * kGradCols) {
     float acc[kGradCols] = {};
-    for (int64_t base = 0; base < n; base += 32 * kGradCols) {
+    bool col[kGradCols];
+    for (int k = 0; k < kGradCols; ++k) col[k] = c0 + k * 32 + lane < inner;
+    for (int64_t base = first; base < end; base += 32 * kGradCols) {
       unsigned hit[kGradCols];
       for (int q = 0; q < kGradCols; ++q) {
         const int64_t j = base + q * 32 + lane;
-        hit[q] = __ballot_sync(0xffffffffu, j < n && IndexAt(indices, indices64, j, rows) == r);
+        hit[q] = __ballot_sync(0xffffffffu, j < end && IndexAt(indices, indices64, j, rows) == r);
       }
       for (int q = 0; q < kGradCols; ++q) {
-        for (unsigned m = hit[q]; m != 0; m &= m - 1) {
-          const float* row = src + (base + q * 32 + __ffs(m) - 1) * inner + c0;
-          for (int k = 0; k < kGradCols; ++k) {
-            if (c0 + k * 32 + lane < inner) acc[k] += row[k * 32 + lane];
+        for (unsigned m = hit[q]; m != 0;) {
+          // The next kGradHits positions of this group of 32, in order: loads first, then the additions.
+          float v[kGradHits][kGradCols];
+          bool live[kGradHits];
+          for (int h = 0; h < kGradHits; ++h) {
+            live[h] = m != 0;
+            const int64_t j = live[h] ? base + q * 32 + __ffs(m) - 1 : first;
+            m &= m - 1;
+            const float* row = src + j * inner + c0;
+            for (int k = 0; k < kGradCols; ++k) v[h][k] = live[h] && col[k] ? row[k * 32 + lane] : 0.0f;
+          }
+          for (int h = 0; h < kGradHits; ++h) {
+            if (!live[h]) break;
+            for (int k = 0; k < kGradCols; ++k) acc[k] += v[h][k];
           }
         }
       }
     }
     for (int k = 0; k < kGradCols; ++k) {
-      if (c0 + k * 32 + lane < inner) dst[c0 + k * 32 + lane] = acc[k];
+      if (col[k]) dst[c0 + k * 32 + lane] = acc[k];
     }
+  }
+}
+
+// The ranges' partial sums [ranges, total] added in range order into out [total].
+__global__ void GatherGradCombineKernel(const float* partial, float* out, int64_t total, int64_t ranges) {
+  ONT_GRID_STRIDE_LOOP(t, total) {
+    float v = partial[t];
+    for (int64_t z = 1; z < ranges; ++z) v += partial[z * total + t];
+    out[t] = v;
   }
 }
 
@@ -221,12 +251,28 @@ cudaError_t GatherElementsGrad(const float* dy, const void* indices, bool indice
   return cudaGetLastError();
 }
 
+int64_t GatherGradRanges(int64_t rows, int64_t inner, int64_t n, int64_t outer) {
+  if (n <= kGradRange) return 1;
+  int64_t ranges = (n + kGradRange - 1) / kGradRange;
+  if (ranges > kGradMaxRanges) ranges = kGradMaxRanges;
+  const int64_t total = outer * rows * inner;
+  if (total > 0 && ranges * total > kGradMaxWorkspace) ranges = kGradMaxWorkspace / total;
+  return ranges >= 2 ? ranges : 1;
+}
+
 cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,
-                       int64_t n, int64_t outer, cudaStream_t stream) {
-  const int64_t warps = outer * rows;
-  if (warps * inner == 0) return cudaSuccess;
+                       int64_t n, int64_t outer, float* workspace, cudaStream_t stream) {
+  const int64_t warps = outer * rows, total = warps * inner;
+  if (total == 0) return cudaSuccess;
   if (warps / kRowsPerBlock >= 0x7fffffff) return cudaErrorInvalidValue;
-  GatherGradKernel<<<RowBlocks(true, warps), kThreads, 0, stream>>>(dy, indices, indices64, out, rows, inner, n, outer);
+  const int64_t ranges = workspace != nullptr ? GatherGradRanges(rows, inner, n, outer) : 1;
+  const int64_t range = ranges > 1 ? (n + ranges - 1) / ranges : (n > 0 ? n : 1);
+  const dim3 grid(RowBlocks(true, warps), static_cast<unsigned>(ranges));
+  GatherGradKernel<<<grid, kThreads, 0, stream>>>(dy, indices, indices64, out, rows, inner, n, outer, range, workspace);
+  if (ranges == 1) return cudaGetLastError();
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  GatherGradCombineKernel<<<Blocks(total), kThreads, 0, stream>>>(workspace, out, total, ranges);
   return cudaGetLastError();
 }
 

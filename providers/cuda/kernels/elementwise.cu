@@ -39,7 +39,11 @@ __device__ T ApplyUnary(UnaryOp op, T x, T alpha, T beta) {
     case UnaryOp::kElu: return x >= T(0) ? x : alpha * (exp(x) - T(1));
     case UnaryOp::kCelu: return StdMax(T(0), x) + StdMin(T(0), alpha * (exp(x / alpha) - T(1)));
     case UnaryOp::kSelu: return x > T(0) ? beta * x : beta * (alpha * exp(x) - alpha);  // beta: gamma
-    case UnaryOp::kHardSigmoid: return StdMax(T(0), StdMin(T(1), alpha * x + beta));
+    case UnaryOp::kHardSigmoid: {
+      // NaN stays NaN, as on the CPU; nvcc turns the clamp to [0, 1] into a saturation, which maps NaN to 0.
+      const T v = alpha * x + beta;
+      return v != v ? v : StdMax(T(0), StdMin(T(1), v));
+    }
     case UnaryOp::kHardSwish: return x * StdMax(T(0), StdMin(T(1), x / T(6) + T(0.5)));
     case UnaryOp::kThresholdedRelu: return x > alpha ? x : T(0);
     case UnaryOp::kSoftsign: return x / (T(1) + fabs(x));

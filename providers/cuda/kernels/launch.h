@@ -132,10 +132,13 @@ cudaError_t Fill(void* dst, int64_t n, const void* pattern, int elem_size, cudaS
 // [outer, n, inner].
 cudaError_t Gather(const void* data, const void* indices, bool indices64, void* out, int64_t outer, int64_t axis_len,
                    int64_t inner, int64_t n, int elem_size, int* bad, cudaStream_t stream);
-// GatherGrad: out [outer, rows, inner] = 0, then out[o, idx[j], k] += dy[o, j, k] for j in order
-// (deterministic: a warp per output row finds its positions in order and sums them).
+// GatherGrad: out [outer, rows, inner] = 0, then out[o, idx[j], k] += dy[o, j, k] (deterministic: a warp per
+// output row finds its positions in order and sums them). Long index lists are split into
+// GatherGradRanges(...) ranges (1: none) whose partial sums need a workspace of ranges * outer * rows * inner
+// floats (without one, workspace null, they run unsplit).
+int64_t GatherGradRanges(int64_t rows, int64_t inner, int64_t n, int64_t outer);
 cudaError_t GatherGrad(const float* dy, const void* indices, bool indices64, float* out, int64_t rows, int64_t inner,
-                       int64_t n, int64_t outer, cudaStream_t stream);
+                       int64_t n, int64_t outer, float* workspace, cudaStream_t stream);
 // OneHot: indices (int32 or int64, [outer, inner] around the new axis; negative ones count from depth, out
 // of range ones select nothing) -> y [outer, depth, inner] of values[1] where the index is k, values[0]
 // elsewhere (`values` on the device, two elements of elem_size bytes).
@@ -288,7 +291,7 @@ cudaError_t AvgPool2DGrad(const float* dy, float* dx, const Pool2D& g, cudaStrea
 
 // batchnorm.cu ------------------------------------------------------------------------------------------
 
-// BatchNormalization over X [N, C, inner]. Training: batch statistics (in double, one block per channel),
+// BatchNormalization over X [N, C, inner]. Training: batch statistics (in double, per channel),
 // running_mean/var = old * momentum + batch * (1 - momentum) (population variance), saved_mean and
 // saved_var (or 1/sqrt(var + eps) when `saved_inv_std`) when not null. Inference: the given mean and var.
 struct BatchNormArgs {
@@ -299,10 +302,14 @@ struct BatchNormArgs {
   float epsilon, momentum;
   bool training, saved_inv_std;
 };
-cudaError_t BatchNorm(const BatchNormArgs& a, cudaStream_t stream);
+// Training and the gradient reduce each channel over BatchNormSplits(n, c, inner) ranges of images, with a
+// workspace of BatchNormWorkspace(...) doubles on the device.
+int64_t BatchNormSplits(int64_t n, int64_t c, int64_t inner);
+inline int64_t BatchNormWorkspace(int64_t n, int64_t c, int64_t inner) { return 2 * c * BatchNormSplits(n, c, inner); }
+cudaError_t BatchNorm(const BatchNormArgs& a, double* workspace, cudaStream_t stream);
 // dX, dScale, dBias (nullable) from dY, X, scale, the saved mean and 1/sqrt(var + eps).
 cudaError_t BatchNormGrad(const float* dy, const float* x, const float* scale, const float* mean, const float* inv_std,
-                          float* dx, float* dscale, float* dbias, int64_t n, int64_t c, int64_t inner,
+                          float* dx, float* dscale, float* dbias, int64_t n, int64_t c, int64_t inner, double* workspace,
                           cudaStream_t stream);
 
 // optimizer.cu --------------------------------------------------------------------------------------------

@@ -365,10 +365,18 @@ class GatherGradKernel : public DelegatingKernel {
       if (d > axis) inner *= dx->dim(d);
     }
     const int64_t rows = dx->dim(axis), n = idx.NumElements();
+    float* partial = nullptr;  // the position ranges' partial sums, where the index list is split
+    if (const int64_t ranges = GatherGradRanges(rows, inner, n, outer); ranges > 1) {
+      ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(sizeof(float) * ranges * outer * rows * inner, r.allocator));
+      partial = static_cast<float*>(ws);
+    }
     return CudaStatus(GatherGrad(dy.data<float>(), idx.raw_data(), idx.dtype() == DType::kInt64, dx->data<float>(),
-                                 rows, inner, n, outer, r.stream),
+                                 rows, inner, n, outer, partial, r.stream),
                       "GatherGrad");
   }
+
+ private:
+  DeviceBuffer workspace_;
 };
 
 
