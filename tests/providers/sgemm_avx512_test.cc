@@ -93,8 +93,10 @@ TEST(PanelGemmTest, MatchesTheSameSumInOrderInAnySplit) {
     int64_t m, n, k;
   };
   // Ragged panels (33, 100, 517 columns), k not a multiple of 16 (17, 129, 784), row tails of 1 to 7; the
-  // small ones are SmallSgemm's in Gemm, but the panels compute them as well.
-  const S shapes[] = {{128, 512, 784}, {9, 33, 17}, {1000, 100, 129}, {7, 517, 64}, {70, 64, 300}, {200, 40, 1}};
+  // small ones are SmallSgemm's in Gemm, but the panels compute them as well; a long k (1030) with a row
+  // tail of 3.
+  const S shapes[] = {{128, 512, 784}, {9, 33, 17},   {1000, 100, 129}, {7, 517, 64},
+                      {70, 64, 300},   {200, 40, 1}, {43, 70, 1030}};
   int checked = 0;
   for (const S& sh : shapes) {
     const int64_t m = sh.m, n = sh.n, k = sh.k;
@@ -135,7 +137,7 @@ TEST(PanelGemmTest, MatchesTheSameSumInOrderInAnySplit) {
       }
     }
   }
-  EXPECT_EQ(checked, 24);
+  EXPECT_EQ(checked, 28);
 }
 
 TEST(PanelGemmTest, TakesOnlyATimesBTransposed) {
