@@ -155,6 +155,23 @@ Status RequireSameDType(const Tensor& t, const char* name, const Tensor& like, c
                          "; they must have the same dtype");
 }
 
+Status RequireSameDTypes(const KernelContext& ctx, std::initializer_list<int> inputs) {
+  const Tensor* first = nullptr;
+  int first_i = -1;
+  for (int i : inputs) {
+    const Tensor* t = i < ctx.num_inputs() ? ctx.input(i) : nullptr;
+    if (t == nullptr) continue;
+    if (first == nullptr) {
+      first = t;
+      first_i = i;
+    } else if (t->dtype() != first->dtype()) {
+      return InvalidArgument("input ", i, " is ", DTypeName(t->dtype()), " but input ", first_i, " is ",
+                             DTypeName(first->dtype()), "; they must have the same dtype");
+    }
+  }
+  return Status::OK();
+}
+
 Status CheckScoresAndLabels(const Tensor& scores, const Tensor& labels, const char* scores_name, Shape* label_shape) {
   if (scores.rank() < 2) return InvalidArgument(scores_name, " must be [N, C, ...], got ", ShapeToString(scores.shape()));
   Shape expect = scores.shape();

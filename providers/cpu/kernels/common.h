@@ -193,6 +193,8 @@ StatusOr<const Tensor*> RequireInput(const KernelContext& ctx, int i, const char
 // Requires `t` (named `name`) to have the dtype of `like` (named `like_name`): kernels read inputs that
 // share a type parameter with one element type.
 Status RequireSameDType(const Tensor& t, const char* name, const Tensor& like, const char* like_name);
+// The same over the inputs numbered in `inputs` that are present: each has the first present one's dtype.
+Status RequireSameDTypes(const KernelContext& ctx, std::initializer_list<int> inputs);
 
 // Checks a classification loss's scores [N, C, d...] against its labels [N, d...] (int32 or int64); fills
 // the labels' expected shape.

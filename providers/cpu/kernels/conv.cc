@@ -138,6 +138,7 @@ class ConvKernel : public OpKernel {
                              " must both have rank >= 3 and equal rank");
     }
     if (x->dtype() != w->dtype()) return InvalidArgument("X is ", DTypeName(x->dtype()), ", W is ", DTypeName(w->dtype()));
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 2}));  // B
     const int64_t c = x->dim(1), m = w->dim(0);
     if (group_ <= 0 || c % group_ != 0 || m % group_ != 0 || w->dim(1) * group_ != c) {
       return InvalidArgument("channels do not match: X has ", c, ", W ", ShapeToString(w->shape()), ", group ", group_);

@@ -22,6 +22,7 @@ class ConvTransposeKernel : public OpKernel {
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
     ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 1, 2}));
     if (x->rank() < 3 || w->rank() != x->rank()) {
       return InvalidArgument("X ", ShapeToString(x->shape()), " and W ", ShapeToString(w->shape()),
                              " must both have rank >= 3 and equal rank");

@@ -25,6 +25,7 @@ Status ConvGradKernel::Prepare(KernelContext& ctx) {
   ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, pooled_ ? "dZ" : "dY"));
   ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, xi, "X"));
   ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, xi + 1, "W"));
+  ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, xi, xi + 1}));
   Shape expect;
   ONT_RETURN_IF_ERROR(CheckShapes(ctx, *dy, *x, *w, &expect));
   const int64_t m = w->dim(0);

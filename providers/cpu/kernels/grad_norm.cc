@@ -36,6 +36,7 @@ class BatchNormGradKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 1, "X"));
     if (x->rank() < 2 || dy->shape() != x->shape()) return InvalidArgument("dY and X must be equal [N, C, ...]");
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 1, 2, 3, 4}));  // read with X's element type
     for (int i = 2; i < 5; ++i) {
       ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, i, i == 2 ? "scale" : i == 3 ? "mean" : "inv_std"));
       if (t->NumElements() != x->dim(1)) return InvalidArgument("input ", i, " must have ", x->dim(1), " elements");
@@ -154,6 +155,7 @@ class LayerNormGradKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* mean, RequireInput(ctx, 3, "mean"));
     ONT_ASSIGN_OR_RETURN(const Tensor* inv, RequireInput(ctx, 4, "inv_std_dev"));
     if (dy->shape() != x->shape()) return InvalidArgument("Y_grad and X shapes differ");
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 1, 2}));  // mean and inv_std_dev: float32 or X's (stat)
     ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_, x->rank()));
     rows_ = cols_ = 1;
     for (int64_t d = 0; d < x->rank(); ++d) (d < axis ? rows_ : cols_) *= x->dim(d);

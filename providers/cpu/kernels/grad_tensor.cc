@@ -127,6 +127,7 @@ class DivGradKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* dy, RequireInput(ctx, 0, "dY"));
     ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 1, "A"));
     ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 2, "B"));
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 1, 2}));
     ONT_ASSIGN_OR_RETURN(Shape out, BroadcastShapes({a->shape(), b->shape()}));
     if (out != dy->shape()) return InvalidArgument("dY ", ShapeToString(dy->shape()), " is not the broadcast of A and B");
     if (ctx.output_requested(0)) ONT_RETURN_IF_ERROR(ctx.DeclareOutput(0, a->dtype(), a->shape()));
@@ -262,6 +263,7 @@ class FusedMatMulKernel : public OpKernel {
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* a, RequireInput(ctx, 0, "A"));
     ONT_ASSIGN_OR_RETURN(const Tensor* b, RequireInput(ctx, 1, "B"));
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 1, 2}));
     if (a->rank() < 2 || b->rank() < 2) {
       return InvalidArgument(bias_ ? "MatMulBias" : "FusedMatMul", " needs rank >= 2 operands, got ",
                              ShapeToString(a->shape()), " and ", ShapeToString(b->shape()));

@@ -369,8 +369,12 @@ class GruGradKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
     ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
     ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 2, "R"));
+    ONT_RETURN_IF_ERROR(CheckRecurrentDTypes(ctx));
     ONT_RETURN_IF_ERROR(n_.Check(attrs_, *x, *w, *r, 3));
     const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
+    // B, sequence_lens, initial_h, dY (all hidden states), dY_h
+    ONT_RETURN_IF_ERROR(CheckRecurrentGradInputs(ctx, B, S, 4, {{3, {D, 6 * H}}, {5, {D, B, H}}, {8, {S, D, B, H}},
+                                                               {9, {D, B, H}}}));
     ONT_ASSIGN_OR_RETURN(const Tensor* hall, RequireInput(ctx, 6, "HAll"));
     ONT_ASSIGN_OR_RETURN(const Tensor* zrh, RequireInput(ctx, 7, "zrh"));
     if (hall->shape() != Shape{S, D, B, H} || zrh->shape() != Shape{S, D, B, 3 * H}) {

@@ -353,8 +353,12 @@ class LstmGradKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
     ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
     ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 2, "R"));
+    ONT_RETURN_IF_ERROR(CheckRecurrentDTypes(ctx, 3));
     ONT_RETURN_IF_ERROR(n_.Check(attrs_, *x, *w, *r));
     const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
+    // sequence_lens, initial_h, initial_c, dY (all hidden states), dY_h, dY_c
+    ONT_RETURN_IF_ERROR(CheckRecurrentGradInputs(ctx, B, S, 3, {{4, {D, B, H}}, {5, {D, B, H}}, {9, {S, D, B, H}},
+                                                               {10, {D, B, H}}, {11, {D, B, H}}}));
     ONT_ASSIGN_OR_RETURN(const Tensor* hall, RequireInput(ctx, 6, "HAll"));
     ONT_ASSIGN_OR_RETURN(const Tensor* call, RequireInput(ctx, 7, "CAll"));
     ONT_ASSIGN_OR_RETURN(const Tensor* iofc, RequireInput(ctx, 8, "iofc"));

@@ -106,6 +106,7 @@ class GemmKernel : public OpKernel {
       return InvalidArgument("A and B must be 2-D, got ", ShapeToString(a->shape()), " and ", ShapeToString(b->shape()));
     }
     if (a->dtype() != b->dtype()) return InvalidArgument("A is ", DTypeName(a->dtype()), ", B is ", DTypeName(b->dtype()));
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 2}));
     m_ = trans_a_ ? a->dim(1) : a->dim(0);
     k_ = trans_a_ ? a->dim(0) : a->dim(1);
     int64_t kb = trans_b_ ? b->dim(1) : b->dim(0);

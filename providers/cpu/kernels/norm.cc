@@ -50,6 +50,7 @@ class BatchNormKernel : public OpKernel {
     if (x->rank() < 2) return InvalidArgument("X must be [N, C, ...], got ", ShapeToString(x->shape()));
     int64_t c = x->dim(1);
     const char* names[] = {"X", "scale", "B", "input_mean", "input_var"};
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 1, 2, 3, 4}));  // read with X's element type
     for (int i = 1; i < 5; ++i) {
       ONT_ASSIGN_OR_RETURN(const Tensor* t, RequireInput(ctx, i, names[i]));
       ONT_RETURN_IF_ERROR(CheckChannelVector(t, c, names[i]));
@@ -224,6 +225,7 @@ class LayerNormKernel : public OpKernel {
   Status Prepare(KernelContext& ctx) override {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
     ONT_ASSIGN_OR_RETURN(const Tensor* scale, RequireInput(ctx, 1, "Scale"));
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 1, 2}));
     ONT_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_, x->rank()));
     outer_ = 1;
     inner_ = 1;

@@ -186,11 +186,52 @@ inline int64_t SeqLen(const Tensor* sl, int64_t b, int64_t steps) {
   return sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[b] : sl->data<int32_t>()[b];
 }
 
+// Every input of a recurrent op or its gradient but sequence_lens (input `lens`: int32 or int64) has X's
+// dtype: the kernels read them with X's element type.
+inline Status CheckRecurrentDTypes(const KernelContext& ctx, int lens = 4) {
+  for (int i = 1; i < ctx.num_inputs(); ++i) {
+    const Tensor* t = ctx.input(i);
+    if (t == nullptr || t->NumElements() == 0) continue;
+    if (i == lens) {
+      if (t->dtype() != DType::kInt32 && t->dtype() != DType::kInt64) {
+        return InvalidArgument("sequence_lens (input ", i, ") must be int32 or int64, got ", DTypeName(t->dtype()));
+      }
+    } else if (t->dtype() != ctx.input(0)->dtype()) {
+      return InvalidArgument("input ", i, " is ", DTypeName(t->dtype()), " but X is ", DTypeName(ctx.input(0)->dtype()),
+                             "; they must have the same dtype");
+    }
+  }
+  return Status::OK();
+}
+
+// A recurrent gradient's optional inputs, where present: sequence_lens at `lens` ([batch], each within
+// [0, seq]) and the tensors of `shaped` (input, expected shape).
+inline Status CheckRecurrentGradInputs(const KernelContext& ctx, int64_t batch, int64_t seq, int lens,
+                                       std::initializer_list<std::pair<int, Shape>> shaped) {
+  if (const Tensor* sl = ctx.input(lens); sl && sl->NumElements() > 0) {
+    if (sl->shape() != Shape{batch}) {
+      return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", batch, "]");
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[b] : sl->data<int32_t>()[b];
+      if (len < 0 || len > seq) return InvalidArgument("sequence_lens[", b, "] = ", len, " is outside [0, ", seq, "]");
+    }
+  }
+  for (const auto& [i, shape] : shaped) {
+    const Tensor* t = ctx.input(i);
+    if (t != nullptr && t->NumElements() > 0 && t->shape() != shape) {
+      return InvalidArgument("input ", i, " has shape ", ShapeToString(t->shape()), ", expected ", ShapeToString(shape));
+    }
+  }
+  return Status::OK();
+}
+
 // The inputs every recurrent op shares: B [D, bias] (input 3), sequence_lens [batch] within [0, seq] (input
-// 4), and the initial states at `states` ([D, batch, H], or [batch, D, H] in layout 1).
+// 4), and the initial states at `states` ([D, batch, H], or [batch, D, H] in layout 1); and their dtypes.
 inline Status CheckRecurrentInputs(const KernelContext& ctx, const RecurrentAttrs& a, const RecurrentDims& n, int64_t bias,
                             std::initializer_list<int> states) {
   const int64_t D = n.dirs, B = n.batch, H = n.hidden, S = n.seq;
+  ONT_RETURN_IF_ERROR(CheckRecurrentDTypes(ctx));
   if (const Tensor* b = Optional(ctx, 3); b && b->shape() != Shape{D, bias}) {
     return InvalidArgument("B has shape ", ShapeToString(b->shape()), ", expected [", D, ",", bias, "]");
   }

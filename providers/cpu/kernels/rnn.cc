@@ -138,8 +138,12 @@ class RnnGradKernel : public OpKernel {
     ONT_ASSIGN_OR_RETURN(const Tensor* x, RequireInput(ctx, 0, "X"));
     ONT_ASSIGN_OR_RETURN(const Tensor* w, RequireInput(ctx, 1, "W"));
     ONT_ASSIGN_OR_RETURN(const Tensor* r, RequireInput(ctx, 2, "R"));
+    ONT_RETURN_IF_ERROR(CheckRecurrentDTypes(ctx));
     ONT_RETURN_IF_ERROR(n_.Check(attrs_, *x, *w, *r, 1));
     const int64_t D = n_.dirs, B = n_.batch, H = n_.hidden, S = n_.seq;
+    // B, sequence_lens, initial_h, dY (all hidden states), dY_h
+    ONT_RETURN_IF_ERROR(CheckRecurrentGradInputs(ctx, B, S, 4, {{3, {D, 2 * H}}, {5, {D, B, H}}, {7, {S, D, B, H}},
+                                                               {8, {D, B, H}}}));
     ONT_ASSIGN_OR_RETURN(const Tensor* yall, RequireInput(ctx, 6, "Y"));
     if (yall->shape() != Shape{S, D, B, H}) return InvalidArgument("Y has shape ", ShapeToString(yall->shape()));
     // scratch: xw [S, B, H], dG [S, B, H], dh [B, H], dpre [B, H], back [B, H], previous states [B, H],

@@ -246,6 +246,7 @@ class MsGeluKernel : public OpKernel {
   MsGeluKernel(const NodeInfo&, bool fast) : fast_(fast) {}
   Status Prepare(KernelContext& ctx) override {
     ONT_RETURN_IF_ERROR(DeclareLikeInput0(ctx));
+    ONT_RETURN_IF_ERROR(RequireSameDTypes(ctx, {0, 1}));
     const Tensor* bias = ctx.input(1);
     const Tensor& x = *ctx.input(0);
     if (bias && (x.rank() == 0 || bias->NumElements() != x.shape().back())) {
