@@ -234,22 +234,16 @@ cudaError_t Reduce(ReduceOp op, const float* x, float* y, int64_t outer, int64_t
   return cudaGetLastError();
 }
 
-cudaError_t ArgExtreme(const float* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
-                       cudaStream_t stream) {
-  return LaunchArgExtreme(x, y, outer, len, inner, max, last, stream);
-}
-cudaError_t ArgExtreme(const double* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
-                       cudaStream_t stream) {
-  return LaunchArgExtreme(x, y, outer, len, inner, max, last, stream);
-}
-cudaError_t ArgExtreme(const int32_t* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
-                       cudaStream_t stream) {
-  return LaunchArgExtreme(x, y, outer, len, inner, max, last, stream);
-}
-cudaError_t ArgExtreme(const int64_t* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last,
-                       cudaStream_t stream) {
-  return LaunchArgExtreme(x, y, outer, len, inner, max, last, stream);
-}
+#define ONT_ARG_EXTREME(T)                                                                                      \
+  cudaError_t ArgExtreme(const T* x, int64_t* y, int64_t outer, int64_t len, int64_t inner, bool max, bool last, \
+                         cudaStream_t stream) {                                                                   \
+    return LaunchArgExtreme(x, y, outer, len, inner, max, last, stream);                                        \
+  }
+ONT_ARG_EXTREME(float)
+ONT_ARG_EXTREME(double)
+ONT_ARG_EXTREME(int32_t)
+ONT_ARG_EXTREME(int64_t)
+#undef ONT_ARG_EXTREME
 
 }  // namespace cuda
 }  // namespace ontrain
