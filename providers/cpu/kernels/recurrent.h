@@ -204,19 +204,24 @@ inline Status CheckRecurrentDTypes(const KernelContext& ctx, int lens = 4) {
   return Status::OK();
 }
 
-// A recurrent gradient's optional inputs, where present: sequence_lens at `lens` ([batch], each within
-// [0, seq]) and the tensors of `shaped` (input, expected shape).
+// sequence_lens (Optional: null or int32/int64, CheckRecurrentDTypes): [batch], each within [0, seq].
+inline Status CheckSequenceLens(const Tensor* sl, int64_t batch, int64_t seq) {
+  if (sl == nullptr) return Status::OK();
+  if (sl->shape() != Shape{batch}) {
+    return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", batch, "]");
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = SeqLen(sl, b, seq);
+    if (len < 0 || len > seq) return InvalidArgument("sequence_lens[", b, "] = ", len, " is outside [0, ", seq, "]");
+  }
+  return Status::OK();
+}
+
+// A recurrent gradient's optional inputs, where present: sequence_lens at `lens` and the tensors of `shaped`
+// (input, expected shape).
 inline Status CheckRecurrentGradInputs(const KernelContext& ctx, int64_t batch, int64_t seq, int lens,
                                        std::initializer_list<std::pair<int, Shape>> shaped) {
-  if (const Tensor* sl = ctx.input(lens); sl && sl->NumElements() > 0) {
-    if (sl->shape() != Shape{batch}) {
-      return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", batch, "]");
-    }
-    for (int64_t b = 0; b < batch; ++b) {
-      const int64_t len = sl->dtype() == DType::kInt64 ? sl->data<int64_t>()[b] : sl->data<int32_t>()[b];
-      if (len < 0 || len > seq) return InvalidArgument("sequence_lens[", b, "] = ", len, " is outside [0, ", seq, "]");
-    }
-  }
+  ONT_RETURN_IF_ERROR(CheckSequenceLens(Optional(ctx, lens), batch, seq));
   for (const auto& [i, shape] : shaped) {
     const Tensor* t = ctx.input(i);
     if (t != nullptr && t->NumElements() > 0 && t->shape() != shape) {
@@ -235,13 +240,7 @@ inline Status CheckRecurrentInputs(const KernelContext& ctx, const RecurrentAttr
   if (const Tensor* b = Optional(ctx, 3); b && b->shape() != Shape{D, bias}) {
     return InvalidArgument("B has shape ", ShapeToString(b->shape()), ", expected [", D, ",", bias, "]");
   }
-  if (const Tensor* sl = Optional(ctx, 4)) {
-    if (sl->shape() != Shape{B}) return InvalidArgument("sequence_lens has shape ", ShapeToString(sl->shape()), ", expected [", B, "]");
-    ONT_ASSIGN_OR_RETURN(Shape lens, ReadInts(*sl, "sequence_lens"));
-    for (int64_t bb = 0; bb < B; ++bb) {
-      if (lens[bb] < 0 || lens[bb] > S) return InvalidArgument("sequence_lens[", bb, "] = ", lens[bb], " is outside [0, ", S, "]");
-    }
-  }
+  ONT_RETURN_IF_ERROR(CheckSequenceLens(Optional(ctx, 4), B, S));
   const Shape state = a.layout ? Shape{B, D, H} : Shape{D, B, H};
   for (int i : states) {
     if (const Tensor* st = Optional(ctx, i); st && st->shape() != state) {

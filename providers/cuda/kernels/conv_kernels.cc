@@ -1,5 +1,4 @@
-// Convolution on cuDNN, and pooling and BatchNormalization on our own kernels (pool.cu, batchnorm.cu), all
-// float32; shapes and window geometry are the CPU kernels' (their Prepare, providers/cpu/kernels/
+// Convolution on cuDNN, and pooling on our own kernels (pool.cu), all float32; shapes and window geometry are the CPU kernels' (their Prepare, providers/cpu/kernels/
 // conv_geometry.h).
 //
 // Conv and ConvGrad keep cuDNN descriptors and algorithms per input shape. In deterministic mode (the
@@ -490,84 +489,6 @@ class GlobalPoolKernel : public DelegatingKernel {
   ReduceOp op_;
 };
 
-template <bool max, const KernelFactory* cpu_factory>
-StatusOr<std::unique_ptr<OpKernel>> MakeGlobalPool(const NodeInfo& info) {
-  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
-  return std::unique_ptr<OpKernel>(new GlobalPoolKernel(info, std::move(cpu), max));
-}
-
-float* OutOrNull(KernelContext& ctx, int i) { return ctx.output(i) ? ctx.output(i)->data<float>() : nullptr; }
-
-// BatchNormalization (ONNX) and com.microsoft BatchNormInternal; the mode follows the CPU kernel's rules.
-class BatchNormKernel : public DelegatingKernel {
- public:
-  BatchNormKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, bool internal)
-      : DelegatingKernel(info, std::move(cpu)), opset_(info.opset), internal_(internal) {}
-  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
-    const Tensor& x = *ctx.input(0);
-    bool attr = node_.GetInt("training_mode", internal_ ? 1 : 0) != 0;
-    bool training = opset_ >= 14 || internal_ ? attr : (ctx.output_requested(1) || ctx.output_requested(2));
-    if (internal_ && ctx.input(5)) training = ctx.input(5)->data<bool>()[0];
-    BatchNormArgs a{};
-    a.x = x.data<float>();
-    a.scale = ctx.input(1)->data<float>();
-    a.bias = ctx.input(2)->data<float>();
-    a.mean = ctx.input(3)->data<float>();
-    a.var = ctx.input(4)->data<float>();
-    a.y = ctx.output(0)->data<float>();
-    a.n = x.dim(0);
-    a.c = x.dim(1);
-    a.inner = a.n * a.c != 0 ? x.NumElements() / (a.n * a.c) : 0;
-    a.epsilon = node_.GetFloat("epsilon", 1e-5f);
-    a.momentum = node_.GetFloat("momentum", 0.9f);
-    a.training = training;
-    a.saved_inv_std = internal_;
-    if (training) {
-      a.running_mean = OutOrNull(ctx, 1);
-      a.running_var = OutOrNull(ctx, 2);
-      if (opset_ < 14 || internal_) {
-        a.saved_mean = OutOrNull(ctx, 3);
-        a.saved_var = OutOrNull(ctx, 4);
-      }
-    }
-    double* ws = nullptr;
-    if (training) {
-      ONT_ASSIGN_OR_RETURN(void* p, workspace_.Get(sizeof(double) * BatchNormWorkspace(a.n, a.c, a.inner), r.allocator));
-      ws = static_cast<double*>(p);
-    }
-    return CudaStatus(BatchNorm(a, ws, r.stream), "BatchNorm");
-  }
-
- private:
-  int64_t opset_;
-  bool internal_;
-  DeviceBuffer workspace_;  // the channels' per-range sums
-};
-
-class BatchNormGradKernel : public DelegatingKernel {
- public:
-  using DelegatingKernel::DelegatingKernel;
-  Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
-    const Tensor& x = *ctx.input(1);
-    int64_t n = x.dim(0), c = x.dim(1), inner = n * c != 0 ? x.NumElements() / (n * c) : 0;
-    ONT_ASSIGN_OR_RETURN(void* ws, workspace_.Get(sizeof(double) * BatchNormWorkspace(n, c, inner), r.allocator));
-    return CudaStatus(BatchNormGrad(ctx.input(0)->data<float>(), x.data<float>(), ctx.input(2)->data<float>(),
-                                    ctx.input(3)->data<float>(), ctx.input(4)->data<float>(), OutOrNull(ctx, 0),
-                                    OutOrNull(ctx, 1), OutOrNull(ctx, 2), n, c, inner, static_cast<double*>(ws),
-                                    r.stream),
-                      "BatchNormGrad");
-  }
-
- private:
-  DeviceBuffer workspace_;  // the channels' per-range sums
-};
-
-template <bool internal, const KernelFactory* cpu_factory>
-StatusOr<std::unique_ptr<OpKernel>> MakeBatchNorm(const NodeInfo& info) {
-  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
-  return std::unique_ptr<OpKernel>(new BatchNormKernel(info, std::move(cpu), internal));
-}
-
 }  // namespace
 
 const char* ConvRejects(const Node& n) {
@@ -605,11 +526,8 @@ KernelFactory kMaxPoolGrad = Wrap<MaxPoolGradKernel, &cpu::kMaxPoolGrad>;
 KernelFactory kMaxPoolReluGrad = Wrap<MaxPoolGradKernel, &cpu::kMaxPoolReluGrad>;
 KernelFactory kAveragePool = Wrap<AveragePoolKernel, &cpu::kAveragePool>;
 KernelFactory kAveragePoolGrad = Wrap<AveragePoolGradKernel, &cpu::kAveragePoolGrad>;
-KernelFactory kGlobalAveragePool = MakeGlobalPool<false, &cpu::kGlobalAveragePool>;
-KernelFactory kGlobalMaxPool = MakeGlobalPool<true, &cpu::kGlobalMaxPool>;
-KernelFactory kBatchNormalization = MakeBatchNorm<false, &cpu::kBatchNormalization>;
-KernelFactory kBatchNormInternal = MakeBatchNorm<true, &cpu::kBatchNormInternal>;
-KernelFactory kBatchNormalizationGrad = Wrap<BatchNormGradKernel, &cpu::kBatchNormalizationGrad>;
+KernelFactory kGlobalAveragePool = WrapOp<GlobalPoolKernel, bool, false, &cpu::kGlobalAveragePool>;
+KernelFactory kGlobalMaxPool = WrapOp<GlobalPoolKernel, bool, true, &cpu::kGlobalMaxPool>;
 
 }  // namespace cuda
 }  // namespace ontrain

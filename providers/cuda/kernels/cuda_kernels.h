@@ -32,6 +32,12 @@ StatusOr<std::unique_ptr<OpKernel>> Wrap(const NodeInfo& info) {
   ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
   return std::unique_ptr<OpKernel>(new K(info, std::move(cpu)));
 }
+// The same for a kernel class that also takes a constant (its device op, or a flag): new K(info, cpu, op).
+template <typename K, typename Op, Op op, const KernelFactory* cpu_factory>
+StatusOr<std::unique_ptr<OpKernel>> WrapOp(const NodeInfo& info) {
+  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
+  return std::unique_ptr<OpKernel>(new K(info, std::move(cpu), op));
+}
 
 // elementwise_kernels.cc
 extern KernelFactory kNeg, kAbs, kSqrt, kExp, kLog, kTanh, kSigmoid, kRelu, kErf, kReciprocal, kGelu, kLeakyRelu,
@@ -80,11 +86,12 @@ extern KernelFactory kSoftmax, kLogSoftmax, kSoftmaxGrad, kSoftmaxGrad13, kLogSo
     kSoftmaxCrossEntropyLossInternalGrad, kNegativeLogLikelihoodLoss;
 
 // norm_kernels.cc
-extern KernelFactory kLayerNormalization, kLayerNormalizationGrad;
+extern KernelFactory kLayerNormalization, kLayerNormalizationGrad, kBatchNormalization, kBatchNormInternal,
+    kBatchNormalizationGrad;
 
 // conv_kernels.cc
 extern KernelFactory kConv, kFusedConv, kConvTranspose, kConvGrad, kMaxPool, kMaxPoolGrad, kMaxPoolReluGrad, kAveragePool,
-    kAveragePoolGrad, kGlobalAveragePool, kGlobalMaxPool, kBatchNormalization, kBatchNormInternal, kBatchNormalizationGrad;
+    kAveragePoolGrad, kGlobalAveragePool, kGlobalMaxPool;
 
 // optimizer_kernels.cc
 extern KernelFactory kInPlaceAccumulatorV2, kAdamWOptimizer, kSGDOptimizerV2, kInplaceClipGradNorm;

@@ -257,12 +257,6 @@ class ClipGradKernel : public DelegatingKernel {
   }
 };
 
-// Factories: the CUDA kernel over the CPU kernel of the same op, with the device op as a constant.
-template <typename K, typename Op, Op op, const KernelFactory* cpu_factory>
-StatusOr<std::unique_ptr<OpKernel>> WrapOp(const NodeInfo& info) {
-  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
-  return std::unique_ptr<OpKernel>(new K(info, std::move(cpu), op));
-}
 template <UnaryOp op, const KernelFactory* f> constexpr KernelFactory kUnaryOf = WrapOp<UnaryKernel, UnaryOp, op, f>;
 template <BinaryOp op, const KernelFactory* f> constexpr KernelFactory kBinaryOf = WrapOp<BinaryKernel, BinaryOp, op, f>;
 template <CompareOp op, const KernelFactory* f>

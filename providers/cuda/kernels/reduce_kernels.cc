@@ -89,12 +89,6 @@ class ArgKernel : public DelegatingKernel {
   bool max_, last_;
 };
 
-template <bool max, const KernelFactory* cpu_factory>
-StatusOr<std::unique_ptr<OpKernel>> MakeArg(const NodeInfo& info) {
-  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
-  return std::unique_ptr<OpKernel>(new ArgKernel(info, std::move(cpu), max));
-}
-
 template <ReduceOp op, const KernelFactory* cpu_factory, int64_t axes_input_since>
 StatusOr<std::unique_ptr<OpKernel>> MakeReduce(const NodeInfo& info) {
   ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
@@ -113,8 +107,8 @@ KernelFactory kReduceL2 = MakeReduce<ReduceOp::kL2, &cpu::kReduceL2, 18>;
 KernelFactory kReduceLogSumExp = MakeReduce<ReduceOp::kLogSumExp, &cpu::kReduceLogSumExp, 18>;
 KernelFactory kReduceLogSum = MakeReduce<ReduceOp::kLogSum, &cpu::kReduceLogSum, 18>;
 KernelFactory kReduceSumTraining = MakeReduce<ReduceOp::kSum, &cpu::kReduceSumTraining, 1>;
-KernelFactory kArgMax = MakeArg<true, &cpu::kArgMax>;
-KernelFactory kArgMin = MakeArg<false, &cpu::kArgMin>;
+KernelFactory kArgMax = WrapOp<ArgKernel, bool, true, &cpu::kArgMax>;
+KernelFactory kArgMin = WrapOp<ArgKernel, bool, false, &cpu::kArgMin>;
 
 }  // namespace cuda
 }  // namespace ontrain

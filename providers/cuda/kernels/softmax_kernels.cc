@@ -114,8 +114,7 @@ class CrossEntropyKernel : public DelegatingKernel {
 // NegativeLogLikelihoodLoss(log_prob, target, weight?) -> loss.
 class NllLossKernel : public DelegatingKernel {
  public:
-  NllLossKernel(const NodeInfo& info, std::unique_ptr<OpKernel> cpu, bool)
-      : DelegatingKernel(info, std::move(cpu)) {}
+  using DelegatingKernel::DelegatingKernel;
   Status ComputeCuda(const CudaResources& r, KernelContext& ctx) override {
     const Tensor& x = *ctx.input(0);
     ONT_ASSIGN_OR_RETURN(CrossEntropyArgs a, LossArgs(node_, ctx, x, 1, 2, -1));
@@ -148,37 +147,28 @@ class CrossEntropyGradKernel : public DelegatingKernel {
   DeviceBuffer scratch_;
 };
 
-template <bool log, const KernelFactory* cpu_factory>
-StatusOr<std::unique_ptr<OpKernel>> MakeSoftmax(const NodeInfo& info) {
-  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
-  return std::unique_ptr<OpKernel>(new SoftmaxKernel(info, std::move(cpu), log));
-}
 template <bool log, bool v13, const KernelFactory* cpu_factory>
 StatusOr<std::unique_ptr<OpKernel>> MakeSoftmaxGrad(const NodeInfo& info) {
   ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
   return std::unique_ptr<OpKernel>(new SoftmaxGradKernel(info, std::move(cpu), log, v13));
 }
-template <typename K, bool internal, const KernelFactory* cpu_factory>
-StatusOr<std::unique_ptr<OpKernel>> MakeLoss(const NodeInfo& info) {
-  ONT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> cpu, (*cpu_factory)(info));
-  return std::unique_ptr<OpKernel>(new K(info, std::move(cpu), internal));
-}
 
 }  // namespace
 
-KernelFactory kSoftmax = MakeSoftmax<false, &cpu::kSoftmax>;
-KernelFactory kLogSoftmax = MakeSoftmax<true, &cpu::kLogSoftmax>;
+KernelFactory kSoftmax = WrapOp<SoftmaxKernel, bool, false, &cpu::kSoftmax>;
+KernelFactory kLogSoftmax = WrapOp<SoftmaxKernel, bool, true, &cpu::kLogSoftmax>;
 KernelFactory kSoftmaxGrad = MakeSoftmaxGrad<false, false, &cpu::kSoftmaxGrad>;
 KernelFactory kSoftmaxGrad13 = MakeSoftmaxGrad<false, true, &cpu::kSoftmaxGrad13>;
 KernelFactory kLogSoftmaxGrad = MakeSoftmaxGrad<true, false, &cpu::kLogSoftmaxGrad>;
 KernelFactory kLogSoftmaxGrad13 = MakeSoftmaxGrad<true, true, &cpu::kLogSoftmaxGrad13>;
-KernelFactory kSoftmaxCrossEntropyLoss = MakeLoss<CrossEntropyKernel, false, &cpu::kSoftmaxCrossEntropyLoss>;
+KernelFactory kSoftmaxCrossEntropyLoss = WrapOp<CrossEntropyKernel, bool, false, &cpu::kSoftmaxCrossEntropyLoss>;
 KernelFactory kSoftmaxCrossEntropyLossInternal =
-    MakeLoss<CrossEntropyKernel, true, &cpu::kSoftmaxCrossEntropyLossInternal>;
-KernelFactory kSoftmaxCrossEntropyLossGrad = MakeLoss<CrossEntropyGradKernel, false, &cpu::kSoftmaxCrossEntropyLossGrad>;
-KernelFactory kNegativeLogLikelihoodLoss = MakeLoss<NllLossKernel, false, &cpu::kNegativeLogLikelihoodLoss>;
+    WrapOp<CrossEntropyKernel, bool, true, &cpu::kSoftmaxCrossEntropyLossInternal>;
+KernelFactory kSoftmaxCrossEntropyLossGrad =
+    WrapOp<CrossEntropyGradKernel, bool, false, &cpu::kSoftmaxCrossEntropyLossGrad>;
+KernelFactory kNegativeLogLikelihoodLoss = Wrap<NllLossKernel, &cpu::kNegativeLogLikelihoodLoss>;
 KernelFactory kSoftmaxCrossEntropyLossInternalGrad =
-    MakeLoss<CrossEntropyGradKernel, true, &cpu::kSoftmaxCrossEntropyLossInternalGrad>;
+    WrapOp<CrossEntropyGradKernel, bool, true, &cpu::kSoftmaxCrossEntropyLossInternalGrad>;
 
 }  // namespace cuda
 }  // namespace ontrain
