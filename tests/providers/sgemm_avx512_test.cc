@@ -140,6 +140,71 @@ TEST(PanelGemmTest, MatchesTheSameSumInOrderInAnySplit) {
   EXPECT_EQ(checked, 28);
 }
 
+// The swapped form (A's rows in panels, B's rows read as stored, C stored transposed from the tiles) gives
+// the in-order reference's bits too: ragged panels of A (9, 33, 70 rows), column ranges that end inside an
+// 8-row tile of B, k tails, beta and bias; C's columns outside a range and past n stay as they were.
+TEST(PanelGemmTest, SwappedFormMatchesTheSameSumInOrder) {
+  if (!PanelGemmFits(false, true, 256, 256, 256) || !__builtin_cpu_supports("avx512vl")) {
+    GTEST_SKIP() << "this CPU has no AVX-512F/VL: the swapped panels are never used here";
+  }
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{128, 512, 784}, {9, 33, 17}, {70, 517, 129}, {33, 40, 1}, {64, 130, 300}};
+  int checked = 0;
+  for (const S& sh : shapes) {
+    const int64_t m = sh.m, n = sh.n, k = sh.k;
+    const int64_t lda = k + 3, ldb = k + 5, ldc = n + 7;
+    std::vector<float> a(m * lda), b(n * ldb), c0(m * ldc), bias(n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.29f * static_cast<float>(i) + 0.3f);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.13f * static_cast<float>(i) + 0.1f);
+    for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::sin(0.07f * static_cast<float>(i));
+    for (size_t j = 0; j < bias.size(); ++j) bias[j] = 0.5f * std::cos(0.2f * static_cast<float>(j));
+    const int64_t floats = PanelFloats(m, k);
+    AlignedFloats ap(floats);
+    std::fill(ap.p, ap.p + floats, std::nanf(""));  // every float the tiles read must have been packed
+    const int64_t panels = (m + 31) / 32;
+    PackRowPanels(m, k, a.data(), lda, ap.p, 0, panels / 2);
+    PackRowPanels(m, k, a.data(), lda, ap.p, panels / 2, panels);
+    for (float beta : {0.0f, 0.5f}) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " beta " +
+                     std::to_string(beta) + (with_bias ? " bias" : ""));
+        const float alpha = beta == 0.0f ? 1.0f : -0.75f;
+        std::vector<float> want = c0, whole = c0, split = c0, part = c0;
+        const Reference ref{m, n, k, lda, ldb, ldc, false, true, a.data(), b.data(), alpha, beta,
+                            with_bias ? bias.data() : nullptr};
+        ref.Fill(&want);
+        SwappedPanelTiles(m, 0, n, k, alpha, ap.p, b.data(), ldb, beta, ref.bias, whole.data(), ldc);
+        const int64_t jh = n / 3 + 5;  // not a multiple of 8
+        SwappedPanelTiles(m, 0, jh, k, alpha, ap.p, b.data(), ldb, beta, ref.bias, split.data(), ldc);
+        SwappedPanelTiles(m, jh, n, k, alpha, ap.p, b.data(), ldb, beta, ref.bias, split.data(), ldc);
+        ASSERT_EQ(std::memcmp(whole.data(), want.data(), want.size() * sizeof(float)), 0);
+        ASSERT_EQ(std::memcmp(split.data(), want.data(), want.size() * sizeof(float)), 0);
+        // One range alone writes only its own columns.
+        SwappedPanelTiles(m, jh, n, k, alpha, ap.p, b.data(), ldb, beta, ref.bias, part.data(), ldc);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < ldc; ++j) {
+            const float expect = j >= jh && j < n ? want[i * ldc + j] : c0[i * ldc + j];
+            ASSERT_EQ(std::memcmp(&part[i * ldc + j], &expect, sizeof(float)), 0) << "row " << i << " column " << j;
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 20);
+}
+
+TEST(PanelGemmTest, SwapsOnlyWhenAHasFewerWholePanelsOfRows) {
+  if (!__builtin_cpu_supports("avx512vl")) GTEST_SKIP() << "this CPU has no AVX-512VL";
+  EXPECT_TRUE(PanelGemmSwaps(128, 512));   // mlp_large's layers
+  EXPECT_TRUE(PanelGemmSwaps(64, 128));
+  EXPECT_FALSE(PanelGemmSwaps(100, 512));  // a padded panel would waste its lanes
+  EXPECT_FALSE(PanelGemmSwaps(512, 512));
+  EXPECT_FALSE(PanelGemmSwaps(1024, 512));  // the transformer's rows: B's panels are the smaller
+}
+
 TEST(PanelGemmTest, TakesOnlyATimesBTransposed) {
   if (!PanelGemmFits(false, true, 256, 256, 256)) GTEST_SKIP() << "this CPU has no AVX-512F";
   EXPECT_FALSE(PanelGemmFits(false, false, 256, 256, 256));  // B as stored: the library is faster
