@@ -19,14 +19,11 @@ bool HasAvx512() {
   return avx512;
 }
 
-// Rows 0 .. R of C (A's rows from `a`), the 32 columns of `panel` (masked by m0, m1 past n): R x 2
-// accumulators over k.
+// The sums of a tile: acc0[r], acc1[r] = sum over k of a's row r (column r when TA) times the panel's
+// two halves, by FMAs from zero in k's order.
 template <int R, bool TA>
-__attribute__((target("avx512f"), always_inline)) inline void Tile(const float* a, int64_t lda, const float* panel,
-                                                                 int64_t k, float alpha, float beta,
-                                                                 const float* bias, float* c, int64_t ldc,
-                                                                 __mmask16 m0, __mmask16 m1) {
-  __m512 acc0[R], acc1[R];
+__attribute__((target("avx512f"), always_inline)) inline void Sums(const float* a, int64_t lda, const float* panel,
+                                                                 int64_t k, __m512* acc0, __m512* acc1) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < k; ++kk) {
@@ -39,6 +36,17 @@ __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* 
       acc1[r] = _mm512_fmadd_ps(v, b1, acc1[r]);
     }
   }
+}
+
+// Rows 0 .. R of C (A's rows from `a`), the 32 columns of `panel` (masked by m0, m1 past n): R x 2
+// accumulators over k.
+template <int R, bool TA>
+__attribute__((target("avx512f"), always_inline)) inline void Tile(const float* a, int64_t lda, const float* panel,
+                                                                 int64_t k, float alpha, float beta,
+                                                                 const float* bias, float* c, int64_t ldc,
+                                                                 __mmask16 m0, __mmask16 m1) {
+  __m512 acc0[R], acc1[R];
+  Sums<R, TA>(a, lda, panel, k, acc0, acc1);
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
   const __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
@@ -97,18 +105,7 @@ __attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline void Swapp
     const float* b, int64_t ldb, const float* panel, int64_t k, float alpha, float beta, const float* bias, float* c,
     int64_t ldc, __mmask16 m0, __mmask16 m1) {
   __m512 acc0[R], acc1[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-  for (int64_t kk = 0; kk < k; ++kk) {
-    const __m512 a0 = _mm512_load_ps(panel + kk * kP);
-    const __m512 a1 = _mm512_load_ps(panel + kk * kP + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 v = _mm512_set1_ps(b[r * ldb + kk]);
-      acc0[r] = _mm512_fmadd_ps(v, a0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(v, a1, acc1[r]);
-    }
-  }
+  Sums<R, false>(b, ldb, panel, k, acc0, acc1);  // b's rows in a's place: the same products, commuted
   alignas(64) float block[8 * kP];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
