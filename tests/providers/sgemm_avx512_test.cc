@@ -55,6 +55,20 @@ struct AlignedFloats {
   float* p;
 };
 
+// A panel product's operands, stored with leading dimensions wider than the matrices, and C's old values
+// and a bias row: deterministic values of either sign.
+struct Operands {
+  Operands(int64_t m, int64_t n, int64_t k)
+      : lda(k + 3), ldb(k + 5), ldc(n + 7), a(m * lda), b(n * ldb), c0(m * ldc), bias(n) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i) + 0.1f);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i) + 0.2f);
+    for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::sin(0.05f * static_cast<float>(i));
+    for (size_t j = 0; j < bias.size(); ++j) bias[j] = 0.25f * std::cos(0.3f * static_cast<float>(j));
+  }
+  int64_t lda, ldb, ldc;
+  std::vector<float> a, b, c0, bias;
+};
+
 TEST(SmallGemmTest, MatchesTheSameSumInOrder) {
   if (!SmallGemmFits(false, 8, 8, 8)) GTEST_SKIP() << "this CPU has no AVX-512F: SmallSgemm is never used here";
   struct S {
@@ -100,12 +114,9 @@ TEST(PanelGemmTest, MatchesTheSameSumInOrderInAnySplit) {
   int checked = 0;
   for (const S& sh : shapes) {
     const int64_t m = sh.m, n = sh.n, k = sh.k;
-    const int64_t lda = k + 3, ldb = k + 5, ldc = n + 7;
-    std::vector<float> a(m * lda), b(n * ldb), c0(m * ldc), bias(n);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i) + 0.1f);
-    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i) + 0.2f);
-    for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::sin(0.05f * static_cast<float>(i));
-    for (size_t j = 0; j < bias.size(); ++j) bias[j] = 0.25f * std::cos(0.3f * static_cast<float>(j));
+    const Operands op(m, n, k);
+    const int64_t lda = op.lda, ldb = op.ldb, ldc = op.ldc;
+    const std::vector<float> &a = op.a, &b = op.b, &c0 = op.c0, &bias = op.bias;
     // The packed B starts as NaNs: every float the tiles read must have been packed.
     const int64_t floats = PanelFloats(n, k);
     ASSERT_EQ(floats, k * ((n + 31) / 32 * 32));
@@ -154,18 +165,15 @@ TEST(PanelGemmTest, SwappedFormMatchesTheSameSumInOrder) {
   int checked = 0;
   for (const S& sh : shapes) {
     const int64_t m = sh.m, n = sh.n, k = sh.k;
-    const int64_t lda = k + 3, ldb = k + 5, ldc = n + 7;
-    std::vector<float> a(m * lda), b(n * ldb), c0(m * ldc), bias(n);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.29f * static_cast<float>(i) + 0.3f);
-    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.13f * static_cast<float>(i) + 0.1f);
-    for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::sin(0.07f * static_cast<float>(i));
-    for (size_t j = 0; j < bias.size(); ++j) bias[j] = 0.5f * std::cos(0.2f * static_cast<float>(j));
+    const Operands op(m, n, k);
+    const int64_t lda = op.lda, ldb = op.ldb, ldc = op.ldc;
+    const std::vector<float> &a = op.a, &b = op.b, &c0 = op.c0, &bias = op.bias;
     const int64_t floats = PanelFloats(m, k);
     AlignedFloats ap(floats);
     std::fill(ap.p, ap.p + floats, std::nanf(""));  // every float the tiles read must have been packed
     const int64_t panels = (m + 31) / 32;
-    PackRowPanels(m, k, a.data(), lda, ap.p, 0, panels / 2);
-    PackRowPanels(m, k, a.data(), lda, ap.p, panels / 2, panels);
+    PackPanels(m, k, a.data(), lda, ap.p, 0, panels / 2);
+    PackPanels(m, k, a.data(), lda, ap.p, panels / 2, panels);
     for (float beta : {0.0f, 0.5f}) {
       for (bool with_bias : {false, true}) {
         SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " beta " +

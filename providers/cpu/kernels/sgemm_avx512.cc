@@ -96,14 +96,14 @@ __attribute__((target("avx512f"))) void Tiles(int64_t m, int64_t j0, int64_t j1,
 }
 
 // The same sums with the operands' roles swapped: rows 0 .. R of `b` (B's rows j .. j + R, which are C's
-// columns) against A's packed panel (C's rows i .. i + 32, masked by m0, m1 past m), each element
+// columns) against A's packed panel (C's rows i .. i + rows, rows <= 32), each element
 // sum_k b[r, kk] a[i, kk] by FMAs from zero in k's order; the multiplication commutes, so every sum is
 // Tile's bit for bit. The R x 32 sums go through a stack block and are stored transposed, R floats of each
 // of C's rows, with Tile's epilogue (alpha, beta C, bias[j .. j + R]) in its order.
 template <int R>
 __attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline void SwappedTile(
     const float* b, int64_t ldb, const float* panel, int64_t k, float alpha, float beta, const float* bias, float* c,
-    int64_t ldc, __mmask16 m0, __mmask16 m1) {
+    int64_t ldc, int64_t rows) {
   __m512 acc0[R], acc1[R];
   Sums<R, false>(b, ldb, panel, k, acc0, acc1);  // b's rows in a's place: the same products, commuted
   alignas(64) float block[8 * kP];
@@ -116,41 +116,13 @@ __attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline void Swapp
   const __m256i stride = _mm256_setr_epi32(0, kP, 2 * kP, 3 * kP, 4 * kP, 5 * kP, 6 * kP, 7 * kP);
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
   const __m256 vbias = bias ? _mm256_maskz_loadu_ps(cols, bias) : _mm256_setzero_ps();
-  const int rows = __builtin_popcount(m0) + __builtin_popcount(m1);  // C's rows in this panel
-  for (int i = 0; i < rows; ++i) {
+  for (int64_t i = 0; i < rows; ++i) {
     float* row = c + i * ldc;
     __m256 y = _mm256_mmask_i32gather_ps(_mm256_setzero_ps(), cols, stride, block + i, 4);
     y = _mm256_mul_ps(y, va);
     if (beta != 0.0f) y = _mm256_fmadd_ps(vb, _mm256_maskz_loadu_ps(cols, row), y);
     if (bias) y = _mm256_add_ps(y, vbias);
     _mm256_mask_storeu_ps(row, cols, y);
-  }
-}
-
-// C's columns j0 .. j1 (B's rows) at all of its m rows, from A packed into panels of 32 rows: for each
-// 8 rows of B, every panel of A (B's rows are read as stored, from memory once; the panels stay in L2).
-__attribute__((target("avx512f,avx512vl,fma"))) void SwappedTiles(int64_t m, int64_t j0, int64_t j1, int64_t k,
-                                                             float alpha, const float* b, int64_t ldb,
-                                                             const float* ap, float beta, const float* bias,
-                                                             float* c, int64_t ldc) {
-  for (int64_t j = j0; j < j1; j += 8) {
-    const float* bj = b + j * ldb;
-    const float* biasj = bias ? bias + j : nullptr;
-    for (int64_t i = 0; i < m; i += kP) {
-      const float* panel = ap + i * k;
-      const __mmask16 m0 = FirstLanes(m - i), m1 = FirstLanes(m - i - 16);
-      float* ci = c + i * ldc + j;
-      switch (std::min<int64_t>(8, j1 - j)) {
-        case 8: SwappedTile<8>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, m0, m1); break;
-        case 7: SwappedTile<7>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, m0, m1); break;
-        case 6: SwappedTile<6>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, m0, m1); break;
-        case 5: SwappedTile<5>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, m0, m1); break;
-        case 4: SwappedTile<4>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, m0, m1); break;
-        case 3: SwappedTile<3>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, m0, m1); break;
-        case 2: SwappedTile<2>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, m0, m1); break;
-        default: SwappedTile<1>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, m0, m1); break;
-      }
-    }
   }
 }
 
@@ -225,13 +197,31 @@ bool PanelGemmSwaps(int64_t m, int64_t n) {
   return vl && m % kP == 0 && m < n;
 }
 
-void PackRowPanels(int64_t m, int64_t k, const float* a, int64_t lda, float* ap, int64_t p0, int64_t p1) {
-  Pack(true, m, k, a, lda, ap, p0, p1);
-}
-
-void SwappedPanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha, const float* ap, const float* b,
-                       int64_t ldb, float beta, const float* bias, float* c, int64_t ldc) {
-  SwappedTiles(m, j0, j1, k, alpha, b, ldb, ap, beta, bias, c, ldc);
+// For each 8 rows of B, every panel of A: B's rows are read as stored, from memory once; the panels stay in
+// L2.
+__attribute__((target("avx512f,avx512vl,fma"))) void SwappedPanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k,
+                                                                  float alpha, const float* ap, const float* b,
+                                                                  int64_t ldb, float beta, const float* bias,
+                                                                  float* c, int64_t ldc) {
+  for (int64_t j = j0; j < j1; j += 8) {
+    const float* bj = b + j * ldb;
+    const float* biasj = bias ? bias + j : nullptr;
+    for (int64_t i = 0; i < m; i += kP) {
+      const float* panel = ap + i * k;
+      const int64_t rows = std::min(kP, m - i);
+      float* ci = c + i * ldc + j;
+      switch (std::min<int64_t>(8, j1 - j)) {
+        case 8: SwappedTile<8>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
+        case 7: SwappedTile<7>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
+        case 6: SwappedTile<6>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
+        case 5: SwappedTile<5>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
+        case 4: SwappedTile<4>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
+        case 3: SwappedTile<3>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
+        case 2: SwappedTile<2>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
+        default: SwappedTile<1>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
+      }
+    }
+  }
 }
 
 }  // namespace cpu

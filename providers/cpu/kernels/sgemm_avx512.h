@@ -50,10 +50,9 @@ void PanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha, const
 // B's panels would be 512 x 784, which take 13% of such a product's time on Zen 4, read from L3 and
 // written again each step) and B's rows are read as stored, 8 at a time. The sums are PanelTiles', bit for
 // bit. PanelGemmSwaps: whether Gemm takes this form (AVX-512VL as well, m a multiple of 32 so that no
-// panel is padded, m < n); PackRowPanels packs A [m, k] (row stride lda) as PackPanels packs B, into
-// PanelFloats(m, k) floats; SwappedPanelTiles computes C's columns j0 .. j1 at all m rows.
+// panel is padded, m < n); A [m, k] is stored as PackPanels' B is, so PackPanels(m, k, a, lda, ap, ...) packs
+// it, into PanelFloats(m, k) floats; SwappedPanelTiles computes C's columns j0 .. j1 at all m rows.
 bool PanelGemmSwaps(int64_t m, int64_t n);
-void PackRowPanels(int64_t m, int64_t k, const float* a, int64_t lda, float* ap, int64_t p0, int64_t p1);
 void SwappedPanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha, const float* ap, const float* b,
                        int64_t ldb, float beta, const float* bias, float* c, int64_t ldc);
 
