@@ -1,6 +1,6 @@
 // The CPU provider's GEMM (providers/cpu/kernels/gemm.h): which products run on the AVX-512 panels and the
 // scratch they ask for; that on the panels every element is the in-order FMA sum (bit for bit, on one
-// thread and two, by rows and by columns); the bias row on every path; and the library's splits (short
+// thread and two, by rows and by columns); the bias row and the ReLU on every path; and the library's splits (short
 // wide products in row halves) giving the same bits at one and two threads.
 #include "providers/cpu/kernels/gemm.h"
 
@@ -86,9 +86,10 @@ TEST(GemmTest, PanelProductsAreTheInOrderSumOnAnyPool) {
   }
 }
 
-// Gemm's bias on every path (the library's chunks by rows and by columns, SmallSgemm, Eigen's integers, a
-// product without scratch): the product with beta 0, then + bias element by element, bit for bit.
-TEST(GemmTest, BiasIsAddedToEveryRowAfterTheProduct) {
+// Gemm's epilogue on every path (the library's chunks by rows and by columns, SmallSgemm, Eigen's integers, a
+// product without scratch): the product with beta 0, then + bias element by element, then (relu) Relu's
+// expression, bit for bit.
+TEST(GemmTest, BiasAndReluFollowTheProductOnEveryPath) {
   InitBlas();
   struct S {
     bool ta, tb;
@@ -104,19 +105,36 @@ TEST(GemmTest, BiasIsAddedToEveryRowAfterTheProduct) {
     for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i) + 0.1f);
     for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i) + 0.2f);
     for (size_t j = 0; j < bias.size(); ++j) bias[j] = 0.5f * std::sin(0.7f * static_cast<float>(j));
+    a[(sh.ta ? 1 : k) + 0] = std::nanf("");  // one NaN row of C, which the ReLU makes +0
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
-      std::vector<float> want(m * n), got(m * n);
-      Gemm<float>(sh.ta, sh.tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, want.data(), pool);
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) want[i * n + j] = want[i * n + j] + bias[j];
+      for (bool relu : {false, true}) {
+        SCOPED_TRACE(std::string(pool ? "two threads" : "one thread") + (relu ? ", relu" : ""));
+        std::vector<float> want(m * n), got(m * n);
+        Gemm<float>(sh.ta, sh.tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, want.data(), pool);
+        int nans = 0, zeros = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            float& w = want[i * n + j];
+            w = w + bias[j];
+            nans += std::isnan(w);
+            if (relu) w = w > 0.0f ? w : 0.0f;
+            zeros += w == 0.0f;
+          }
+        }
+        ASSERT_EQ(nans, n);  // the NaN row reached C
+        if (relu) ASSERT_GT(zeros, n);  // and so did negative sums
+        Gemm<float>(sh.ta, sh.tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, got.data(), pool, nullptr, bias.data(),
+                    relu);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
       }
-      Gemm<float>(sh.ta, sh.tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, got.data(), pool, nullptr, bias.data());
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
     }
   }
   std::vector<int32_t> a{1, 2, 3, 4, 5, 6}, b{1, 0, 2, 1, 0, 1}, bias{10, 20}, c(4);
   Gemm<int32_t>(false, false, 2, 2, 3, 1, a.data(), b.data(), 0, c.data(), nullptr, nullptr, bias.data());
   EXPECT_EQ(c, (std::vector<int32_t>{1 + 4 + 0 + 10, 0 + 2 + 3 + 20, 4 + 10 + 0 + 10, 0 + 5 + 6 + 20}));
+  const std::vector<int32_t> neg_bias{-20, -10};  // C is {5, 5, 14, 11} before it
+  Gemm<int32_t>(false, false, 2, 2, 3, 1, a.data(), b.data(), 0, c.data(), nullptr, nullptr, neg_bias.data(), true);
+  EXPECT_EQ(c, (std::vector<int32_t>{0, 0, 0, 1}));
 }
 
 // Products of 64 to 256 rows by at most 256 columns over a depth of at most 1024 and at least 4M

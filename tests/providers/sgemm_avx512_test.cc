@@ -1,6 +1,6 @@
 // The AVX-512 GEMMs (providers/cpu/kernels/sgemm_avx512.h) against a double-precision reference and
 // against a float reference that sums in the same order (FMA from zero over k, then alpha and beta, then the
-// bias): SmallSgemm for every transpose, the panels for A B^T; ragged sizes (tails of rows, of the 16-column
+// bias, then the ReLU): SmallSgemm for every transpose, the panels for A B^T; ragged sizes (tails of rows, of the 16-column
 // vectors, of the 32-column panels and of k's 16-row blocks), leading dimensions wider than the matrices,
 // alpha and beta, C past ldc's columns left untouched, and the panels computed in any split of rows and
 // column ranges giving the same bits.
@@ -19,13 +19,14 @@ namespace cpu {
 namespace {
 
 // The in-order float reference: want[i, j] = alpha * (FMA chain over k from 0) (+ beta * old by one FMA)
-// (+ bias[j]), and the double product beside it for the accuracy check.
+// (+ bias[j]) (then v > 0 ? v : 0 with relu), and the double product beside it for the accuracy check.
 struct Reference {
   int64_t m, n, k, lda, ldb, ldc;
   bool ta, tb;
   const float *a, *b;
   float alpha, beta;
   const float* bias;
+  bool relu;
   void Fill(std::vector<float>* want) const {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
@@ -41,7 +42,9 @@ struct Reference {
         const float old = w;
         w = beta != 0.0f ? std::fma(beta, old, acc * alpha) : acc * alpha;
         if (bias != nullptr) w = w + bias[j];
-        const double exact_all = alpha * exact + beta * old + (bias ? bias[j] : 0.0);
+        if (relu) w = w > 0.0f ? w : 0.0f;
+        double exact_all = alpha * exact + beta * old + (bias ? bias[j] : 0.0);
+        if (relu) exact_all = exact_all > 0.0 ? exact_all : 0.0;
         ASSERT_NEAR(w, exact_all, 2e-5 * (1 + std::fabs(exact_all)));
       }
     }
@@ -89,7 +92,7 @@ TEST(SmallGemmTest, MatchesTheSameSumInOrder) {
         for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i) + 0.1f);
         for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i) + 0.2f);
         for (size_t i = 0; i < c.size(); ++i) c[i] = want[i] = std::sin(0.05f * static_cast<float>(i));
-        const Reference ref{m, n, k, lda, ldb, ldc, ta, tb, a.data(), b.data(), alpha, beta, nullptr};
+        const Reference ref{m, n, k, lda, ldb, ldc, ta, tb, a.data(), b.data(), alpha, beta, nullptr, false};
         ref.Fill(&want);
         SmallSgemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
         ASSERT_EQ(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)), 0)
@@ -126,21 +129,23 @@ TEST(PanelGemmTest, MatchesTheSameSumInOrderInAnySplit) {
     PackPanels(n, k, b.data(), ldb, bp.p, 0, panels / 2);
     PackPanels(n, k, b.data(), ldb, bp.p, panels / 2, panels);
     for (float beta : {0.0f, 0.5f}) {
-      for (bool with_bias : {false, true}) {
+      for (int epilogue = 0; epilogue < 4; ++epilogue) {
+        const bool with_bias = epilogue & 1, relu = epilogue & 2;
         SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " beta " +
-                     std::to_string(beta) + (with_bias ? " bias" : ""));
+                     std::to_string(beta) + (with_bias ? " bias" : "") + (relu ? " relu" : ""));
         const float alpha = beta == 0.0f ? 1.0f : -0.75f;
         std::vector<float> want = c0, whole = c0, split = c0;
         const Reference ref{m, n, k, lda, ldb, ldc, false, true, a.data(), b.data(), alpha, beta,
-                            with_bias ? bias.data() : nullptr};
+                            with_bias ? bias.data() : nullptr, relu};
+        const TileEpilogue ep{ref.bias, relu};
         ref.Fill(&want);
-        PanelTiles(m, 0, n, k, alpha, a.data(), lda, bp.p, beta, ref.bias, whole.data(), ldc);
+        PanelTiles(m, 0, n, k, alpha, a.data(), lda, bp.p, beta, ep, whole.data(), ldc);
         // Rows in two parts, columns in ranges of whole panels.
         const int64_t mh = m / 3, jh = (panels / 2) * 32;
         for (int64_t r0 : {int64_t{0}, mh}) {
           const int64_t r1 = r0 == 0 ? mh : m;
-          PanelTiles(r1 - r0, 0, jh, k, alpha, a.data() + r0 * lda, lda, bp.p, beta, ref.bias, split.data() + r0 * ldc, ldc);
-          PanelTiles(r1 - r0, jh, n, k, alpha, a.data() + r0 * lda, lda, bp.p, beta, ref.bias, split.data() + r0 * ldc, ldc);
+          PanelTiles(r1 - r0, 0, jh, k, alpha, a.data() + r0 * lda, lda, bp.p, beta, ep, split.data() + r0 * ldc, ldc);
+          PanelTiles(r1 - r0, jh, n, k, alpha, a.data() + r0 * lda, lda, bp.p, beta, ep, split.data() + r0 * ldc, ldc);
         }
         ASSERT_EQ(std::memcmp(whole.data(), want.data(), want.size() * sizeof(float)), 0);
         ASSERT_EQ(std::memcmp(split.data(), want.data(), want.size() * sizeof(float)), 0);
@@ -148,12 +153,12 @@ TEST(PanelGemmTest, MatchesTheSameSumInOrderInAnySplit) {
       }
     }
   }
-  EXPECT_EQ(checked, 28);
+  EXPECT_EQ(checked, 56);
 }
 
 // The swapped form (A's rows in panels, B's rows read as stored, C stored transposed from the tiles) gives
 // the in-order reference's bits too: ragged panels of A (9, 33, 70 rows), column ranges that end inside an
-// 8-row tile of B, k tails, beta and bias; C's columns outside a range and past n stay as they were.
+// 8-row tile of B, k tails, beta, bias and the ReLU; C's columns outside a range and past n stay as they were.
 TEST(PanelGemmTest, SwappedFormMatchesTheSameSumInOrder) {
   if (!PanelGemmFits(false, true, 256, 256, 256) || !__builtin_cpu_supports("avx512vl")) {
     GTEST_SKIP() << "this CPU has no AVX-512F/VL: the swapped panels are never used here";
@@ -175,22 +180,24 @@ TEST(PanelGemmTest, SwappedFormMatchesTheSameSumInOrder) {
     PackPanels(m, k, a.data(), lda, ap.p, 0, panels / 2);
     PackPanels(m, k, a.data(), lda, ap.p, panels / 2, panels);
     for (float beta : {0.0f, 0.5f}) {
-      for (bool with_bias : {false, true}) {
+      for (int epilogue = 0; epilogue < 4; ++epilogue) {
+        const bool with_bias = epilogue & 1, relu = epilogue & 2;
         SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " beta " +
-                     std::to_string(beta) + (with_bias ? " bias" : ""));
+                     std::to_string(beta) + (with_bias ? " bias" : "") + (relu ? " relu" : ""));
         const float alpha = beta == 0.0f ? 1.0f : -0.75f;
         std::vector<float> want = c0, whole = c0, split = c0, part = c0;
         const Reference ref{m, n, k, lda, ldb, ldc, false, true, a.data(), b.data(), alpha, beta,
-                            with_bias ? bias.data() : nullptr};
+                            with_bias ? bias.data() : nullptr, relu};
+        const TileEpilogue ep{ref.bias, relu};
         ref.Fill(&want);
-        SwappedPanelTiles(m, 0, n, k, alpha, ap.p, b.data(), ldb, beta, ref.bias, whole.data(), ldc);
+        SwappedPanelTiles(m, 0, n, k, alpha, ap.p, b.data(), ldb, beta, ep, whole.data(), ldc);
         const int64_t jh = n / 3 + 5;  // not a multiple of 8
-        SwappedPanelTiles(m, 0, jh, k, alpha, ap.p, b.data(), ldb, beta, ref.bias, split.data(), ldc);
-        SwappedPanelTiles(m, jh, n, k, alpha, ap.p, b.data(), ldb, beta, ref.bias, split.data(), ldc);
+        SwappedPanelTiles(m, 0, jh, k, alpha, ap.p, b.data(), ldb, beta, ep, split.data(), ldc);
+        SwappedPanelTiles(m, jh, n, k, alpha, ap.p, b.data(), ldb, beta, ep, split.data(), ldc);
         ASSERT_EQ(std::memcmp(whole.data(), want.data(), want.size() * sizeof(float)), 0);
         ASSERT_EQ(std::memcmp(split.data(), want.data(), want.size() * sizeof(float)), 0);
         // One range alone writes only its own columns.
-        SwappedPanelTiles(m, jh, n, k, alpha, ap.p, b.data(), ldb, beta, ref.bias, part.data(), ldc);
+        SwappedPanelTiles(m, jh, n, k, alpha, ap.p, b.data(), ldb, beta, ep, part.data(), ldc);
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < ldc; ++j) {
             const float expect = j >= jh && j < n ? want[i * ldc + j] : c0[i * ldc + j];
@@ -201,7 +208,48 @@ TEST(PanelGemmTest, SwappedFormMatchesTheSameSumInOrder) {
       }
     }
   }
-  EXPECT_EQ(checked, 20);
+  EXPECT_EQ(checked, 40);
+}
+
+// The ReLU in the tiles' epilogue turns NaN and -0 into +0, as Relu does, in both forms: A's row 0 holds a
+// NaN (a row of NaN sums), its row 1 is zeros, whose sums are +0 and, times alpha -1, -0.
+TEST(PanelGemmTest, ReluInTheTilesMakesNaNAndMinusZeroPlusZero) {
+  if (!PanelGemmFits(false, true, 256, 256, 256) || !__builtin_cpu_supports("avx512vl")) {
+    GTEST_SKIP() << "this CPU has no AVX-512F/VL: the panels are never used here";
+  }
+  const int64_t m = 32, n = 64, k = 20;
+  Operands op(m, n, k);
+  op.a[3] = std::nanf("");
+  std::fill(op.a.begin() + op.lda, op.a.begin() + 2 * op.lda, 0.0f);
+  AlignedFloats bp(PanelFloats(n, k)), ap(PanelFloats(m, k));
+  PackPanels(n, k, op.b.data(), op.ldb, bp.p, 0, n / 32);
+  PackPanels(m, k, op.a.data(), op.lda, ap.p, 0, m / 32);
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "relu" : "no relu");
+    std::vector<float> tiles = op.c0, swapped = op.c0;
+    PanelTiles(m, 0, n, k, -1.0f, op.a.data(), op.lda, bp.p, 0.0f, TileEpilogue{nullptr, relu}, tiles.data(), op.ldc);
+    SwappedPanelTiles(m, 0, n, k, -1.0f, ap.p, op.b.data(), op.ldb, 0.0f, TileEpilogue{nullptr, relu}, swapped.data(),
+                      op.ldc);
+    for (const std::vector<float>* c : {&tiles, &swapped}) {
+      for (int64_t j = 0; j < n; ++j) {
+        const float nan_row = (*c)[j], zero_row = (*c)[op.ldc + j];
+        if (relu) {
+          EXPECT_TRUE(nan_row == 0.0f && !std::signbit(nan_row)) << "column " << j << ": " << nan_row;
+          EXPECT_TRUE(zero_row == 0.0f && !std::signbit(zero_row)) << "column " << j << ": " << zero_row;
+        } else {
+          EXPECT_TRUE(std::isnan(nan_row)) << "column " << j;
+          EXPECT_TRUE(zero_row == 0.0f && std::signbit(zero_row)) << "column " << j << ": " << zero_row;
+        }
+      }
+      for (int64_t i = 2; i < m; ++i) {  // the other rows: kept when positive, else +0
+        for (int64_t j = 0; j < n; ++j) {
+          const float v = (*c)[i * op.ldc + j];
+          if (relu) EXPECT_TRUE(v > 0.0f || (v == 0.0f && !std::signbit(v))) << i << ", " << j << ": " << v;
+        }
+      }
+    }
+    EXPECT_EQ(std::memcmp(tiles.data(), swapped.data(), tiles.size() * sizeof(float)), 0);
+  }
 }
 
 TEST(PanelGemmTest, SwapsOnlyWhenAHasFewerWholePanelsOfRows) {

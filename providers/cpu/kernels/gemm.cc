@@ -112,13 +112,21 @@ bool SplitsShortRows(int64_t m, int64_t n, int64_t k, double macs) {
   return m >= 64 && m <= 256 && n <= 256 && k <= 1024 && macs >= kShortSplitMacs;
 }
 
-// C's rows i0 .. i1 at columns j0 .. j1 plus `bias` [n] (when given), element by element as Add.
+// The epilogue on C's rows i0 .. i1 at columns j0 .. j1: plus `bias` [n] (when given), element by element as
+// Add, then (relu) Relu's expression v > 0 ? v : 0.
 template <typename T>
-void AddBias(const T* bias, int64_t n, int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* c) {
-  if (bias == nullptr) return;
-  for (int64_t i = i0; i < i1; ++i) {
-    T* row = c + i * n;
-    for (int64_t j = j0; j < j1; ++j) row[j] = row[j] + bias[j];
+void Finish(const T* bias, bool relu, int64_t n, int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* c) {
+  if (bias != nullptr) {
+    for (int64_t i = i0; i < i1; ++i) {
+      T* row = c + i * n;
+      for (int64_t j = j0; j < j1; ++j) row[j] = row[j] + bias[j];
+    }
+  }
+  if (relu) {
+    for (int64_t i = i0; i < i1; ++i) {
+      T* row = c + i * n;
+      for (int64_t j = j0; j < j1; ++j) row[j] = row[j] > T(0) ? row[j] : T(0);
+    }
   }
 }
 
@@ -144,7 +152,7 @@ void SplitProduct(int64_t m, int64_t n, int64_t k, ThreadPool* pool, F&& block) 
 
 template <typename T>
 void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta,
-              T* c, ThreadPool* pool, const T* bias) {
+              T* c, ThreadPool* pool, const T* bias, bool relu) {
   CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n), ldc = static_cast<int>(n);
   SplitProduct(m, n, k, pool, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -153,7 +161,7 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
     const T* bb = trans_b ? b + j0 * k : b + j0;
     Blas(ta, tb, static_cast<int>(i1 - i0), static_cast<int>(j1 - j0), static_cast<int>(k), alpha, ab, lda, bb, ldb,
          beta, c + i0 * n + j0, ldc);
-    AddBias(bias, n, i0, i1, j0, j1, c);  // while the block is in cache
+    Finish(bias, relu, n, i0, i1, j0, j1, c);  // while the block is in cache
   });
 }
 
@@ -165,7 +173,7 @@ void BlasGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
 // is packed first and its rows split in halves. Each element is one FMA chain over k, so the bits depend
 // on neither the split nor the pool.
 void PanelGemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b, float beta, float* c,
-               ThreadPool* pool, void* scratch, const float* bias) {
+               ThreadPool* pool, void* scratch, const TileEpilogue& ep) {
   float* bp = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
   const int64_t panels = (n + kPanelColumns - 1) / kPanelColumns;
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -174,7 +182,7 @@ void PanelGemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, con
     // panels are packed by the chunks in parallel, and A's packed by one thread first measured slower
     // (mlp_small at two threads on Zen 4: 0.211 against 0.197 ms a step).
     PackPanels(m, k, a, k, bp, 0, m / kPanelColumns);
-    SwappedPanelTiles(m, 0, n, k, alpha, bp, b, k, beta, bias, c, n);
+    SwappedPanelTiles(m, 0, n, k, alpha, bp, b, k, beta, ep, c, n);
     return;
   }
   if (panels == 1 && m >= 64 && macs >= kShortSplitMacs) {
@@ -183,7 +191,7 @@ void PanelGemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, con
     ParallelFor(pool, 2, macs, [&](int64_t q0, int64_t q1) {
       for (int64_t q = q0; q < q1; ++q) {
         const int64_t i0 = rows.Begin(q), i1 = rows.Begin(q + 1);
-        PanelTiles(i1 - i0, 0, n, k, alpha, a + i0 * k, k, bp, beta, bias, c + i0 * n, n);
+        PanelTiles(i1 - i0, 0, n, k, alpha, a + i0 * k, k, bp, beta, ep, c + i0 * n, n);
       }
     });
     return;
@@ -193,7 +201,7 @@ void PanelGemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, con
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t p0 = q * panels / chunks, p1 = (q + 1) * panels / chunks;
       PackPanels(n, k, b, k, bp, p0, p1);
-      PanelTiles(m, p0 * kPanelColumns, std::min(n, p1 * kPanelColumns), k, alpha, a, k, bp, beta, bias, c, n);
+      PanelTiles(m, p0 * kPanelColumns, std::min(n, p1 * kPanelColumns), k, alpha, a, k, bp, beta, ep, c, n);
     }
   });
 }
@@ -240,13 +248,13 @@ size_t GemmScratchBytes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
 
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
-          ThreadPool* pool, void* scratch, const T* bias) {
+          ThreadPool* pool, void* scratch, const T* bias, bool relu) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> C(c, m * n);
     if (beta == T(0)) C.setZero();
     else C *= beta;
-    AddBias(bias, n, 0, m, 0, n, c);
+    Finish(bias, relu, n, 0, m, 0, n, c);
     return;
   }
   constexpr bool kBlas = std::is_same_v<T, float> || std::is_same_v<T, double>;
@@ -254,22 +262,22 @@ void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   if constexpr (std::is_same_v<T, float>) {
     if (SmallGemmFits(trans_b, m, n, k)) {
       SmallSgemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
-      AddBias(bias, n, 0, m, 0, n, c);
+      Finish(bias, relu, n, 0, m, 0, n, c);
       return;
     }
     if (scratch != nullptr && UsesPanels<T>(trans_a, trans_b, m, n, k)) {
-      PanelGemm(m, n, k, alpha, a, b, beta, c, pool, scratch, bias);
+      PanelGemm(m, n, k, alpha, a, b, beta, c, pool, scratch, TileEpilogue{bias, relu});
       return;
     }
   }
   if constexpr (kBlas) {
     if (HaveBlas<T>() && m <= kMaxInt && n <= kMaxInt && k <= kMaxInt && m * k <= kMaxInt * 8) {
-      BlasGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool, bias);
+      BlasGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool, bias, relu);
       return;
     }
   }
   EigenGemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, pool);
-  AddBias(bias, n, 0, m, 0, n, c);
+  Finish(bias, relu, n, 0, m, 0, n, c);
 }
 
 template <typename T>
@@ -310,22 +318,22 @@ template void GemmLd<double>(bool, bool, int64_t, int64_t, int64_t, double, cons
                              int64_t, double, double*, int64_t);
 
 template void Gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*,
-                          ThreadPool*, void*, const float*);
+                          ThreadPool*, void*, const float*, bool);
 template size_t GemmScratchBytes<float>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, const double*, double,
-                           double*, ThreadPool*, void*, const double*);
+                           double*, ThreadPool*, void*, const double*, bool);
 template size_t GemmScratchBytes<double>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<int32_t>(bool, bool, int64_t, int64_t, int64_t, int32_t, const int32_t*, const int32_t*, int32_t,
-                            int32_t*, ThreadPool*, void*, const int32_t*);
+                            int32_t*, ThreadPool*, void*, const int32_t*, bool);
 template size_t GemmScratchBytes<int32_t>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<int64_t>(bool, bool, int64_t, int64_t, int64_t, int64_t, const int64_t*, const int64_t*, int64_t,
-                            int64_t*, ThreadPool*, void*, const int64_t*);
+                            int64_t*, ThreadPool*, void*, const int64_t*, bool);
 template size_t GemmScratchBytes<int64_t>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<uint32_t>(bool, bool, int64_t, int64_t, int64_t, uint32_t, const uint32_t*, const uint32_t*,
-                             uint32_t, uint32_t*, ThreadPool*, void*, const uint32_t*);
+                             uint32_t, uint32_t*, ThreadPool*, void*, const uint32_t*, bool);
 template size_t GemmScratchBytes<uint32_t>(bool, bool, int64_t, int64_t, int64_t);
 template void Gemm<uint64_t>(bool, bool, int64_t, int64_t, int64_t, uint64_t, const uint64_t*, const uint64_t*,
-                             uint64_t, uint64_t*, ThreadPool*, void*, const uint64_t*);
+                             uint64_t, uint64_t*, ThreadPool*, void*, const uint64_t*, bool);
 template size_t GemmScratchBytes<uint64_t>(bool, bool, int64_t, int64_t, int64_t);
 
 }  // namespace cpu

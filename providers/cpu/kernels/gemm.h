@@ -24,11 +24,12 @@ void InitBlas();
 // though the last bits may differ between the two (the library sums K in its own blocks).
 //
 // `bias`, when given, is a row of n added to every row of C after the product, element by element as Add
-// (c + bias, rounded once more), while the rows are in cache: in the register tiles on the panels, after each
-// chunk on the library (MatMulBias).
+// (c + bias, rounded once more), and `relu` then applies Relu's expression v > 0 ? v : 0 (NaN and -0 become
+// +0: FusedGemm), both while the rows are in cache: in the register tiles on the panels, after each chunk on
+// the library.
 template <typename T>
 void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const T* b, T beta, T* c,
-          ThreadPool* pool, void* scratch = nullptr, const T* bias = nullptr);
+          ThreadPool* pool, void* scratch = nullptr, const T* bias = nullptr, bool relu = false);
 template <typename T>
 size_t GemmScratchBytes(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k);
 

@@ -1,6 +1,7 @@
 // MatMul (numpy semantics: batch broadcasting, 1-D promotion) and Gemm; com.microsoft FusedGemm with
 // activation "Relu" (the engine's Gemm + Relu fusion, engine/kernel_fusion.h; ONNX Runtime writes the same
-// node) is Gemm then Relu's own expression over the output, so it gives the two nodes' bits.
+// node) is Gemm then Relu's own expression on each output element in Gemm's epilogue, so it gives the two
+// nodes' bits.
 #include "providers/cpu/kernels/common.h"
 #include "providers/cpu/kernels/gemm.h"
 #include "providers/cpu/kernels/kernels.h"
@@ -147,13 +148,9 @@ class GemmKernel : public OpKernel {
           beta = static_cast<T>(beta_);
         }
       }
+      // FusedGemm: Relu's expression (unary.cc) in Gemm's epilogue, while each block of rows is in cache.
       Gemm<T>(trans_a_, trans_b_, m_, n_, k_, static_cast<T>(alpha_), a.data<T>(), b.data<T>(), beta, py,
-              ctx.thread_pool(), ctx.scratch(), bias);
-      if (relu_) {  // Relu's expression (unary.cc): NaN and -0 become +0
-        ParallelFor(ctx.thread_pool(), m_, static_cast<double>(n_), [&](int64_t r0, int64_t r1) {
-          for (int64_t i = r0 * n_; i < r1 * n_; ++i) py[i] = py[i] > T(0) ? py[i] : T(0);
-        });
-      }
+              ctx.thread_pool(), ctx.scratch(), bias, relu_);
       return Status::OK();
     });
   }

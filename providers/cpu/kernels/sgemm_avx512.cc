@@ -43,13 +43,13 @@ __attribute__((target("avx512f"), always_inline)) inline void Sums(const float* 
 template <int R, bool TA>
 __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* a, int64_t lda, const float* panel,
                                                                  int64_t k, float alpha, float beta,
-                                                                 const float* bias, float* c, int64_t ldc,
+                                                                 const float* bias, bool relu, float* c, int64_t ldc,
                                                                  __mmask16 m0, __mmask16 m1) {
   __m512 acc0[R], acc1[R];
   Sums<R, TA>(a, lda, panel, k, acc0, acc1);
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
-  const __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta), zero = _mm512_setzero_ps();
+  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : zero;
+  const __m512 bias1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : zero;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     float* row = c + r * ldc;
@@ -62,6 +62,10 @@ __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* 
       y0 = _mm512_add_ps(y0, bias0);
       y1 = _mm512_add_ps(y1, bias1);
     }
+    if (relu) {  // max(v, +0) gives its second operand for NaN and for zeros of either sign: Relu's bits
+      y0 = _mm512_max_ps(y0, zero);
+      y1 = _mm512_max_ps(y1, zero);
+    }
     _mm512_mask_storeu_ps(row, m0, y0);
     if (m1) _mm512_mask_storeu_ps(row + 16, m1, y1);
   }
@@ -72,24 +76,25 @@ __attribute__((target("avx512f"), always_inline)) inline void Tile(const float* 
 template <bool TA>
 __attribute__((target("avx512f"))) void Tiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha,
                                               const float* a, int64_t lda, const float* bp, float beta,
-                                              const float* bias, float* c, int64_t ldc) {
+                                              const TileEpilogue& ep, float* c, int64_t ldc) {
+  const bool relu = ep.relu;
   auto rows = [&](int64_t i) { return TA ? a + i : a + i * lda; };
   for (int64_t j = j0; j < j1; j += kP) {
     const float* panel = bp + j * k;
     const __mmask16 m0 = FirstLanes(j1 - j), m1 = FirstLanes(j1 - j - 16);
     float* cj = c + j;
-    const float* bj = bias ? bias + j : nullptr;
+    const float* bj = ep.bias ? ep.bias + j : nullptr;
     int64_t i = 0;
-    for (; i + 8 <= m; i += 8) Tile<8, TA>(rows(i), lda, panel, k, alpha, beta, bj, cj + i * ldc, ldc, m0, m1);
+    for (; i + 8 <= m; i += 8) Tile<8, TA>(rows(i), lda, panel, k, alpha, beta, bj, relu, cj + i * ldc, ldc, m0, m1);
     float* ci = cj + i * ldc;
     switch (m - i) {
-      case 7: Tile<7, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
-      case 6: Tile<6, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
-      case 5: Tile<5, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
-      case 4: Tile<4, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
-      case 3: Tile<3, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
-      case 2: Tile<2, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
-      case 1: Tile<1, TA>(rows(i), lda, panel, k, alpha, beta, bj, ci, ldc, m0, m1); break;
+      case 7: Tile<7, TA>(rows(i), lda, panel, k, alpha, beta, bj, relu, ci, ldc, m0, m1); break;
+      case 6: Tile<6, TA>(rows(i), lda, panel, k, alpha, beta, bj, relu, ci, ldc, m0, m1); break;
+      case 5: Tile<5, TA>(rows(i), lda, panel, k, alpha, beta, bj, relu, ci, ldc, m0, m1); break;
+      case 4: Tile<4, TA>(rows(i), lda, panel, k, alpha, beta, bj, relu, ci, ldc, m0, m1); break;
+      case 3: Tile<3, TA>(rows(i), lda, panel, k, alpha, beta, bj, relu, ci, ldc, m0, m1); break;
+      case 2: Tile<2, TA>(rows(i), lda, panel, k, alpha, beta, bj, relu, ci, ldc, m0, m1); break;
+      case 1: Tile<1, TA>(rows(i), lda, panel, k, alpha, beta, bj, relu, ci, ldc, m0, m1); break;
       default: break;
     }
   }
@@ -99,11 +104,11 @@ __attribute__((target("avx512f"))) void Tiles(int64_t m, int64_t j0, int64_t j1,
 // columns) against A's packed panel (C's rows i .. i + rows, rows <= 32), each element
 // sum_k b[r, kk] a[i, kk] by FMAs from zero in k's order; the multiplication commutes, so every sum is
 // Tile's bit for bit. The R x 32 sums go through a stack block and are stored transposed, R floats of each
-// of C's rows, with Tile's epilogue (alpha, beta C, bias[j .. j + R]) in its order.
+// of C's rows, with Tile's epilogue (alpha, beta C, bias[j .. j + R], the ReLU) in its order.
 template <int R>
 __attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline void SwappedTile(
-    const float* b, int64_t ldb, const float* panel, int64_t k, float alpha, float beta, const float* bias, float* c,
-    int64_t ldc, int64_t rows) {
+    const float* b, int64_t ldb, const float* panel, int64_t k, float alpha, float beta, const float* bias, bool relu,
+    float* c, int64_t ldc, int64_t rows) {
   __m512 acc0[R], acc1[R];
   Sums<R, false>(b, ldb, panel, k, acc0, acc1);  // b's rows in a's place: the same products, commuted
   alignas(64) float block[8 * kP];
@@ -122,6 +127,7 @@ __attribute__((target("avx512f,avx512vl,fma"), always_inline)) inline void Swapp
     y = _mm256_mul_ps(y, va);
     if (beta != 0.0f) y = _mm256_fmadd_ps(vb, _mm256_maskz_loadu_ps(cols, row), y);
     if (bias) y = _mm256_add_ps(y, vbias);
+    if (relu) y = _mm256_max_ps(y, _mm256_setzero_ps());
     _mm256_mask_storeu_ps(row, cols, y);
   }
 }
@@ -173,8 +179,8 @@ void SmallSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
   else PrefetchRows(a, m, k, lda);
   alignas(64) float bp[kSmallPanels];
   Pack(trans_b, n, k, b, ldb, bp, 0, (n + kP - 1) / kP);
-  if (trans_a) Tiles<true>(m, 0, n, k, alpha, a, lda, bp, beta, nullptr, c, ldc);
-  else Tiles<false>(m, 0, n, k, alpha, a, lda, bp, beta, nullptr, c, ldc);
+  if (trans_a) Tiles<true>(m, 0, n, k, alpha, a, lda, bp, beta, TileEpilogue{}, c, ldc);
+  else Tiles<false>(m, 0, n, k, alpha, a, lda, bp, beta, TileEpilogue{}, c, ldc);
 }
 
 bool PanelGemmFits(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
@@ -188,8 +194,8 @@ void PackPanels(int64_t n, int64_t k, const float* b, int64_t ldb, float* bp, in
 }
 
 void PanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha, const float* a, int64_t lda,
-                const float* bp, float beta, const float* bias, float* c, int64_t ldc) {
-  Tiles<false>(m, j0, j1, k, alpha, a, lda, bp, beta, bias, c, ldc);
+                const float* bp, float beta, const TileEpilogue& ep, float* c, int64_t ldc) {
+  Tiles<false>(m, j0, j1, k, alpha, a, lda, bp, beta, ep, c, ldc);
 }
 
 bool PanelGemmSwaps(int64_t m, int64_t n) {
@@ -201,24 +207,25 @@ bool PanelGemmSwaps(int64_t m, int64_t n) {
 // L2.
 __attribute__((target("avx512f,avx512vl,fma"))) void SwappedPanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k,
                                                                   float alpha, const float* ap, const float* b,
-                                                                  int64_t ldb, float beta, const float* bias,
+                                                                  int64_t ldb, float beta, const TileEpilogue& ep,
                                                                   float* c, int64_t ldc) {
+  const bool relu = ep.relu;
   for (int64_t j = j0; j < j1; j += 8) {
     const float* bj = b + j * ldb;
-    const float* biasj = bias ? bias + j : nullptr;
+    const float* biasj = ep.bias ? ep.bias + j : nullptr;
     for (int64_t i = 0; i < m; i += kP) {
       const float* panel = ap + i * k;
       const int64_t rows = std::min(kP, m - i);
       float* ci = c + i * ldc + j;
       switch (std::min<int64_t>(8, j1 - j)) {
-        case 8: SwappedTile<8>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
-        case 7: SwappedTile<7>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
-        case 6: SwappedTile<6>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
-        case 5: SwappedTile<5>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
-        case 4: SwappedTile<4>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
-        case 3: SwappedTile<3>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
-        case 2: SwappedTile<2>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
-        default: SwappedTile<1>(bj, ldb, panel, k, alpha, beta, biasj, ci, ldc, rows); break;
+        case 8: SwappedTile<8>(bj, ldb, panel, k, alpha, beta, biasj, relu, ci, ldc, rows); break;
+        case 7: SwappedTile<7>(bj, ldb, panel, k, alpha, beta, biasj, relu, ci, ldc, rows); break;
+        case 6: SwappedTile<6>(bj, ldb, panel, k, alpha, beta, biasj, relu, ci, ldc, rows); break;
+        case 5: SwappedTile<5>(bj, ldb, panel, k, alpha, beta, biasj, relu, ci, ldc, rows); break;
+        case 4: SwappedTile<4>(bj, ldb, panel, k, alpha, beta, biasj, relu, ci, ldc, rows); break;
+        case 3: SwappedTile<3>(bj, ldb, panel, k, alpha, beta, biasj, relu, ci, ldc, rows); break;
+        case 2: SwappedTile<2>(bj, ldb, panel, k, alpha, beta, biasj, relu, ci, ldc, rows); break;
+        default: SwappedTile<1>(bj, ldb, panel, k, alpha, beta, biasj, relu, ci, ldc, rows); break;
       }
     }
   }

@@ -39,11 +39,18 @@ int64_t PanelFloats(int64_t n, int64_t k);
 // floats, 64-byte aligned); B is stored transposed, [n, k] with row stride ldb.
 void PackPanels(int64_t n, int64_t k, const float* b, int64_t ldb, float* bp, int64_t p0, int64_t p1);
 
+// What the panel tiles do to each element of C after alpha A op(B) + beta C, while it is in a register: + bias[j]
+// where `bias` (a row of n floats) is given, rounded once more as a separate Add would; then, with `relu`,
+// Relu's expression v > 0 ? v : +0 (NaN and -0 become +0), the bits of a separate Relu (FusedGemm).
+struct TileEpilogue {
+  const float* bias = nullptr;
+  bool relu = false;
+};
+
 // Rows 0 .. m of C (A's rows, row stride lda) at columns j0 .. j1 (j0 a multiple of 32, j1 at most the
-// product's n) from PackPanels' B: alpha A op(B) + beta C, as SmallSgemm, then + bias[j] where `bias` (a row
-// of n floats) is given, rounded once more as a separate Add would.
+// product's n) from PackPanels' B: alpha A op(B) + beta C, as SmallSgemm, then the epilogue.
 void PanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha, const float* a, int64_t lda,
-                const float* bp, float beta, const float* bias, float* c, int64_t ldc);
+                const float* bp, float beta, const TileEpilogue& ep, float* c, int64_t ldc);
 
 // The same products with the operands' roles swapped, for a layer's X W^T with fewer rows than columns (a
 // batch of 128 against 512 units): A's rows are packed into panels instead of B's (128 x 784 floats where
@@ -54,7 +61,7 @@ void PanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha, const
 // it, into PanelFloats(m, k) floats; SwappedPanelTiles computes C's columns j0 .. j1 at all m rows.
 bool PanelGemmSwaps(int64_t m, int64_t n);
 void SwappedPanelTiles(int64_t m, int64_t j0, int64_t j1, int64_t k, float alpha, const float* ap, const float* b,
-                       int64_t ldb, float beta, const float* bias, float* c, int64_t ldc);
+                       int64_t ldb, float beta, const TileEpilogue& ep, float* c, int64_t ldc);
 
 }  // namespace cpu
 }  // namespace ontrain
