@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -104,56 +105,79 @@ TEST(SmallGemmTest, MatchesTheSameSumInOrder) {
   EXPECT_GT(checked, 40);
 }
 
-TEST(PanelGemmTest, MatchesTheSameSumInOrderInAnySplit) {
-  if (!PanelGemmFits(false, true, 256, 256, 256)) GTEST_SKIP() << "this CPU has no AVX-512F: the panels are never used here";
-  struct S {
-    int64_t m, n, k;
-  };
-  // Ragged panels (33, 100, 517 columns), k not a multiple of 16 (17, 129, 784), row tails of 1 to 7; the
-  // small ones are SmallSgemm's in Gemm, but the panels compute them as well; a long k (1030) with a row
-  // tail of 3.
-  const S shapes[] = {{128, 512, 784}, {9, 33, 17},   {1000, 100, 129}, {7, 517, 64},
-                      {70, 64, 300},   {200, 40, 1}, {43, 70, 1030}};
-  int checked = 0;
-  for (const S& sh : shapes) {
-    const int64_t m = sh.m, n = sh.n, k = sh.k;
-    const Operands op(m, n, k);
-    const int64_t lda = op.lda, ldb = op.ldb, ldc = op.ldc;
-    const std::vector<float> &a = op.a, &b = op.b, &c0 = op.c0, &bias = op.bias;
-    // The packed B starts as NaNs: every float the tiles read must have been packed.
-    const int64_t floats = PanelFloats(n, k);
-    ASSERT_EQ(floats, k * ((n + 31) / 32 * 32));
-    AlignedFloats bp(floats);
-    std::fill(bp.p, bp.p + floats, std::nanf(""));
-    const int64_t panels = (n + 31) / 32;
-    PackPanels(n, k, b.data(), ldb, bp.p, 0, panels / 2);
-    PackPanels(n, k, b.data(), ldb, bp.p, panels / 2, panels);
+// One case of the panel tests: the operands, the packed panels (of A's rows or of B's), alpha, beta, the
+// epilogue, and C as the in-order reference leaves it.
+struct PanelCase {
+  const Operands& op;
+  int64_t m, n, k;
+  const float* packed;
+  float alpha, beta;
+  TileEpilogue ep;
+  std::vector<float> want;
+};
+
+struct Dims {
+  int64_t m, n, k;
+};
+
+// Calls check(c) for every shape, beta (0, 0.5) and epilogue (none, bias, ReLU, both) and returns how many
+// cases ran. The packed operand (A with pack_a, else B) starts as NaNs, so every float the tiles read must
+// have been packed, and is packed in two halves of its panels.
+template <typename F>
+int ForEachPanelCase(std::initializer_list<Dims> shapes, bool pack_a, F check) {
+  int cases = 0;
+  for (const Dims& sh : shapes) {
+    const Operands op(sh.m, sh.n, sh.k);
+    const int64_t rows = pack_a ? sh.m : sh.n, floats = PanelFloats(rows, sh.k), panels = (rows + 31) / 32;
+    EXPECT_EQ(floats, sh.k * panels * 32);
+    AlignedFloats packed(floats);
+    std::fill(packed.p, packed.p + floats, std::nanf(""));
+    const float* src = pack_a ? op.a.data() : op.b.data();
+    const int64_t ld = pack_a ? op.lda : op.ldb;
+    PackPanels(rows, sh.k, src, ld, packed.p, 0, panels / 2);
+    PackPanels(rows, sh.k, src, ld, packed.p, panels / 2, panels);
     for (float beta : {0.0f, 0.5f}) {
       for (int epilogue = 0; epilogue < 4; ++epilogue) {
         const bool with_bias = epilogue & 1, relu = epilogue & 2;
-        SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " beta " +
+        SCOPED_TRACE(std::to_string(sh.m) + "x" + std::to_string(sh.n) + "x" + std::to_string(sh.k) + " beta " +
                      std::to_string(beta) + (with_bias ? " bias" : "") + (relu ? " relu" : ""));
-        const float alpha = beta == 0.0f ? 1.0f : -0.75f;
-        std::vector<float> want = c0, whole = c0, split = c0;
-        const Reference ref{m, n, k, lda, ldb, ldc, false, true, a.data(), b.data(), alpha, beta,
-                            with_bias ? bias.data() : nullptr, relu};
-        const TileEpilogue ep{ref.bias, relu};
-        ref.Fill(&want);
-        PanelTiles(m, 0, n, k, alpha, a.data(), lda, bp.p, beta, ep, whole.data(), ldc);
-        // Rows in two parts, columns in ranges of whole panels.
-        const int64_t mh = m / 3, jh = (panels / 2) * 32;
-        for (int64_t r0 : {int64_t{0}, mh}) {
-          const int64_t r1 = r0 == 0 ? mh : m;
-          PanelTiles(r1 - r0, 0, jh, k, alpha, a.data() + r0 * lda, lda, bp.p, beta, ep, split.data() + r0 * ldc, ldc);
-          PanelTiles(r1 - r0, jh, n, k, alpha, a.data() + r0 * lda, lda, bp.p, beta, ep, split.data() + r0 * ldc, ldc);
-        }
-        ASSERT_EQ(std::memcmp(whole.data(), want.data(), want.size() * sizeof(float)), 0);
-        ASSERT_EQ(std::memcmp(split.data(), want.data(), want.size() * sizeof(float)), 0);
-        ++checked;
+        PanelCase c{op,   sh.m, sh.n, sh.k, packed.p, beta == 0.0f ? 1.0f : -0.75f, beta,
+                    TileEpilogue{with_bias ? op.bias.data() : nullptr, relu}, op.c0};
+        const Reference ref{c.m,         c.n,         c.k,     op.lda, op.ldb,  op.ldc,    false,
+                            true,        op.a.data(), op.b.data(), c.alpha, c.beta, c.ep.bias, relu};
+        ref.Fill(&c.want);
+        check(c);
+        ++cases;
+        if (::testing::Test::HasFatalFailure()) return cases;
       }
     }
   }
-  EXPECT_EQ(checked, 56);
+  return cases;
+}
+
+// Ragged panels (33, 100, 517 columns), k not a multiple of 16 (17, 129, 784), row tails of 1 to 7 (the
+// small ones are SmallSgemm's in Gemm, but the panels compute them as well), a long k (1030) with a row tail
+// of 3; the whole product, and rows in two parts with columns in ranges of whole panels.
+TEST(PanelGemmTest, MatchesTheSameSumInOrderInAnySplit) {
+  if (!PanelGemmFits(false, true, 256, 256, 256)) GTEST_SKIP() << "this CPU has no AVX-512F: the panels are never used here";
+  const int cases = ForEachPanelCase(
+      {{128, 512, 784}, {9, 33, 17}, {1000, 100, 129}, {7, 517, 64}, {70, 64, 300}, {200, 40, 1}, {43, 70, 1030}},
+      false, [](const PanelCase& c) {
+        const Operands& op = c.op;
+        std::vector<float> whole = op.c0, split = op.c0;
+        PanelTiles(c.m, 0, c.n, c.k, c.alpha, op.a.data(), op.lda, c.packed, c.beta, c.ep, whole.data(), op.ldc);
+        const int64_t mh = c.m / 3, jh = ((c.n + 31) / 32 / 2) * 32;
+        for (int64_t r0 : {int64_t{0}, mh}) {
+          const int64_t r1 = r0 == 0 ? mh : c.m;
+          const float* a = op.a.data() + r0 * op.lda;
+          float* out = split.data() + r0 * op.ldc;
+          PanelTiles(r1 - r0, 0, jh, c.k, c.alpha, a, op.lda, c.packed, c.beta, c.ep, out, op.ldc);
+          PanelTiles(r1 - r0, jh, c.n, c.k, c.alpha, a, op.lda, c.packed, c.beta, c.ep, out, op.ldc);
+        }
+        ASSERT_EQ(std::memcmp(whole.data(), c.want.data(), c.want.size() * sizeof(float)), 0);
+        ASSERT_EQ(std::memcmp(split.data(), c.want.data(), c.want.size() * sizeof(float)), 0);
+      });
+  EXPECT_EQ(cases, 56);
 }
 
 // The swapped form (A's rows in panels, B's rows read as stored, C stored transposed from the tiles) gives
@@ -163,52 +187,26 @@ TEST(PanelGemmTest, SwappedFormMatchesTheSameSumInOrder) {
   if (!PanelGemmFits(false, true, 256, 256, 256) || !__builtin_cpu_supports("avx512vl")) {
     GTEST_SKIP() << "this CPU has no AVX-512F/VL: the swapped panels are never used here";
   }
-  struct S {
-    int64_t m, n, k;
-  };
-  const S shapes[] = {{128, 512, 784}, {9, 33, 17}, {70, 517, 129}, {33, 40, 1}, {64, 130, 300}};
-  int checked = 0;
-  for (const S& sh : shapes) {
-    const int64_t m = sh.m, n = sh.n, k = sh.k;
-    const Operands op(m, n, k);
-    const int64_t lda = op.lda, ldb = op.ldb, ldc = op.ldc;
-    const std::vector<float> &a = op.a, &b = op.b, &c0 = op.c0, &bias = op.bias;
-    const int64_t floats = PanelFloats(m, k);
-    AlignedFloats ap(floats);
-    std::fill(ap.p, ap.p + floats, std::nanf(""));  // every float the tiles read must have been packed
-    const int64_t panels = (m + 31) / 32;
-    PackPanels(m, k, a.data(), lda, ap.p, 0, panels / 2);
-    PackPanels(m, k, a.data(), lda, ap.p, panels / 2, panels);
-    for (float beta : {0.0f, 0.5f}) {
-      for (int epilogue = 0; epilogue < 4; ++epilogue) {
-        const bool with_bias = epilogue & 1, relu = epilogue & 2;
-        SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " beta " +
-                     std::to_string(beta) + (with_bias ? " bias" : "") + (relu ? " relu" : ""));
-        const float alpha = beta == 0.0f ? 1.0f : -0.75f;
-        std::vector<float> want = c0, whole = c0, split = c0, part = c0;
-        const Reference ref{m, n, k, lda, ldb, ldc, false, true, a.data(), b.data(), alpha, beta,
-                            with_bias ? bias.data() : nullptr, relu};
-        const TileEpilogue ep{ref.bias, relu};
-        ref.Fill(&want);
-        SwappedPanelTiles(m, 0, n, k, alpha, ap.p, b.data(), ldb, beta, ep, whole.data(), ldc);
-        const int64_t jh = n / 3 + 5;  // not a multiple of 8
-        SwappedPanelTiles(m, 0, jh, k, alpha, ap.p, b.data(), ldb, beta, ep, split.data(), ldc);
-        SwappedPanelTiles(m, jh, n, k, alpha, ap.p, b.data(), ldb, beta, ep, split.data(), ldc);
-        ASSERT_EQ(std::memcmp(whole.data(), want.data(), want.size() * sizeof(float)), 0);
-        ASSERT_EQ(std::memcmp(split.data(), want.data(), want.size() * sizeof(float)), 0);
+  const int cases = ForEachPanelCase(
+      {{128, 512, 784}, {9, 33, 17}, {70, 517, 129}, {33, 40, 1}, {64, 130, 300}}, true, [](const PanelCase& c) {
+        const Operands& op = c.op;
+        std::vector<float> whole = op.c0, split = op.c0, part = op.c0;
+        SwappedPanelTiles(c.m, 0, c.n, c.k, c.alpha, c.packed, op.b.data(), op.ldb, c.beta, c.ep, whole.data(), op.ldc);
+        const int64_t jh = c.n / 3 + 5;  // not a multiple of 8
+        SwappedPanelTiles(c.m, 0, jh, c.k, c.alpha, c.packed, op.b.data(), op.ldb, c.beta, c.ep, split.data(), op.ldc);
+        SwappedPanelTiles(c.m, jh, c.n, c.k, c.alpha, c.packed, op.b.data(), op.ldb, c.beta, c.ep, split.data(), op.ldc);
+        ASSERT_EQ(std::memcmp(whole.data(), c.want.data(), c.want.size() * sizeof(float)), 0);
+        ASSERT_EQ(std::memcmp(split.data(), c.want.data(), c.want.size() * sizeof(float)), 0);
         // One range alone writes only its own columns.
-        SwappedPanelTiles(m, jh, n, k, alpha, ap.p, b.data(), ldb, beta, ep, part.data(), ldc);
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < ldc; ++j) {
-            const float expect = j >= jh && j < n ? want[i * ldc + j] : c0[i * ldc + j];
-            ASSERT_EQ(std::memcmp(&part[i * ldc + j], &expect, sizeof(float)), 0) << "row " << i << " column " << j;
+        SwappedPanelTiles(c.m, jh, c.n, c.k, c.alpha, c.packed, op.b.data(), op.ldb, c.beta, c.ep, part.data(), op.ldc);
+        for (int64_t i = 0; i < c.m; ++i) {
+          for (int64_t j = 0; j < op.ldc; ++j) {
+            const float expect = j >= jh && j < c.n ? c.want[i * op.ldc + j] : op.c0[i * op.ldc + j];
+            ASSERT_EQ(std::memcmp(&part[i * op.ldc + j], &expect, sizeof(float)), 0) << "row " << i << " column " << j;
           }
         }
-        ++checked;
-      }
-    }
-  }
-  EXPECT_EQ(checked, 40);
+      });
+  EXPECT_EQ(cases, 40);
 }
 
 // The ReLU in the tiles' epilogue turns NaN and -0 into +0, as Relu does, in both forms: A's row 0 holds a
