@@ -268,7 +268,6 @@ def time_ort(name, forward, artifacts, shape, threads, steps, forward_only=False
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1,2")

@@ -105,7 +105,7 @@ TEST(GemmTest, BiasAndReluFollowTheProductOnEveryPath) {
     for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i) + 0.1f);
     for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.11f * static_cast<float>(i) + 0.2f);
     for (size_t j = 0; j < bias.size(); ++j) bias[j] = 0.5f * std::sin(0.7f * static_cast<float>(j));
-    a[(sh.ta ? 1 : k) + 0] = std::nanf("");  // one NaN row of C, which the ReLU makes +0
+    a[sh.ta ? 1 : k] = std::nanf("");  // A's row 1, stored either way: C's row 1 NaN, which the ReLU makes +0
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two}) {
       for (bool relu : {false, true}) {
         SCOPED_TRACE(std::string(pool ? "two threads" : "one thread") + (relu ? ", relu" : ""));
