@@ -46,6 +46,13 @@ KernelFusionCounts Fuser::Run() {
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     if (Is(i, "", "Where") && FuseClipGrad(i)) ++counts.clip_grad;
   }
+  // After ClipGrad's rule: a Where it would take is no attention mask.
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    if (Is(i, "", "Softmax") && FuseSoftmaxPrologue(i)) ++counts.softmax_prologue;
+  }
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    if (Is(i, kMs, "SoftmaxGrad_13") && FuseSoftmaxGradEpilogue(i)) ++counts.softmax_grad_epilogue;
+  }
   for (size_t i = 0; i < g_.nodes.size(); ++i) {
     if (Is(i, kMs, "ConvGrad") && FuseMaxPoolReluConvGrad(i)) ++counts.max_pool_relu_conv_grad;
   }

@@ -39,6 +39,11 @@
 //   inside the product (in its register tiles on the AVX-512 panels, else after each chunk while it is in
 //   cache) instead of in a pass of its own over the product (the benchmark transformer's and GPT's linear
 //   layers); the same bits as the Add.
+// - Softmax along the last axis after a scaling by one value (Div or Mul by S of rank 0) and/or a mask
+//   (Where(C, F, V) with F a scalar constant), as attention computes its probabilities -> ai.ontrain
+//   ScaledMaskedSoftmax; and SoftmaxGrad_13 followed by the mask and/or the scaling -> ai.ontrain
+//   ScaledMaskedSoftmaxGrad: the scores (batch x heads x seq x seq floats) read once instead of once per op
+//   (the benchmark GPT's Div and Where: 0.36 ms of a 32 ms step at seq 64; the passes grow with seq^2).
 //
 // The benchmark CNN's first layer writes a [64, 32, 26, 26] tensor (5.5 MB, larger than a core's L2 cache):
 // each fusion removes one pass that reads and writes a tensor of that size.
@@ -66,9 +71,11 @@ struct KernelFusionCounts {
   int gelu_slope = 0;
   int matmul_bias = 0;
   int gemm_relu = 0;
+  int softmax_prologue = 0;
+  int softmax_grad_epilogue = 0;
   int total() const {
     return conv_relu + maxpool_relu_grad + clip_grad + conv_max_pool + max_pool_relu_conv_grad + batch_norm_act +
-           compact_pool_indices + gelu_slope + matmul_bias + gemm_relu;
+           compact_pool_indices + gelu_slope + matmul_bias + gemm_relu + softmax_prologue + softmax_grad_epilogue;
   }
 };
 

@@ -1,7 +1,8 @@
 // What the kernel fusions' source files share (not part of kernel_fusion.h): the Fuser, which scans the
 // partitioned graph once per pattern, rewrites each match in place and finally drops the nodes a fusion
 // absorbed. kernel_fusion.cc: the scans, the helpers, and the convolution, pooling, GELU and linear-layer
-// fusions; kernel_fusion_norm.cc: Clip's gradient, and batch normalization with its activation.
+// fusions; kernel_fusion_norm.cc: Clip's gradient, and batch normalization with its activation;
+// kernel_fusion_softmax.cc: the attention softmax's scaling and mask.
 #pragma once
 
 #include <map>
@@ -58,10 +59,18 @@ class Fuser {
   bool FuseMatMulBias(size_t mm);
   bool CompactPoolIndices(size_t conv);
   bool FuseClipGrad(size_t where);
+  bool FuseSoftmaxPrologue(size_t softmax);
+  bool FuseSoftmaxGradEpilogue(size_t softmax_grad);
   bool FuseBatchNormActivation(size_t bn);
   // FuseBatchNormActivation's parts.
   bool FindActivationPair(const Node& b, int* act, int* grad);
   bool ClipBounds(const Node& a, const Node& gr, std::vector<onnx::AttributeProto>* attrs);
+  // The softmax fusions' parts (kernel_fusion_softmax.cc).
+  bool RankZero(const std::string& v, int depth) const;
+  bool ScaleOf(int node, int p, const std::string& v, std::string* x, std::string* s, int64_t* op) const;
+  bool MaskOf(int node, int p, const std::string& w, std::string* v, std::string* c, std::string* f,
+              bool* fill_where) const;
+  bool ReadOnlyBy(const std::string& v, size_t reader, std::vector<Use>* shapes);
   void RewriteBatchNormActivation(size_t bn, size_t act, size_t grad, size_t bg,
                                   const std::vector<onnx::AttributeProto>& attrs);
 

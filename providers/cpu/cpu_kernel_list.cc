@@ -183,6 +183,8 @@ std::vector<KernelDef> CpuKernelList() {
       {kOntrain, "MatMulBias", 1, 1, kConvTypes, kMatMulBias},
       {kOntrain, "MaxPoolReluConvGrad", 1, 1, kFloat32, kMaxPoolReluConvGrad},
       {kOntrain, "MaxPoolReluGrad", 1, 1, kFloat, kMaxPoolReluGrad},
+      {kOntrain, "ScaledMaskedSoftmax", 1, 1, kFloat32, kScaledMaskedSoftmax, 0, Host({1, 3})},
+      {kOntrain, "ScaledMaskedSoftmaxGrad", 1, 1, kFloat32, kScaledMaskedSoftmaxGrad, 0, Host({2, 4})},
       // com.microsoft: contrib and training ops, as ONNX Runtime's gradient builder emits them
       // lr and step are read at Compute: a device may keep them (CUDA's rows do, so recorded runs replay).
       {kMs, "AdamWOptimizer", 1, 1, kFloat32, kAdamWOptimizer, 2, Host({6}) | InPlace({2, 4, 5})},

@@ -194,6 +194,10 @@ extern KernelFactory kSoftmax;
 extern KernelFactory kLogSoftmax;
 extern KernelFactory kHardmax;
 
+// softmax_fused.cc
+extern KernelFactory kScaledMaskedSoftmax;
+extern KernelFactory kScaledMaskedSoftmaxGrad;
+
 // unary.cc
 extern KernelFactory kSqrt;
 extern KernelFactory kReciprocal;
