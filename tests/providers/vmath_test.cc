@@ -157,6 +157,56 @@ TEST(VMathTest, GeluBlocksAgreeWithSingleElements) {
   EXPECT_EQ(std::memcmp(grad_in_place.data(), dx.data(), dx.size() * sizeof(float)), 0);
 }
 
+// Which NaN GELU's gradient gives is pinned, in the AVX-512 blocks, the compiled loop and GeluMulSlope of
+// GeluAndSlope's slope alike: x quieted where x is NaN (whatever dy is), dy quieted where only dy is (x
+// infinite included: its slope is infinite, not NaN). A product of two NaNs passes on the one its operand
+// order picks, which the compiler chooses: under -O1 the loop gave +NaN where the blocks gave -NaN for the
+// same NaN inputs.
+TEST(VMathTest, GeluGradientOfNaNIsPinned) {
+  auto from_bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    return f;
+  };
+  auto bits = [](float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, sizeof b);
+    return b;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  // (x, dy): signaling and quiet NaNs of both signs meeting NaN dy of the other sign, then infinities.
+  const std::vector<std::pair<float, float>> pairs = {
+      {from_bits(0xff800001u), from_bits(0x7fc00007u)}, {from_bits(0x7fc00005u), from_bits(0xffc00003u)},
+      {from_bits(0x7f800009u), 2.0f},                   {1.5f, from_bits(0xff800011u)},
+      {inf, from_bits(0x7fc00013u)},                    {-inf, from_bits(0xffc00015u)},
+      {inf, 3.0f},                                      {0.25f, -0.5f}};
+  const size_t reps = 64;  // long enough for the blocks
+  std::vector<float> x, dy;
+  for (size_t r = 0; r < reps; ++r) {
+    for (const auto& [a, b] : pairs) {
+      x.push_back(a);
+      dy.push_back(b);
+    }
+  }
+  std::vector<float> dx(x.size()), y(x.size()), dx_slope(x.size());
+  std::vector<double> d(x.size());
+  VGeluGrad(dy.data(), x.data(), dx.data(), x.size());
+  VGeluAndSlope(x.data(), y.data(), d.data(), x.size());
+  VGeluMulSlope(dy.data(), d.data(), dx_slope.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    SCOPED_TRACE("element " + std::to_string(i));
+    float one;
+    VGeluGrad(&dy[i], &x[i], &one, 1);
+    EXPECT_EQ(bits(one), bits(dx[i]));
+    EXPECT_EQ(bits(dx_slope[i]), bits(dx[i]));
+    const size_t k = i % pairs.size();
+    if (k <= 2) EXPECT_EQ(bits(dx[i]), bits(x[i]) | 0x00400000u);  // x quieted
+    if (k >= 3 && k <= 5) EXPECT_EQ(bits(dx[i]), bits(dy[i]) | 0x00400000u);  // dy quieted
+    if (k == 6) EXPECT_EQ(dx[i], inf);
+    if (k == 7) EXPECT_FALSE(std::isnan(dx[i]));
+  }
+}
+
 // VGeluAndSlope's Y is VGelu's, and its derivative D, multiplied by dY in VGeluMulSlope, is VGeluGrad: bit
 // for bit over the inputs, long arrays (the AVX-512 blocks where the CPU has them) and single elements (the
 // compiled loop) alike; and D of the blocks is D of the loop to the last bit of its double, which a

@@ -177,17 +177,33 @@ ONT_VMATH_CLONES void GeluLoop(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     double v = x[i];
     double r = 0.5 * v * TwoPhi(v, ExpNeg(0.5 * (v * v)));
-    y[i] = static_cast<float>(v == v ? r : v);
+    y[i] = v == v ? static_cast<float>(r) : x[i];  // x itself: its bits, as StoreKeepingNaNs
   }
 }
 
+// x's bits with the quiet bit set: a float NaN as converting it to double and back gives it (written with the
+// bits, since GCC folds that round trip away).
+inline float QuietNaN(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  b |= 0x00400000u;
+  std::memcpy(&x, &b, sizeof b);
+  return x;
+}
+
+// GELU's gradient dy * s, s = Phi(x) + x phi(x), and which NaN it gives, pinned: a multiplication or an add
+// of two NaNs passes on one of them by the operand order the compiler picks (IEEE leaves it open; at -O1
+// GCC picked the other one than the AVX-512 blocks). So: where x is NaN, x quieted; else where s is NaN (x
+// infinite: inf * 0), s; else dy * s, whose only possible NaN is dy's. The slope kept by GeluAndSlope is x
+// itself (widened) where x is NaN, so that GeluMulSlope gives the same.
 ONT_VMATH_CLONES void GeluGradLoop(const float* dy, const float* x, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     double v = x[i];
     double e = ExpNeg(0.5 * (v * v));
     double cdf = 0.5 * TwoPhi(v, e);
     double pdf = kInvSqrt2Pi * e;
-    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * (cdf + v * pdf));
+    double s = cdf + v * pdf;
+    dx[i] = v != v ? QuietNaN(x[i]) : s != s ? static_cast<float>(s) : static_cast<float>(static_cast<double>(dy[i]) * s);
   }
 }
 
@@ -197,13 +213,16 @@ ONT_VMATH_CLONES void GeluAndSlopeLoop(const float* x, float* y, double* d, int6
     double e = ExpNeg(0.5 * (v * v));
     double two_phi = TwoPhi(v, e);
     double r = 0.5 * v * two_phi;
-    y[i] = static_cast<float>(v == v ? r : v);
-    d[i] = 0.5 * two_phi + v * (kInvSqrt2Pi * e);
+    y[i] = v == v ? static_cast<float>(r) : x[i];  // x itself: its bits, as StoreKeepingNaNs
+    d[i] = v == v ? 0.5 * two_phi + v * (kInvSqrt2Pi * e) : v;
   }
 }
 
 ONT_VMATH_CLONES void GeluMulSlopeLoop(const float* dy, const double* d, float* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<float>(static_cast<double>(dy[i]) * d[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    const double p = static_cast<double>(dy[i]) * d[i];
+    dx[i] = static_cast<float>(d[i] != d[i] ? d[i] : p);
+  }
 }
 
 // GELU, its gradient, softmax's exp, sigmoid and tanh by hand in AVX-512, 8 doubles per vector, several
@@ -223,8 +242,8 @@ ONT_AVX512 __m512d Bcast(double d) { return _mm512_set1_pd(d); }
 ONT_AVX512 __m512d LoadD(const float* p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
 
 // y[0..8) = r rounded to float, except where v (x[0..8) widened) is NaN: there x's own bits. The compiled
-// loops return such an input unchanged (GCC folds their float -> double -> float of it away, so a signaling
-// NaN is not quieted there either).
+// loops return such an input unchanged: GELU's as x itself, tanh's because GCC folds its float -> double ->
+// float away at -O1 and above (at -O0 a signaling NaN would come back quieted there).
 ONT_AVX512 void StoreKeepingNaNs(float* y, __m512d r, __m512d v, const float* x) {
   __mmask8 nan = _mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q);
   _mm256_storeu_ps(y, _mm256_mask_mov_ps(_mm512_cvtpd_ps(r), nan, _mm256_loadu_ps(x)));
@@ -347,10 +366,11 @@ __attribute__((target("avx512f,avx512dq,avx512vl"), always_inline)) inline int64
     for (int k = 0; k < U; ++k) {
       __m512d r = _mm512_mul_pd(_mm512_mul_pd(Bcast(0.5), v[k]), two_phi[k]);
       StoreKeepingNaNs(y + i + 8 * k, r, v[k], x + i + 8 * k);
-      if constexpr (kSlope) {
+      if constexpr (kSlope) {  // x itself where it is NaN, as GeluAndSlopeLoop
         __m512d cdf = _mm512_mul_pd(Bcast(0.5), two_phi[k]);
         __m512d pdf = _mm512_mul_pd(Bcast(kInvSqrt2Pi), e[k]);
-        _mm512_storeu_pd(d + i + 8 * k, _mm512_add_pd(cdf, _mm512_mul_pd(v[k], pdf)));
+        __m512d s = _mm512_add_pd(cdf, _mm512_mul_pd(v[k], pdf));
+        _mm512_storeu_pd(d + i + 8 * k, _mm512_mask_mov_pd(s, _mm512_cmp_pd_mask(v[k], v[k], _CMP_UNORD_Q), v[k]));
       }
     }
   }
@@ -379,6 +399,9 @@ __attribute__((target("avx512f,avx512dq,avx512vl"))) int64_t GeluGradAvx512(cons
       __m512d pdf = _mm512_mul_pd(Bcast(kInvSqrt2Pi), e[k]);
       __m512d s = _mm512_add_pd(cdf, _mm512_mul_pd(v[k], pdf));
       __m512d g = _mm512_mul_pd(LoadD(dy + i + 8 * k), s);
+      // GeluGradLoop's NaNs: s where s is NaN, then x quieted where x is NaN (its widening quiets it).
+      g = _mm512_mask_mov_pd(g, _mm512_cmp_pd_mask(s, s, _CMP_UNORD_Q), s);
+      g = _mm512_mask_mov_pd(g, _mm512_cmp_pd_mask(v[k], v[k], _CMP_UNORD_Q), v[k]);
       _mm256_storeu_ps(dx + i + 8 * k, _mm512_cvtpd_ps(g));
     }
   }
