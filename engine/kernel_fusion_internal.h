@@ -71,6 +71,7 @@ class Fuser {
   bool MaskOf(int node, int p, const std::string& w, std::string* v, std::string* c, std::string* f,
               bool* fill_where) const;
   bool ReadOnlyBy(const std::string& v, size_t reader, std::vector<Use>* shapes);
+  void BecomeFusedSoftmax(size_t i, const char* op, int64_t scale_op, bool fill_where, int mask_node, int scale_node);
   void RewriteBatchNormActivation(size_t bn, size_t act, size_t grad, size_t bg,
                                   const std::vector<onnx::AttributeProto>& attrs);
 

@@ -92,6 +92,21 @@ bool Fuser::ReadOnlyBy(const std::string& v, size_t reader, std::vector<Use>* sh
   return seen == 1;
 }
 
+// Node i becomes ai.ontrain `op` with the ops' attributes (its inputs already rewired); the mask and scale
+// nodes it absorbed (-1: none) leave the graph.
+void Fuser::BecomeFusedSoftmax(size_t i, const char* op, int64_t scale_op, bool fill_where, int mask_node,
+                               int scale_node) {
+  Node& n = g_.nodes[i];
+  n.op_type = op;
+  n.domain = kOntrain;
+  n.attributes.clear();
+  n.attributes["scale_op"] = AttrInt("scale_op", scale_op);
+  n.attributes["fill_where"] = AttrInt("fill_where", fill_where ? 1 : 0);
+  if (mask_node >= 0) removed_.insert(static_cast<size_t>(mask_node));
+  if (scale_node >= 0) removed_.insert(static_cast<size_t>(scale_node));
+  Import(kOntrain);
+}
+
 // Softmax(V) along the last axis (opset 13's default, or axis -1), V = [Where(C, F, ] Div or Mul(X, S) [)] or
 // V = Where(C, F, X), each value between read by nothing else but Shape nodes: ScaledMaskedSoftmax(X, S, C,
 // F). Shape nodes of the scaled value read X (S of rank 0 keeps X's shape); of the masked one, the softmax.
@@ -114,33 +129,24 @@ bool Fuser::FuseSoftmaxPrologue(size_t sm) {
     v = masked_value;
   }
   const size_t scale_reader = mask_node >= 0 ? static_cast<size_t>(mask_node) : sm;
-  std::vector<Use> shapes;
-  if (ScaleOf(ProducerOf(v), p, v, &x, &s, &scale_op) && ReadOnlyBy(v, scale_reader, &shapes)) {
+  if (ScaleOf(ProducerOf(v), p, v, &x, &s, &scale_op) && ReadOnlyBy(v, scale_reader, &scaled_shapes)) {
     scale_node = ProducerOf(v);
-    scaled_shapes = shapes;
   } else {
     x = v;
     scale_op = 0;
     s.clear();
+    scaled_shapes.clear();
   }
   if (mask_node < 0 && scale_node < 0) return false;
   if (mask_node < 0) masked_shapes.clear();
-  // Before any rewiring: ReadOnlyBy's answers above came from uses_.
   const std::string y = n.outputs[0];
-  n.op_type = "ScaledMaskedSoftmax";
-  n.domain = kOntrain;
-  n.attributes.clear();
-  n.attributes["scale_op"] = AttrInt("scale_op", scale_op);
-  n.attributes["fill_where"] = AttrInt("fill_where", fill_where ? 1 : 0);
   Rewire(sm, 0, x);
   Rewire(sm, 1, s);
   Rewire(sm, 2, c);
   Rewire(sm, 3, f);
   for (const Use& u : scaled_shapes) Rewire(u.node, u.input, x);
   for (const Use& u : masked_shapes) Rewire(u.node, u.input, y);
-  if (mask_node >= 0) removed_.insert(static_cast<size_t>(mask_node));
-  if (scale_node >= 0) removed_.insert(static_cast<size_t>(scale_node));
-  Import(kOntrain);
+  BecomeFusedSoftmax(sm, "ScaledMaskedSoftmax", scale_op, fill_where, mask_node, scale_node);
   return true;
 }
 
@@ -203,12 +209,6 @@ bool Fuser::FuseSoftmaxGradEpilogue(size_t sg) {
     s.clear();
   }
   const std::string dy = n.inputs[0];
-  n.op_type = "ScaledMaskedSoftmaxGrad";
-  n.domain = kOntrain;
-  n.attributes.clear();
-  n.attributes["scale_op"] = AttrInt("scale_op", scale_op);
-  n.attributes["fill_where"] = AttrInt("fill_where", fill_where ? 1 : 0);
-  n.attributes["mask_first"] = AttrInt("mask_first", 1);
   Rewire(sg, 2, s);
   Rewire(sg, 3, c);
   Rewire(sg, 4, f);
@@ -216,9 +216,8 @@ bool Fuser::FuseSoftmaxGradEpilogue(size_t sg) {
   producer_[out] = sg;
   for (const Use& u : g_shapes) Rewire(u.node, u.input, dy);
   for (const Use& u : w_shapes) Rewire(u.node, u.input, out);
-  if (mask_node >= 0) removed_.insert(static_cast<size_t>(mask_node));
-  if (scale_node >= 0) removed_.insert(static_cast<size_t>(scale_node));
-  Import(kOntrain);
+  BecomeFusedSoftmax(sg, "ScaledMaskedSoftmaxGrad", scale_op, fill_where, mask_node, scale_node);
+  g_.nodes[sg].attributes["mask_first"] = AttrInt("mask_first", 1);
   return true;
 }
 
