@@ -122,7 +122,9 @@ TEST(GemmTest, BiasAndReluFollowTheProductOnEveryPath) {
           }
         }
         ASSERT_EQ(nans, n);  // the NaN row reached C
-        if (relu) ASSERT_GT(zeros, n);  // and so did negative sums
+        if (relu) {
+          ASSERT_GT(zeros, n);  // and so did negative sums
+        }
         Gemm<float>(sh.ta, sh.tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, got.data(), pool, nullptr, bias.data(),
                     relu);
         EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
