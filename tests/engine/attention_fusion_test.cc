@@ -4,7 +4,8 @@
 // the scores' last dims (the fast rows), that broadcast along a row or widen the scores (the general rows),
 // rows whose length leaves a tail after the 16-float vectors, NaN, infinities, -0 and rows masked whole;
 // Shape nodes that read the values the fusion removes; 1 and 2 threads. Not fused: a scale whose rank is
-// unknown, a divisor on the wrong side, an intermediate value that is a graph output, another axis.
+// unknown, a divisor on the wrong side, an intermediate value that is a graph output, another axis. The
+// fused ops are in the CPU's kernel list, so a model may name them: bad inputs there are clear errors.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -196,6 +197,46 @@ TEST(AttentionFusionTest, GradientMaskWiderThanTheGradient) {
     EXPECT_EQ(Count(r, "ai.ontrain::ScaledMaskedSoftmaxGrad"), 1);
     EXPECT_EQ(Count(r, "::Mul"), 0);
     ExpectSameBits(r);
+  }
+}
+
+// A model that names the fused ops itself: a scale of two values, a scale_op without S, a mask without its
+// fill, and dY and Y of different shapes are errors naming the op and what is wrong, never a crash.
+TEST(AttentionFusionTest, FusedOpsNamedByAModelCheckTheirInputs) {
+  struct Bad {
+    const char* name;
+    const char* op;
+    std::vector<std::string> inputs;
+    int64_t scale_op;
+    const char* message;
+  };
+  const Bad cases[] = {
+      {"S of two values", "ScaledMaskedSoftmax", {"x", "s2"}, 1, "S and F must be single float32 values"},
+      {"scale_op without S", "ScaledMaskedSoftmax", {"x"}, 2, "scale_op 2 and input S disagree"},
+      {"a mask without its fill", "ScaledMaskedSoftmax", {"x", "", "mask"}, 0, "the mask C and its fill F come together"},
+      {"dY and Y differ", "ScaledMaskedSoftmaxGrad", {"x", "y5"}, 0, "dY float32[2,4] and Y float32[2,5] differ"},
+  };
+  for (const Bad& c : cases) {
+    SCOPED_TRACE(c.name);
+    Model md;
+    md.opset_imports[""] = 17;
+    md.opset_imports["ai.ontrain"] = 1;
+    md.graph.inputs = {TensorInfo("x", DType::kFloat32, {2, 4}), TensorInfo("y5", DType::kFloat32, {2, 5}),
+                       TensorInfo("s2", DType::kFloat32, {2}), TensorInfo("mask", DType::kBool, {2, 4})};
+    md.graph.outputs = {TensorInfo("out", DType::kFloat32, {})};
+    md.graph.nodes.push_back(MakeNode(c.op, c.inputs, {"out"}, {AttrInt("scale_op", c.scale_op)}, "fused", "ai.ontrain"));
+    auto cpu = CpuExecutionProvider::Create({}).value();
+    auto ex = Executor::Create(md, cpu.get());
+    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+    std::vector<Tensor> out;
+    Status s = ex.value()->Run({{"x", Tensor::FromVector(Values(8, 1), {2, 4})},
+                                {"y5", Tensor::FromVector(Values(10, 2), {2, 5})},
+                                {"s2", Tensor::FromVector<float>({2.0f, 3.0f}, {2})},
+                                {"mask", Tensor::FromVector<bool>(std::vector<bool>(8, true), {2, 4})}},
+                               {"out"}, &out);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.ToString().find(c.message), std::string::npos) << s.ToString();
+    EXPECT_NE(s.ToString().find("fused"), std::string::npos) << s.ToString();
   }
 }
 

@@ -112,20 +112,16 @@ bool SplitsShortRows(int64_t m, int64_t n, int64_t k, double macs) {
   return m >= 64 && m <= 256 && n <= 256 && k <= 1024 && macs >= kShortSplitMacs;
 }
 
-// The epilogue on C's rows i0 .. i1 at columns j0 .. j1: plus `bias` [n] (when given), element by element as
-// Add, then (relu) Relu's expression v > 0 ? v : 0.
+// The epilogue on C's rows i0 .. i1 at columns j0 .. j1, one pass: plus `bias` [n] (when given), element by
+// element as Add, then (relu) Relu's expression v > 0 ? v : 0.
 template <typename T>
 void Finish(const T* bias, bool relu, int64_t n, int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* c) {
-  if (bias != nullptr) {
-    for (int64_t i = i0; i < i1; ++i) {
-      T* row = c + i * n;
-      for (int64_t j = j0; j < j1; ++j) row[j] = row[j] + bias[j];
-    }
-  }
-  if (relu) {
-    for (int64_t i = i0; i < i1; ++i) {
-      T* row = c + i * n;
-      for (int64_t j = j0; j < j1; ++j) row[j] = row[j] > T(0) ? row[j] : T(0);
+  if (bias == nullptr && !relu) return;
+  for (int64_t i = i0; i < i1; ++i) {
+    T* row = c + i * n;
+    for (int64_t j = j0; j < j1; ++j) {
+      T v = bias != nullptr ? static_cast<T>(row[j] + bias[j]) : row[j];
+      row[j] = relu ? (v > T(0) ? v : T(0)) : v;
     }
   }
 }
